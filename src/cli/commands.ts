@@ -1,0 +1,5 @@
+// The list of every `peergate` verb. Add a verb by adding its file and one line here.
+import type { Command } from "./command.ts";
+import { serveCommand } from "./serve.ts";
+
+export const commands: readonly Command[] = [serveCommand];

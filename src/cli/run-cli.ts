@@ -1,0 +1,119 @@
+// Dispatches argv to a verb, prints help for any prefix of verb words, and turns errors into
+// exit codes: 2 for usage errors, 1 for everything else. No verb prints a stack trace unless
+// PEERGATE_DEBUG is set.
+import { parseArgs } from "node:util";
+import { ConfigError } from "../errors.ts";
+import { type CliContext, type Command, exitCodes, UsageError } from "./command.ts";
+
+function describeGroup(commands: readonly Command[], prefix: readonly string[]): string {
+  const matching = commands.filter((c) => prefix.every((w, i) => c.words[i] === w));
+  const width = Math.max(...matching.map((c) => c.words.join(" ").length));
+  const lines = matching.map((c) => `  peergate ${c.words.join(" ").padEnd(width)}  ${c.summary}`);
+  const title = prefix.length === 0 ? "peergate — an A2A peer server with caller ceilings" : "";
+  return [
+    title,
+    `Usage: peergate ${prefix.length ? `${prefix.join(" ")} ` : ""}<command> [options]`,
+    "",
+    "Commands:",
+    ...lines,
+    "",
+    "Every command takes --help.",
+  ]
+    .filter((l, i) => i > 0 || l !== "")
+    .join("\n");
+}
+
+function findCommand(
+  commands: readonly Command[],
+  argv: readonly string[],
+): { command: Command; rest: string[] } | undefined {
+  let best: Command | undefined;
+  for (const c of commands) {
+    if (c.words.every((w, i) => argv[i] === w) && (!best || c.words.length > best.words.length)) {
+      best = c;
+    }
+  }
+  return best ? { command: best, rest: argv.slice(best.words.length) } : undefined;
+}
+
+function formatHelp(command: Command): string {
+  return `Usage: peergate ${command.words.join(" ")} ${command.help}`.trimEnd();
+}
+
+export async function runCli(
+  commands: readonly Command[],
+  argv: readonly string[],
+  ctx: CliContext,
+): Promise<number> {
+  const found = findCommand(commands, argv);
+  if (!found) {
+    const prefix = argv.filter((a) => !a.startsWith("-"));
+    // Longest prefix of words that is the start of some command: show that group's help.
+    let known: string[] = [];
+    for (let n = prefix.length; n >= 0; n--) {
+      const candidate = prefix.slice(0, n);
+      if (commands.some((c) => candidate.every((w, i) => c.words[i] === w))) {
+        known = candidate;
+        break;
+      }
+    }
+    const wantsHelp = argv.length === 0 || argv.includes("--help") || argv.includes("-h");
+    const unknown = prefix[known.length];
+    if (wantsHelp && unknown === undefined) {
+      ctx.io.out(describeGroup(commands, known));
+      return exitCodes.ok;
+    }
+    ctx.io.err(
+      unknown === undefined
+        ? describeGroup(commands, known)
+        : `peergate: unknown command "${[...known, unknown].join(" ")}"\n\n${describeGroup(commands, known)}`,
+    );
+    return exitCodes.usage;
+  }
+
+  const { command, rest } = found;
+  if (rest.includes("--help") || rest.includes("-h")) {
+    ctx.io.out(formatHelp(command));
+    return exitCodes.ok;
+  }
+  try {
+    const parsed = parseArgs({
+      args: [...rest],
+      options: command.options ?? {},
+      allowPositionals: true,
+      strict: true,
+    });
+    const limits = command.positionals ?? { min: 0, max: 0, names: "" };
+    if (parsed.positionals.length < limits.min || parsed.positionals.length > limits.max) {
+      throw new UsageError(
+        limits.max === 0
+          ? `"peergate ${command.words.join(" ")}" takes no arguments, got "${parsed.positionals.join(" ")}"`
+          : `"peergate ${command.words.join(" ")}" expects ${limits.names}`,
+      );
+    }
+    return await command.run(
+      { values: parsed.values as ParsedValues, positionals: parsed.positionals },
+      ctx,
+    );
+  } catch (error) {
+    if (error instanceof UsageError || isParseArgsError(error)) {
+      ctx.io.err(`peergate: ${(error as Error).message}\n\n${formatHelp(command)}`);
+      return exitCodes.usage;
+    }
+    if (error instanceof ConfigError) {
+      ctx.io.err(error.message);
+      return exitCodes.failed;
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    ctx.io.err(`peergate ${command.words.join(" ")}: ${message}`);
+    if (ctx.env.PEERGATE_DEBUG && error instanceof Error && error.stack) ctx.io.err(error.stack);
+    return exitCodes.failed;
+  }
+}
+
+type ParsedValues = Record<string, string | boolean | string[] | boolean[] | undefined>;
+
+function isParseArgsError(error: unknown): boolean {
+  const code = error instanceof Error ? (error as { code?: unknown }).code : undefined;
+  return typeof code === "string" && code.startsWith("ERR_PARSE_ARGS");
+}

@@ -1,0 +1,96 @@
+// One schema over the environment, parsed once by src/main.ts. A bad value stops start-up with
+// one message naming every bad variable, its value and what was expected.
+import path from "node:path";
+import { z } from "zod";
+import { ConfigError, type Problem } from "./errors.ts";
+
+export const logLevels = ["debug", "info", "warn", "error", "silent"] as const;
+export type LogLevel = (typeof logLevels)[number];
+
+const port = z.coerce
+  .number({ error: "a port number from 0 to 65535" })
+  .int({ error: "a whole port number from 0 to 65535" })
+  .min(0, { error: "a port number from 0 to 65535" })
+  .max(65535, { error: "a port number from 0 to 65535" });
+
+const nonEmpty = (what: string) =>
+  z
+    .string()
+    .trim()
+    .min(1, { error: `${what} (not empty)` });
+
+const postgresUrl = z
+  .string()
+  .trim()
+  .refine((v) => /^postgres(ql)?:\/\/.+/.test(v), {
+    error: "a PostgreSQL URL such as postgres://user:pass@127.0.0.1:5432/peergate",
+  });
+
+/** Variables peergate reads, with their defaults. Documented in README.md. */
+const envSchema = z.object({
+  PEERGATE_HOST: nonEmpty("a host name or IP address to listen on").default("127.0.0.1"),
+  PEERGATE_PORT: port.default(8080),
+  PEERGATE_DATA_DIR: nonEmpty("a directory path").default("./.peergate"),
+  DATABASE_URL: z.preprocess((v) => (v === "" ? undefined : v), postgresUrl.optional()),
+  PEERGATE_POLICIES_DIR: nonEmpty("a directory path").default("./policies"),
+  PEERGATE_LOG_LEVEL: z
+    .enum(logLevels, { error: `one of ${logLevels.join(", ")}` })
+    .default("info"),
+  PEERGATE_SHUTDOWN_TIMEOUT_MS: z.coerce
+    .number({ error: "milliseconds, a whole number from 100 to 60000" })
+    .int({ error: "milliseconds, a whole number from 100 to 60000" })
+    .min(100, { error: "milliseconds, a whole number from 100 to 60000" })
+    .max(60_000, { error: "milliseconds, a whole number from 100 to 60000" })
+    .default(8_000),
+});
+
+export type Config = {
+  host: string;
+  port: number;
+  dataDir: string;
+  /** Absent: embedded PGlite in `<dataDir>/pg`. */
+  databaseUrl: string | undefined;
+  policiesDir: string;
+  logLevel: LogLevel;
+  shutdownTimeoutMs: number;
+};
+
+/** Variables whose values must never be echoed back, even in a configuration error. */
+const secretVariables = new Set(["DATABASE_URL"]);
+
+function describeValue(name: string, value: unknown): string {
+  if (value === undefined) return "(unset)";
+  if (secretVariables.has(name)) return "(value hidden)";
+  return JSON.stringify(value);
+}
+
+/**
+ * Parses the environment into a Config. Relative paths resolve against `cwd`.
+ * Throws ConfigError listing every problem at once.
+ */
+export function loadConfig(env: Readonly<Record<string, string | undefined>>, cwd: string): Config {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    const problems: Problem[] = parsed.error.issues.map((issue) => {
+      const field = String(issue.path[0] ?? "(environment)");
+      const value = env[field];
+      return {
+        field,
+        value: secretVariables.has(field) ? undefined : value,
+        expected: issue.message,
+        message: `${field}=${describeValue(field, value)}: expected ${issue.message}`,
+      };
+    });
+    throw new ConfigError(problems);
+  }
+  const e = parsed.data;
+  return {
+    host: e.PEERGATE_HOST,
+    port: e.PEERGATE_PORT,
+    dataDir: path.resolve(cwd, e.PEERGATE_DATA_DIR),
+    databaseUrl: e.DATABASE_URL,
+    policiesDir: path.resolve(cwd, e.PEERGATE_POLICIES_DIR),
+    logLevel: e.PEERGATE_LOG_LEVEL,
+    shutdownTimeoutMs: e.PEERGATE_SHUTDOWN_TIMEOUT_MS,
+  };
+}

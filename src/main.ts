@@ -1,0 +1,27 @@
+#!/usr/bin/env node
+// The `peergate` executable and the composition root's entry: the only module that reads
+// process.env and process.argv. Everything below it takes them as arguments.
+import { commands } from "./cli/commands.ts";
+import { runCli } from "./cli/run-cli.ts";
+
+const controller = new AbortController();
+let signals = 0;
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    signals += 1;
+    // A second signal means the operator does not want to wait for a graceful stop.
+    if (signals > 1) process.exit(130);
+    controller.abort(signal);
+  });
+}
+
+const code = await runCli(commands, process.argv.slice(2), {
+  env: process.env,
+  cwd: process.cwd(),
+  io: {
+    out: (text) => process.stdout.write(`${text}\n`),
+    err: (text) => process.stderr.write(`${text}\n`),
+  },
+  signal: controller.signal,
+});
+process.exitCode = code;
