@@ -1,0 +1,45 @@
+// The Hono application: request ids, access log and metrics, body limits, the one error mapper,
+// and the routes. It receives everything it needs; it reads no environment and opens nothing.
+import { Hono } from "hono";
+import { requestId } from "hono/request-id";
+import type { Logger } from "../log.ts";
+import type { Metrics } from "../metrics.ts";
+import type { Readiness } from "../services/check-readiness.ts";
+import { limitBody } from "./middleware/limit-body.ts";
+import { createInflightTracker, observe } from "./middleware/observe.ts";
+import { createErrorHandler, problemResponse } from "./problem.ts";
+import { healthRoutes } from "./routes/health.ts";
+
+export type AppDeps = {
+  logger: Logger;
+  metrics: Metrics;
+  checkReadiness: () => Promise<Readiness>;
+  /** Default body limit for routes that do not set their own. */
+  maxBodyBytes?: number;
+};
+
+export type App = {
+  hono: Hono;
+  inflight: ReturnType<typeof createInflightTracker>;
+};
+
+export const defaultMaxBodyBytes = 1024 * 1024;
+
+export function createApp(deps: AppDeps): App {
+  const inflight = createInflightTracker();
+  const hono = new Hono();
+  hono.use(requestId());
+  hono.use(observe({ logger: deps.logger, metrics: deps.metrics, inflight }));
+  hono.use(limitBody(deps.maxBodyBytes ?? defaultMaxBodyBytes));
+  hono.route("/", healthRoutes({ metrics: deps.metrics, checkReadiness: deps.checkReadiness }));
+  hono.notFound((c) =>
+    problemResponse(c, {
+      status: 404,
+      code: "not-found",
+      title: "Not found",
+      detail: "no such route",
+    }),
+  );
+  hono.onError(createErrorHandler(deps.logger));
+  return { hono, inflight };
+}

@@ -1,0 +1,83 @@
+import { describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.ts";
+import { ConfigError } from "../../src/errors.ts";
+
+function configError(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env, "/srv/app");
+  } catch (error) {
+    if (error instanceof ConfigError) return error;
+    throw error;
+  }
+  throw new Error("expected loadConfig to throw");
+}
+
+describe("loadConfig", () => {
+  it("gives the documented defaults on an empty environment", () => {
+    expect(loadConfig({}, "/srv/app")).toEqual({
+      host: "127.0.0.1",
+      port: 8080,
+      dataDir: "/srv/app/.peergate",
+      databaseUrl: undefined,
+      policiesDir: "/srv/app/policies",
+      logLevel: "info",
+      shutdownTimeoutMs: 8000,
+    });
+  });
+
+  it("reads every variable and resolves relative paths against the working directory", () => {
+    const config = loadConfig(
+      {
+        PEERGATE_HOST: "::1",
+        PEERGATE_PORT: "0",
+        PEERGATE_DATA_DIR: "data",
+        DATABASE_URL: "postgres://u:p@127.0.0.1:5432/pg",
+        PEERGATE_POLICIES_DIR: "/etc/peergate",
+        PEERGATE_LOG_LEVEL: "debug",
+      },
+      "/srv/app",
+    );
+    expect(config).toMatchObject({
+      host: "::1",
+      port: 0,
+      dataDir: "/srv/app/data",
+      databaseUrl: "postgres://u:p@127.0.0.1:5432/pg",
+      policiesDir: "/etc/peergate",
+      logLevel: "debug",
+    });
+  });
+
+  it("treats an empty DATABASE_URL as unset (embedded database)", () => {
+    expect(loadConfig({ DATABASE_URL: "" }, "/").databaseUrl).toBeUndefined();
+  });
+
+  it("lists every bad variable at once, with its value and what was expected", () => {
+    const error = configError({
+      PEERGATE_PORT: "99999",
+      PEERGATE_LOG_LEVEL: "loud",
+      PEERGATE_HOST: "",
+    });
+    expect(error.problems.map((p) => p.field).sort()).toEqual([
+      "PEERGATE_HOST",
+      "PEERGATE_LOG_LEVEL",
+      "PEERGATE_PORT",
+    ]);
+    expect(error.message).toContain(
+      'PEERGATE_PORT="99999": expected a port number from 0 to 65535',
+    );
+    expect(error.message).toContain('PEERGATE_LOG_LEVEL="loud": expected one of debug, info');
+    expect(error.message).toContain('PEERGATE_HOST="": expected');
+  });
+
+  it("rejects a port that is not a whole number", () => {
+    expect(configError({ PEERGATE_PORT: "80.5" }).message).toContain('PEERGATE_PORT="80.5"');
+    expect(configError({ PEERGATE_PORT: "http" }).message).toContain('PEERGATE_PORT="http"');
+  });
+
+  it("never echoes a DATABASE_URL, which carries a password", () => {
+    const error = configError({ DATABASE_URL: "mysql://root:hunter2@db/x" });
+    expect(error.message).toContain("DATABASE_URL=(value hidden)");
+    expect(error.message).not.toContain("hunter2");
+    expect(JSON.stringify(error.problems)).not.toContain("hunter2");
+  });
+});
