@@ -1,0 +1,431 @@
+// The operator's policy files, `agent.yaml` (the served agent) and `tools.yaml` (declared command
+// tools and MCP servers), parsed from text and validated with zod. Pure: the loader reads the
+// files and hashes them. A bad file stops start-up with every problem listed, each naming the
+// file, the path inside it, the value found and what was expected (these are the only policy
+// functions that throw, and only ConfigError).
+//
+// Unknown fields are errors, not ignored: a misspelt `deniedtools` must not silently deny nothing.
+// The MCP per-tool metadata map is read key by key (never through a zod record, which drops a
+// `__proto__` key) so every tool name a server declares is validated like any other.
+import { parseDocument } from "yaml";
+import { z } from "zod";
+import { ConfigError, type Problem } from "../errors.ts";
+import { builtinTools } from "./builtin-inventory.ts";
+import { quoteUntrusted } from "./quote.ts";
+import {
+  checkToolNames,
+  describeTool,
+  disclosureLevels,
+  foldToolName,
+  type Inventory,
+  isToolCategory,
+  riskLevels,
+  type ToolDescriptor,
+  toolCategories,
+  toolNamePattern,
+} from "./tools.ts";
+
+const expectName = "a tool name of 1 to 128 characters from A-Z a-z 0-9 _ . -";
+const expectServerName = "an MCP server name of 1 to 64 characters from A-Z a-z 0-9 _ - (no dots)";
+const serverNamePattern = /^[A-Za-z0-9_-]{1,64}$/;
+
+function isMapping(value: unknown): boolean {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+const text = (what: string) => z.string({ error: what }).trim().min(1, { error: what });
+
+/** A YAML key with nothing after it reads as null; for lists and maps that means "none". */
+const list = <T extends z.ZodType>(item: T, what: string) =>
+  z.preprocess((v) => (v === null ? undefined : v), z.array(item, { error: what }).default([]));
+
+const toolName = z.string({ error: expectName }).regex(toolNamePattern, { error: expectName });
+
+const metadataFields = {
+  risk: z.enum(riskLevels, { error: `one of ${riskLevels.join(", ")}` }).optional(),
+  disclosure: z
+    .enum(disclosureLevels, { error: `one of ${disclosureLevels.join(", ")}` })
+    .optional(),
+  egress: z.boolean({ error: "true or false" }).optional(),
+};
+
+const timeoutMs = z
+  .number({ error: "milliseconds, a whole number from 100 to 3600000" })
+  .int({ error: "milliseconds, a whole number from 100 to 3600000" })
+  .min(100, { error: "milliseconds, a whole number from 100 to 3600000" })
+  .max(3_600_000, { error: "milliseconds, a whole number from 100 to 3600000" })
+  .optional();
+
+const fixedCommandSchema = z.strictObject({
+  name: toolName,
+  description: text("a description the model reads (not empty)"),
+  mode: z.literal("fixed"),
+  program: text("the program to run, a name on PATH or an absolute path"),
+  args: list(z.string({ error: "an argument string" }), "a list of argument strings"),
+  sha256: z
+    .string({ error: "the program's SHA-256, 64 lowercase hex digits" })
+    .regex(/^[0-9a-f]{64}$/, { error: "the program's SHA-256, 64 lowercase hex digits" })
+    .optional(),
+  timeoutMs,
+  ...metadataFields,
+});
+
+const structuredCommandSchema = z.strictObject({
+  name: toolName,
+  description: text("a description the model reads (not empty)"),
+  mode: z.literal("structured"),
+  programs: z
+    .array(text("a program name"), { error: "a list of the programs the model may run" })
+    .min(1, { error: "a list of at least one program the model may run" }),
+  timeoutMs,
+  ...metadataFields,
+});
+
+const commandToolSchema = z.discriminatedUnion(
+  "mode",
+  [fixedCommandSchema, structuredCommandSchema],
+  {
+    error: (issue) =>
+      isMapping(issue.input)
+        ? "mode: fixed or structured"
+        : "a command tool: a mapping with name, description, mode, program or programs",
+  },
+);
+
+const mcpToolMetadataSchema = z.strictObject({
+  description: z.string({ error: "a description" }).optional(),
+  ...metadataFields,
+});
+
+export type McpToolPolicy = { readonly name: string } & z.output<typeof mcpToolMetadataSchema>;
+
+/** Reads the per-tool metadata map key by key; a key with no value means "no metadata". */
+const mcpToolMap = z.unknown().transform((raw, ctx): McpToolPolicy[] => {
+  if (raw === undefined || raw === null) return [];
+  if (!isMapping(raw)) {
+    ctx.addIssue({ code: "custom", message: "a mapping of tool name to its metadata" });
+    return z.NEVER;
+  }
+  const tools: McpToolPolicy[] = [];
+  for (const [name, value] of Object.entries(raw as object)) {
+    if (!toolNamePattern.test(name))
+      ctx.addIssue({ code: "custom", message: expectName, path: [name] });
+    const parsed = mcpToolMetadataSchema.safeParse(value ?? {});
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) {
+        for (const extra of issue.code === "unrecognized_keys" ? issue.keys : [undefined]) {
+          ctx.addIssue({
+            code: "custom",
+            message: extra === undefined ? issue.message : unknownFieldMessage,
+            path: extra === undefined ? [name, ...issue.path] : [name, ...issue.path, extra],
+          });
+        }
+      }
+      continue;
+    }
+    tools.push({ name, ...parsed.data });
+  }
+  return tools;
+});
+
+const serverName = z
+  .string({ error: expectServerName })
+  .regex(serverNamePattern, { error: expectServerName });
+
+const mcpServerSchema = z.discriminatedUnion(
+  "transport",
+  [
+    z.strictObject({
+      name: serverName,
+      transport: z.literal("stdio"),
+      command: text("the command that starts the server"),
+      args: list(z.string({ error: "an argument string" }), "a list of argument strings"),
+      tools: mcpToolMap,
+    }),
+    z.strictObject({
+      name: serverName,
+      transport: z.literal("http"),
+      url: z.url({ protocol: /^https?$/, error: "an http:// or https:// URL" }),
+      tools: mcpToolMap,
+    }),
+  ],
+  {
+    error: (issue) =>
+      isMapping(issue.input)
+        ? "transport: stdio or http"
+        : "an MCP server: a mapping with name, transport, and command or url",
+  },
+);
+
+export const toolsPolicySchema = z.strictObject(
+  {
+    commands: list(commandToolSchema, "a list of command tools"),
+    mcpServers: list(mcpServerSchema, "a list of MCP servers"),
+  },
+  { error: "a mapping with commands and mcpServers" },
+);
+
+export type ToolsPolicy = z.output<typeof toolsPolicySchema>;
+export type CommandToolPolicy = ToolsPolicy["commands"][number];
+export type McpServerPolicy = ToolsPolicy["mcpServers"][number];
+
+const toolEntry = z
+  .string({ error: `a tool name or a category (${toolCategories.join(", ")})` })
+  .refine((v) => isToolCategory(v) || toolNamePattern.test(v), {
+    error: `a tool name or a category (${toolCategories.join(", ")})`,
+  });
+
+const skillSchema = z.strictObject({
+  id: text("a skill id (not empty)"),
+  name: text("a skill name (not empty)"),
+  description: text("what the skill does (not empty)"),
+  tags: list(text("a tag (not empty)"), "a list of tags"),
+  examples: list(z.string({ error: "an example prompt" }), "a list of example prompts"),
+});
+
+export const agentPolicySchema = z.strictObject(
+  {
+    name: text("the agent's name (not empty)"),
+    description: text("what the agent does (not empty)"),
+    version: text('a version string such as "0.1.0" (quote it if it looks like a number)'),
+    skills: list(skillSchema, "a list of skills (id, name, description, tags)").refine(
+      (skills) => new Set(skills.map((s) => s.id)).size === skills.length,
+      { error: "skills with distinct ids" },
+    ),
+    instructions: z
+      .preprocess((v) => (v === null ? undefined : v), z.string({ error: "instruction text" }))
+      .default(""),
+    model: z.preprocess(
+      (v) => (v === null || v === "" ? undefined : v),
+      text("a model id such as provider:model-name").optional(),
+    ),
+    tools: list(toolEntry, "a list of tool names and categories"),
+    deniedTools: list(toolEntry, "a list of tool names and categories"),
+  },
+  { error: "a mapping with name, description, version, skills, instructions, tools, deniedTools" },
+);
+
+export type AgentPolicy = z.output<typeof agentPolicySchema>;
+
+const unknownFieldMessage = "no such field here (check the spelling)";
+
+function formatPath(path: readonly PropertyKey[]): string {
+  let out = "";
+  for (const segment of path) {
+    if (typeof segment === "number") out += `[${segment}]`;
+    else if (typeof segment === "string" && /^[A-Za-z_][A-Za-z0-9_]*$/.test(segment)) {
+      out += out === "" ? segment : `.${segment}`;
+    } else out += `[${JSON.stringify(String(segment))}]`;
+  }
+  return out === "" ? "(top level)" : out;
+}
+
+/** The value at `path` in the raw parsed YAML, following own properties only. */
+function findValue(raw: unknown, path: readonly PropertyKey[]): unknown {
+  let node = raw;
+  for (const segment of path) {
+    if (node === null || typeof node !== "object") return undefined;
+    const key = typeof segment === "number" ? segment : String(segment);
+    if (!Object.hasOwn(node, key)) return undefined;
+    node = (node as Record<PropertyKey, unknown>)[key];
+  }
+  return node;
+}
+
+function describeValue(value: unknown): string {
+  return value === undefined ? "(missing)" : quoteUntrusted(value, 80);
+}
+
+function makeProblem(fileName: string, path: string, value: unknown, expected: string): Problem {
+  return {
+    field: `${fileName}: ${path}`,
+    value,
+    expected,
+    message: `${fileName}: ${path} = ${describeValue(value)}: expected ${expected}`,
+  };
+}
+
+function failWith(fileName: string, problems: readonly Problem[]): never {
+  throw new ConfigError(problems, `peergate cannot start: bad policy file ${fileName}`);
+}
+
+/** YAML text to a plain value; syntax errors (and duplicate keys) become problems with positions. */
+function readYaml(text: string, fileName: string): unknown {
+  const document = parseDocument(text, { prettyErrors: false, uniqueKeys: true });
+  if (document.errors.length > 0) {
+    failWith(
+      fileName,
+      document.errors.map((error) => {
+        const at = error.linePos?.[0];
+        const where = at ? `line ${at.line}, column ${at.col}` : "(somewhere)";
+        const message = error.message.split("\n")[0] ?? error.message;
+        return {
+          field: `${fileName}: ${where}`,
+          expected: "valid YAML",
+          message: `${fileName}: ${where}: not valid YAML: ${message}`,
+        };
+      }),
+    );
+  }
+  return document.toJS({ maxAliasCount: 100 });
+}
+
+function parseWith<T extends z.ZodType>(schema: T, text: string, fileName: string): z.output<T> {
+  const raw = readYaml(text, fileName) ?? {};
+  const parsed = schema.safeParse(raw);
+  if (parsed.success) return parsed.data;
+  const problems: Problem[] = [];
+  for (const issue of parsed.error.issues) {
+    const keys = issue.code === "unrecognized_keys" ? issue.keys : [undefined];
+    for (const key of keys) {
+      const path = key === undefined ? issue.path : [...issue.path, key];
+      problems.push(
+        makeProblem(
+          fileName,
+          formatPath(path),
+          findValue(raw, path),
+          key === undefined ? issue.message : unknownFieldMessage,
+        ),
+      );
+    }
+  }
+  failWith(fileName, problems);
+}
+
+/** Parses agent.yaml text. Throws ConfigError listing every problem. */
+export function parseAgentPolicy(text: string, fileName: string): AgentPolicy {
+  return parseWith(agentPolicySchema, text, fileName);
+}
+
+/**
+ * Parses tools.yaml text, including the name rules across the whole inventory: no declared name
+ * may equal a built-in's name, alias or hidden half up to case or NFKC, nor another declared one.
+ * Throws ConfigError listing every problem.
+ */
+export function parseToolsPolicy(text: string, fileName: string): ToolsPolicy {
+  const policy = parseWith(toolsPolicySchema, text, fileName);
+  const entries: { name: string; where: string }[] = [];
+  for (const tool of builtinTools) {
+    entries.push({ name: tool.name, where: `built-in tool ${tool.name}` });
+    for (const alias of tool.aliases) {
+      entries.push({ name: alias, where: `built-in alias ${alias} of ${tool.name}` });
+    }
+    if (tool.executeHalf !== undefined) {
+      entries.push({
+        name: tool.executeHalf,
+        where: `built-in hidden half ${tool.executeHalf} of ${tool.name}`,
+      });
+    }
+  }
+  for (const [i, command] of policy.commands.entries()) {
+    entries.push({ name: command.name, where: `commands[${i}].name` });
+  }
+  const servers: { name: string; where: string }[] = [];
+  for (const [i, server] of policy.mcpServers.entries()) {
+    servers.push({ name: server.name, where: `mcpServers[${i}].name` });
+    for (const tool of server.tools) {
+      entries.push({
+        name: `${server.name}.${tool.name}`,
+        where: formatPath(["mcpServers", i, "tools", tool.name]),
+      });
+    }
+  }
+  const problems = [
+    ...checkToolNames(entries).map((p) => makeProblem(fileName, p.where, p.name, p.message)),
+    ...checkServerNames(servers).map((p) => makeProblem(fileName, p.where, p.name, p.message)),
+  ];
+  // Built-ins come first, so a collision is always reported at the operator's declaration.
+  if (problems.length > 0) failWith(fileName, problems);
+  return policy;
+}
+
+function checkServerNames(servers: readonly { name: string; where: string }[]) {
+  const seen = new Map<string, string>();
+  const problems: { where: string; name: string; message: string }[] = [];
+  for (const { name, where } of servers) {
+    const folded = foldToolName(name);
+    const earlier = seen.get(folded);
+    if (earlier === undefined) seen.set(folded, where);
+    else {
+      problems.push({
+        where,
+        name,
+        message: `a server name not already used by ${earlier} (names may not differ only by case)`,
+      });
+    }
+  }
+  return problems;
+}
+
+/** Every tool the policy files declare: the built-ins, then command tools, then MCP tools. */
+export function listPolicyTools(policy: ToolsPolicy): ToolDescriptor[] {
+  const tools: ToolDescriptor[] = [...builtinTools];
+  for (const command of policy.commands) {
+    tools.push(
+      describeTool({
+        name: command.name,
+        category: "custom",
+        description: command.description,
+        risk: command.risk,
+        disclosure: command.disclosure,
+        egress: command.egress,
+      }),
+    );
+  }
+  for (const server of policy.mcpServers) {
+    for (const tool of server.tools) {
+      tools.push(
+        describeTool({
+          name: `${server.name}.${tool.name}`,
+          category: "mcp",
+          description: tool.description,
+          risk: tool.risk,
+          disclosure: tool.disclosure,
+          egress: tool.egress,
+        }),
+      );
+    }
+  }
+  return tools;
+}
+
+/**
+ * Checks agent.yaml's tool entries against the inventory: every name must exist (a misspelt
+ * denial would protect nothing), and `tools` may not name a hidden execute half (only the approval
+ * path runs those). Throws ConfigError listing every problem.
+ */
+export function validateAgentTools(
+  agent: AgentPolicy,
+  inventory: Inventory,
+  fileName: string,
+): void {
+  let folded: Map<string, string> | undefined;
+  const suggest = (name: string): string => {
+    folded ??= new Map([...inventory.names.keys()].map((n) => [foldToolName(n), n]));
+    const match = folded.get(foldToolName(name));
+    return match === undefined ? "" : ` (names are case-sensitive: did you mean ${match}?)`;
+  };
+  const problems: Problem[] = [];
+  const expected = `a tool in the inventory (peergate tools lists them) or a category (${toolCategories.join(", ")})`;
+  for (const field of ["tools", "deniedTools"] as const) {
+    for (const [i, entry] of agent[field].entries()) {
+      if (isToolCategory(entry)) continue;
+      const found = inventory.names.get(entry);
+      if (found === undefined) {
+        problems.push(
+          makeProblem(fileName, `${field}[${i}]`, entry, `${expected}${suggest(entry)}`),
+        );
+      } else if (field === "tools" && found.kind === "execute-half") {
+        problems.push(
+          makeProblem(
+            fileName,
+            `${field}[${i}]`,
+            entry,
+            `not a hidden execute half: name ${found.tool.name}, which brings its half with it`,
+          ),
+        );
+      }
+    }
+  }
+  if (problems.length > 0) failWith(fileName, problems);
+}
