@@ -1,0 +1,365 @@
+// Everything peergate keeps in Postgres (DESIGN.md §5-7). One schema serves PGlite and a real
+// PostgreSQL; migrations in drizzle/ are generated from this file by `npm run db:generate`.
+//
+// Closed vocabularies are `text` with a CHECK constraint rather than pg enums: adding a value is
+// then a plain migration on both drivers (ALTER TYPE … ADD VALUE cannot be used in the transaction
+// that adds it). Timestamps are `timestamptz(3)`: millisecond precision, so a JS Date round-trips
+// exactly (the audit chain hashes them). Secrets are never stored in clear: credentials hold a
+// SHA-256 and a short display prefix.
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  boolean,
+  check,
+  date,
+  index,
+  integer,
+  jsonb,
+  numeric,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  unique,
+  uuid,
+} from "drizzle-orm/pg-core";
+
+/** `timestamptz(3)`, read and written as a JS Date. */
+function timestamptz(name: string) {
+  return timestamp(name, { withTimezone: true, precision: 3, mode: "date" });
+}
+
+function createdAt() {
+  return timestamptz("created_at").notNull().defaultNow();
+}
+
+function updatedAt() {
+  return timestamptz("updated_at").notNull().defaultNow();
+}
+
+/** `name IN ('a', 'b', …)` for a CHECK constraint; values are our own literals, not input. */
+function isOneOf(column: string, values: readonly string[]) {
+  const list = values.map((v) => `'${v.replaceAll("'", "''")}'`).join(", ");
+  return sql.raw(`"${column}" IN (${list})`);
+}
+
+export const callerKinds = ["peer", "github", "ifttt", "webhook"] as const;
+export type CallerKind = (typeof callerKinds)[number];
+
+export const tiers = ["none", "public", "internal", "private"] as const;
+export type Tier = (typeof tiers)[number];
+
+/** `auto`, or the risk level above which a call parks for an operator (DESIGN.md §5). */
+export const approvalPolicies = ["auto", "read-only", "low-risk", "high-risk"] as const;
+export type ApprovalPolicy = (typeof approvalPolicies)[number];
+
+export const credentialKinds = [
+  "token",
+  "webhook-secret",
+  "ifttt-secret",
+  "admin",
+  "operator",
+] as const;
+export type CredentialKind = (typeof credentialKinds)[number];
+
+export const runOrigins = ["a2a", "webhook"] as const;
+export type RunOrigin = (typeof runOrigins)[number];
+
+export const runStatuses = [
+  "submitted",
+  "working",
+  "parked",
+  "completed",
+  "failed",
+  "canceled",
+  "rejected",
+  "expired",
+  "interrupted",
+] as const;
+export type RunStatus = (typeof runStatuses)[number];
+
+/** `running` is the in-flight state; a crash leaves it there for recovery to mark `interrupted`. */
+export const toolCallStatuses = [
+  "running",
+  "completed",
+  "interrupted",
+  "not-started",
+  "refused",
+  "failed",
+] as const;
+export type ToolCallStatus = (typeof toolCallStatuses)[number];
+
+/** Per-run limits a caller is configured with, plus daily totals. Absent means unlimited. */
+export type CallerBudgets = {
+  tokens?: number;
+  costUsd?: number;
+  durationMs?: number;
+  steps?: number;
+  concurrentRuns?: number;
+  daily?: { tokens?: number; costUsd?: number; runs?: number };
+};
+
+/** How a peer's JWTs are verified (DESIGN.md §6). Key material here is public. */
+export type CallerJwtSettings = {
+  issuer: string;
+  audience: string;
+  algorithms: string[];
+  maxAgeSeconds: number;
+  jwk?: Record<string, unknown>;
+  pem?: string;
+  jwksUrl?: string;
+};
+
+export type RunBudgetLimits = {
+  tokens?: number;
+  costUsd?: number;
+  durationMs?: number;
+  steps?: number;
+};
+
+export type RunBudgetUsed = { tokens: number; costUsd: number; durationMs: number; steps: number };
+
+/** The one call a parked run waits on; approving must name `callId` and `argsDigest`. */
+export type PendingApproval = {
+  callId: string;
+  tool: string;
+  argsDigest: string;
+  args: unknown;
+  requestedAt: string;
+};
+
+export type RunError = { code: string; message: string };
+
+export const callers = pgTable(
+  "callers",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    name: text("name").notNull().unique(),
+    kind: text("kind").$type<CallerKind>().notNull(),
+    tier: text("tier").$type<Tier>().notNull().default("none"),
+    allow: text("allow").array().notNull().default(sql`'{}'::text[]`),
+    approvalPolicy: text("approval_policy").$type<ApprovalPolicy>().notNull().default("auto"),
+    budgets: jsonb("budgets").$type<CallerBudgets>().notNull().default({}),
+    /** Webhook callers: the fixed prompt; the payload is fenced in as untrusted data. */
+    promptTemplate: text("prompt_template"),
+    /** Webhook callers: event names that fire a run (e.g. `issues.opened`); null means all. */
+    eventFilter: text("event_filter").array(),
+    jwt: jsonb("jwt").$type<CallerJwtSettings>(),
+    /** Bumped on every change, for compare-and-set updates and cache invalidation. */
+    version: integer("version").notNull().default(1),
+    revokedAt: timestamptz("revoked_at"),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  () => [
+    check("callers_kind_check", isOneOf("kind", callerKinds)),
+    check("callers_tier_check", isOneOf("tier", tiers)),
+    check("callers_approval_policy_check", isOneOf("approval_policy", approvalPolicies)),
+  ],
+);
+
+export const credentials = pgTable(
+  "credentials",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    /** Null for the operator's own admin and operator tokens. */
+    callerId: uuid("caller_id").references(() => callers.id, { onDelete: "cascade" }),
+    kind: text("kind").$type<CredentialKind>().notNull(),
+    /** Hex SHA-256 of the secret: the lookup key. The secret itself is shown once, never stored. */
+    secretHash: text("secret_hash").notNull().unique(),
+    /** First characters of the secret, for telling credentials apart in listings and the audit. */
+    prefix: text("prefix").notNull(),
+    createdAt: createdAt(),
+    /** Set when a rotation gives the old credential a grace period. */
+    expiresAt: timestamptz("expires_at"),
+    revokedAt: timestamptz("revoked_at"),
+  },
+  (t) => [
+    index("credentials_caller_id_idx").on(t.callerId),
+    check("credentials_kind_check", isOneOf("kind", credentialKinds)),
+  ],
+);
+
+export const runs = pgTable(
+  "runs",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    callerId: uuid("caller_id")
+      .notNull()
+      .references(() => callers.id),
+    origin: text("origin").$type<RunOrigin>().notNull(),
+    a2aTaskId: text("a2a_task_id"),
+    a2aContextId: text("a2a_context_id"),
+    status: text("status").$type<RunStatus>().notNull().default("submitted"),
+    approvalPolicy: text("approval_policy").$type<ApprovalPolicy>().notNull(),
+    /** The effective tool set at the first segment; a resumed run never gets more than this. */
+    toolSet: text("tool_set").array().notNull(),
+    /** Segments started so far; a resumed parked run starts another. */
+    segments: integer("segments").notNull().default(0),
+    budgetLimits: jsonb("budget_limits").$type<RunBudgetLimits>().notNull().default({}),
+    budgetUsed: jsonb("budget_used")
+      .$type<RunBudgetUsed>()
+      .notNull()
+      .default({ tokens: 0, costUsd: 0, durationMs: 0, steps: 0 }),
+    pendingApproval: jsonb("pending_approval").$type<PendingApproval>(),
+    /** A parked run expires (is rejected) at this time. */
+    parkedUntil: timestamptz("parked_until"),
+    /** The instance executing the run and its last heartbeat; a stale heartbeat means orphaned. */
+    ownerInstanceId: text("owner_instance_id"),
+    heartbeatAt: timestamptz("heartbeat_at"),
+    result: jsonb("result"),
+    error: jsonb("error").$type<RunError>(),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+    startedAt: timestamptz("started_at"),
+    finishedAt: timestamptz("finished_at"),
+  },
+  (t) => [
+    index("runs_caller_status_idx").on(t.callerId, t.status),
+    index("runs_status_parked_until_idx").on(t.status, t.parkedUntil),
+    index("runs_owner_instance_idx").on(t.ownerInstanceId),
+    index("runs_a2a_task_idx").on(t.a2aTaskId),
+    check("runs_origin_check", isOneOf("origin", runOrigins)),
+    check("runs_status_check", isOneOf("status", runStatuses)),
+    check("runs_approval_policy_check", isOneOf("approval_policy", approvalPolicies)),
+    check("runs_segments_check", sql`"segments" >= 0`),
+  ],
+);
+
+export const toolCalls = pgTable(
+  "tool_calls",
+  {
+    runId: uuid("run_id")
+      .notNull()
+      .references(() => runs.id, { onDelete: "cascade" }),
+    callId: text("call_id").notNull(),
+    tool: text("tool").notNull(),
+    argsDigest: text("args_digest").notNull(),
+    status: text("status").$type<ToolCallStatus>().notNull(),
+    outputTruncated: boolean("output_truncated").notNull().default(false),
+    createdAt: createdAt(),
+    startedAt: timestamptz("started_at"),
+    finishedAt: timestamptz("finished_at"),
+  },
+  (t) => [
+    primaryKey({ columns: [t.runId, t.callId] }),
+    check("tool_calls_status_check", isOneOf("status", toolCallStatuses)),
+  ],
+);
+
+/** A2A task store; a task is visible only to the caller that created it. */
+export const a2aTasks = pgTable(
+  "a2a_tasks",
+  {
+    id: text("id").primaryKey(),
+    callerId: uuid("caller_id")
+      .notNull()
+      .references(() => callers.id),
+    contextId: text("context_id").notNull(),
+    task: jsonb("task").notNull(),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index("a2a_tasks_caller_context_idx").on(t.callerId, t.contextId)],
+);
+
+/**
+ * One row per accepted webhook delivery. A delivery id (GitHub's X-GitHub-Delivery) is claimed
+ * once by the unique constraint; senders without one (IFTTT) are deduplicated on the body hash
+ * within a window by `claimWebhookDelivery` (src/db/webhook-claims.ts).
+ */
+export const webhookDeliveries = pgTable(
+  "webhook_deliveries",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    callerId: uuid("caller_id")
+      .notNull()
+      .references(() => callers.id),
+    deliveryId: text("delivery_id"),
+    bodySha256: text("body_sha256").notNull(),
+    receivedAt: timestamptz("received_at").notNull().defaultNow(),
+    runId: uuid("run_id").references(() => runs.id),
+  },
+  (t) => [
+    unique("webhook_deliveries_caller_delivery_key").on(t.callerId, t.deliveryId),
+    index("webhook_deliveries_body_idx").on(t.callerId, t.bodySha256, t.receivedAt),
+  ],
+);
+
+/** JWT ids already used, kept until the token expires; the primary key refuses a replay. */
+export const jwtReplays = pgTable(
+  "jwt_replays",
+  {
+    issuer: text("issuer").notNull(),
+    jti: text("jti").notNull(),
+    expiresAt: timestamptz("expires_at").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.issuer, t.jti] }),
+    index("jwt_replays_expires_at_idx").on(t.expiresAt),
+  ],
+);
+
+/** Per-caller daily totals; `day` is the UTC date (YYYY-MM-DD). */
+export const dailyUsage = pgTable(
+  "daily_usage",
+  {
+    callerId: uuid("caller_id")
+      .notNull()
+      .references(() => callers.id, { onDelete: "cascade" }),
+    day: date("day", { mode: "string" }).notNull(),
+    tokens: bigint("tokens", { mode: "number" }).notNull().default(0),
+    costUsd: numeric("cost_usd", { precision: 14, scale: 6, mode: "number" }).notNull().default(0),
+    runs: integer("runs").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.callerId, t.day] })],
+);
+
+/**
+ * The append-only, hash-chained audit trail. Written only through `appendAuditEvent`
+ * (src/db/audit.ts); a trigger added by a migration refuses UPDATE, DELETE and TRUNCATE.
+ */
+export const auditEvents = pgTable(
+  "audit_events",
+  {
+    /** Contiguous from 1, assigned under a lock (a sequence would leave gaps on rollback). */
+    seq: bigint("seq", { mode: "number" }).primaryKey(),
+    createdAt: timestamptz("created_at").notNull(),
+    actor: text("actor").notNull(),
+    kind: text("kind").notNull(),
+    subject: text("subject"),
+    data: jsonb("data").notNull(),
+    prevHash: text("prev_hash").notNull(),
+    hash: text("hash").notNull().unique(),
+  },
+  (t) => [
+    index("audit_events_subject_idx").on(t.subject),
+    index("audit_events_kind_idx").on(t.kind, t.createdAt),
+  ],
+);
+
+/** Live peergate instances sharing the database; runs name their owner here. */
+export const instances = pgTable("instances", {
+  id: text("id").primaryKey(),
+  hostname: text("hostname").notNull(),
+  pid: integer("pid").notNull(),
+  startedAt: timestamptz("started_at").notNull().defaultNow(),
+  heartbeatAt: timestamptz("heartbeat_at").notNull().defaultNow(),
+});
+
+export type Caller = typeof callers.$inferSelect;
+export type NewCaller = typeof callers.$inferInsert;
+export type Credential = typeof credentials.$inferSelect;
+export type NewCredential = typeof credentials.$inferInsert;
+export type Run = typeof runs.$inferSelect;
+export type NewRun = typeof runs.$inferInsert;
+export type ToolCall = typeof toolCalls.$inferSelect;
+export type NewToolCall = typeof toolCalls.$inferInsert;
+export type A2aTask = typeof a2aTasks.$inferSelect;
+export type NewA2aTask = typeof a2aTasks.$inferInsert;
+export type WebhookDelivery = typeof webhookDeliveries.$inferSelect;
+export type NewWebhookDelivery = typeof webhookDeliveries.$inferInsert;
+export type JwtReplay = typeof jwtReplays.$inferSelect;
+export type DailyUsage = typeof dailyUsage.$inferSelect;
+export type AuditEvent = typeof auditEvents.$inferSelect;
+export type Instance = typeof instances.$inferSelect;
