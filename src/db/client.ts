@@ -1,0 +1,263 @@
+// The one way to open peergate's database. Embedded PGlite by default (no server to set up);
+// postgres.js against a real PostgreSQL when a URL is given. Everything else codes against
+// `Database` and its drizzle handle `db`, which behave the same on both drivers.
+//
+// Raw `db.execute()` results differ by driver (PGlite returns `{ rows }`, postgres.js an array):
+// prefer the query builder, or read rows through `selectRows`.
+import fs from "node:fs";
+import path from "node:path";
+import { PGlite } from "@electric-sql/pglite";
+import type { ExtractTablesWithRelations, SQL } from "drizzle-orm";
+import type { PgDatabase, PgQueryResultHKT, PgTransaction } from "drizzle-orm/pg-core";
+import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
+import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
+import postgres from "postgres";
+import { UnavailableError } from "../errors.ts";
+import { acquireDataDirLock } from "./data-dir-lock.ts";
+import * as schema from "./schema.ts";
+
+export type Schema = typeof schema;
+
+/** A drizzle handle over peergate's schema; the same type for both drivers. */
+export type Db = PgDatabase<PgQueryResultHKT, Schema>;
+
+/** A transaction handle, as passed to `db.transaction(async (tx) => …)`. */
+export type DbTransaction = PgTransaction<
+  PgQueryResultHKT,
+  Schema,
+  ExtractTablesWithRelations<Schema>
+>;
+
+/** Anything a query can run on: the database or an open transaction. */
+export type DbOrTx = Db | DbTransaction;
+
+export type Database = {
+  kind: "pglite" | "postgres";
+  db: Db;
+  /** `SELECT 1`; rejects with UnavailableError on failure, after close, or after `timeoutMs`. */
+  ping(timeoutMs?: number): Promise<void>;
+  /**
+   * LISTEN on `channel` (lower-case letters, digits and `_`). Returns a function that stops it.
+   * `onListen` runs each time the LISTEN is in place — first, and again after postgres.js
+   * reconnects; notifications sent while disconnected are lost, so reload state there.
+   */
+  listen(
+    channel: string,
+    onPayload: (payload: string) => void,
+    onListen?: () => void,
+  ): Promise<() => Promise<void>>;
+  notify(channel: string, payload: string): Promise<void>;
+  /** Idempotent. */
+  close(): Promise<void>;
+};
+
+export type DatabaseOptions =
+  | {
+      kind: "pglite";
+      /** Undefined: in memory. */
+      dataDir?: string;
+      /** A `dumpDataDir()` tarball to start from instead of a new cluster (fast test setup). */
+      loadDataDir?: Blob;
+    }
+  | { kind: "postgres"; url: string };
+
+export const defaultPingTimeoutMs = 2_000;
+
+/** Pool and timeouts for postgres.js: bounded, and failing fast when the server is gone. */
+const postgresOptions = {
+  max: 10,
+  connect_timeout: 5,
+  idle_timeout: 60,
+  max_lifetime: 30 * 60,
+  onnotice: () => {},
+  // Timestamps come back in UTC whatever the server's default zone is.
+  connection: { application_name: "peergate", TimeZone: "UTC" },
+} satisfies postgres.Options<Record<string, never>>;
+
+const channelPattern = /^[a-z_][a-z0-9_]{0,62}$/;
+
+function checkChannel(channel: string): void {
+  // PGlite splices the name into LISTEN unquoted; keep names that mean the same on both drivers.
+  if (!channelPattern.test(channel)) {
+    throw new TypeError(`bad channel name ${JSON.stringify(channel)}: use [a-z_][a-z0-9_]*`);
+  }
+}
+
+async function withTimeout<T>(
+  work: Promise<T>,
+  timeoutMs: number,
+  onTimeout: () => Error,
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(onTimeout()), timeoutMs);
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function describeError(error: unknown): string {
+  if (error instanceof Error) {
+    return error.message || (error as { code?: string }).code || error.name;
+  }
+  return String(error);
+}
+
+/** Opens the database described by `options`. Does not migrate: see `migrateDatabase`. */
+export async function openDatabase(options: DatabaseOptions): Promise<Database> {
+  return options.kind === "pglite"
+    ? openPglite(options.dataDir, options.loadDataDir)
+    : openPostgres(options.url);
+}
+
+async function openPglite(
+  dataDir: string | undefined,
+  loadDataDir: Blob | undefined,
+): Promise<Database> {
+  let lock: ReturnType<typeof acquireDataDirLock> | undefined;
+  let dir: string | undefined;
+  if (dataDir !== undefined) {
+    dir = path.resolve(dataDir);
+    fs.mkdirSync(path.dirname(dir), { recursive: true });
+    lock = acquireDataDirLock(dir);
+    fs.mkdirSync(dir, { recursive: true });
+  }
+  let client: PGlite;
+  try {
+    client = await PGlite.create({ dataDir: dir, loadDataDir });
+  } catch (error) {
+    lock?.release();
+    throw new UnavailableError(
+      `cannot open the embedded database${dir ? ` in ${dir}` : ""}: ${describeError(error)}`,
+      { cause: error },
+    );
+  }
+  const db = drizzlePglite({ client, schema }) as unknown as Db;
+  let closing: Promise<void> | undefined;
+
+  return {
+    kind: "pglite",
+    db,
+    async ping(timeoutMs = defaultPingTimeoutMs) {
+      if (closing || client.closed) throw new UnavailableError("the database is closed");
+      try {
+        await withTimeout(
+          client.query("select 1"),
+          timeoutMs,
+          () => new UnavailableError(`the database did not answer within ${timeoutMs} ms`),
+        );
+      } catch (error) {
+        if (error instanceof UnavailableError) throw error;
+        throw new UnavailableError(`the database is unavailable: ${describeError(error)}`, {
+          cause: error,
+        });
+      }
+    },
+    async listen(channel, onPayload, onListen) {
+      checkChannel(channel);
+      const unlisten = await client.listen(channel, onPayload);
+      onListen?.();
+      return async () => {
+        if (!client.closed) await unlisten();
+      };
+    },
+    async notify(channel, payload) {
+      checkChannel(channel);
+      await client.query("select pg_notify($1, $2)", [channel, payload]);
+    },
+    close() {
+      closing ??= (async () => {
+        try {
+          if (!client.closed) await client.close();
+        } finally {
+          lock?.release();
+        }
+      })();
+      return closing;
+    },
+  };
+}
+
+async function openPostgres(url: string): Promise<Database> {
+  const client = postgres(url, postgresOptions);
+  const db = drizzlePostgres({ client, schema }) as unknown as Db;
+  let closing: Promise<void> | undefined;
+  dedicatedConnections.set(db, () => {
+    const single = postgres(url, { ...postgresOptions, max: 1 });
+    return {
+      db: drizzlePostgres({ client: single, schema }) as unknown as Db,
+      close: () => single.end({ timeout: 5 }),
+    };
+  });
+
+  return {
+    kind: "postgres",
+    db,
+    async ping(timeoutMs = defaultPingTimeoutMs) {
+      if (closing) throw new UnavailableError("the database is closed");
+      const query = client`select 1`;
+      try {
+        await withTimeout(query.execute(), timeoutMs, () => {
+          // A queued query is dropped; a sent one is cancelled if the server still answers.
+          query.cancel();
+          return new UnavailableError(`the database did not answer within ${timeoutMs} ms`);
+        });
+      } catch (error) {
+        if (error instanceof UnavailableError) throw error;
+        throw new UnavailableError(`the database is unavailable: ${describeError(error)}`, {
+          cause: error,
+        });
+      }
+    },
+    async listen(channel, onPayload, onListen) {
+      checkChannel(channel);
+      const meta = await client.listen(channel, onPayload, onListen);
+      return () => meta.unlisten();
+    },
+    async notify(channel, payload) {
+      checkChannel(channel);
+      await client.notify(channel, payload);
+    },
+    close() {
+      closing ??= client.end({ timeout: 5 });
+      return closing;
+    },
+  };
+}
+
+type DedicatedConnection = { db: Db; close(): Promise<void> };
+
+/** How to open one extra single connection to the same server, per postgres `Db`. */
+const dedicatedConnections = new WeakMap<Db, () => DedicatedConnection>();
+
+/**
+ * Runs `work` on a connection of its own, for session state such as `pg_advisory_lock` that must
+ * stay on one connection (a pool hands out a different one per query). PGlite has one session,
+ * so there it runs on `database.db` itself.
+ */
+export async function withDedicatedConnection<T>(
+  database: Database,
+  work: (db: Db) => Promise<T>,
+): Promise<T> {
+  const open = dedicatedConnections.get(database.db);
+  if (!open) return work(database.db);
+  const connection = open();
+  try {
+    return await work(connection.db);
+  } finally {
+    await connection.close();
+  }
+}
+
+/** Runs a raw query and returns its rows, whichever driver is underneath. */
+export async function selectRows<Row extends Record<string, unknown>>(
+  db: DbOrTx,
+  query: SQL,
+): Promise<Row[]> {
+  const result = (await db.execute(query)) as unknown;
+  if (Array.isArray(result)) return result as Row[];
+  return ((result as { rows?: Row[] }).rows ?? []) as Row[];
+}
