@@ -1,0 +1,153 @@
+import { sql } from "drizzle-orm";
+import { expect, it } from "vitest";
+import {
+  appendAuditEvent,
+  canonicalJson,
+  genesisHash,
+  verifyAuditChain,
+} from "../../src/db/audit.ts";
+import type { Database } from "../../src/db/client.ts";
+import { auditEvents, callers } from "../../src/db/schema.ts";
+import { describeEachDatabase } from "../support/databases.ts";
+
+async function appendMany(database: Database, count: number, actor = "test"): Promise<void> {
+  for (let i = 1; i <= count; i++) {
+    await appendAuditEvent(database.db, {
+      actor,
+      kind: "test.event",
+      subject: `item:${i}`,
+      data: { i, nested: { b: [1, "two", null], a: true }, when: new Date(0) },
+    });
+  }
+}
+
+/** Tampering needs the append-only trigger out of the way, as an attacker with DDL would do. */
+async function tamper(database: Database, statements: string[]): Promise<void> {
+  await database.db.transaction(async (tx) => {
+    await tx.execute(sql`alter table audit_events disable trigger user`);
+    for (const statement of statements) await tx.execute(sql.raw(statement));
+    await tx.execute(sql`alter table audit_events enable trigger user`);
+  });
+}
+
+it("canonical JSON sorts keys at every depth and drops undefined", () => {
+  expect(canonicalJson({ b: 1, a: { d: [3, { z: 1, y: undefined, x: 2 }], c: null } })).toBe(
+    '{"a":{"c":null,"d":[3,{"x":2,"z":1}]},"b":1}',
+  );
+});
+
+describeEachDatabase("audit chain", (ctx) => {
+  it("is intact and empty at first", async () => {
+    expect(await verifyAuditChain(ctx.db)).toEqual({ ok: true, count: 0, lastHash: genesisHash });
+  });
+
+  it("chains events with contiguous seqs and verifies them across batches", async () => {
+    await appendMany(ctx.database, 7);
+    const rows = await ctx.db.select().from(auditEvents).orderBy(auditEvents.seq);
+    expect(rows.map((r) => r.seq)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(rows[0]?.prevHash).toBe(genesisHash);
+    for (let i = 1; i < rows.length; i++) expect(rows[i]?.prevHash).toBe(rows[i - 1]?.hash);
+    expect(await verifyAuditChain(ctx.db, { batchSize: 3 })).toEqual({
+      ok: true,
+      count: 7,
+      lastHash: rows[6]?.hash,
+    });
+  });
+
+  it("commits or rolls back with the change it records, leaving no gap", async () => {
+    await expect(
+      ctx.db.transaction(async (tx) => {
+        await tx.insert(callers).values({ name: "doomed", kind: "peer" });
+        await appendAuditEvent(tx, { actor: "admin", kind: "caller.created", data: {} });
+        throw new Error("roll back");
+      }),
+    ).rejects.toThrow("roll back");
+    await ctx.db.transaction(async (tx) => {
+      await tx.insert(callers).values({ name: "kept", kind: "peer" });
+      const appended = await appendAuditEvent(tx, {
+        actor: "admin",
+        kind: "caller.created",
+        data: { name: "kept" },
+      });
+      expect(appended.seq).toBe(1);
+    });
+    expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: true, count: 1 });
+  });
+
+  it("refuses UPDATE, DELETE and TRUNCATE on the audit table", async () => {
+    await appendMany(ctx.database, 2);
+    await expect(ctx.db.execute(sql`update audit_events set actor = 'x'`)).rejects.toThrow();
+    await expect(ctx.db.execute(sql`delete from audit_events`)).rejects.toThrow();
+    await expect(ctx.db.execute(sql`truncate audit_events`)).rejects.toThrow();
+    expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: true, count: 2 });
+  });
+
+  it("detects an edited event and names its seq", async () => {
+    await appendMany(ctx.database, 5);
+    await tamper(ctx.database, [
+      `update audit_events set data = jsonb_set(data, '{i}', '99') where seq = 3`,
+    ]);
+    expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: false, seq: 3, reason: "content" });
+  });
+
+  it("detects an edited timestamp, actor or subject", async () => {
+    await appendMany(ctx.database, 4);
+    await tamper(ctx.database, [
+      `update audit_events set created_at = created_at + interval '1 millisecond' where seq = 4`,
+      `update audit_events set subject = null where seq = 2`,
+    ]);
+    expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: false, seq: 2, reason: "content" });
+  });
+
+  it("detects a deleted event as a gap at its seq", async () => {
+    await appendMany(ctx.database, 5);
+    await tamper(ctx.database, ["delete from audit_events where seq = 2"]);
+    expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: false, seq: 2, reason: "gap" });
+  });
+
+  it("detects a deleted first event", async () => {
+    await appendMany(ctx.database, 3);
+    await tamper(ctx.database, ["delete from audit_events where seq = 1"]);
+    expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: false, seq: 1, reason: "gap" });
+  });
+
+  it("detects a reordered pair", async () => {
+    await appendMany(ctx.database, 5);
+    await tamper(ctx.database, [
+      "update audit_events set seq = -3 where seq = 3",
+      "update audit_events set seq = 3 where seq = 4",
+      "update audit_events set seq = 4 where seq = -3",
+    ]);
+    expect(await verifyAuditChain(ctx.db)).toMatchObject({
+      ok: false,
+      seq: 3,
+      reason: "prev-hash",
+    });
+  });
+
+  it("detects a rewritten prev_hash even when the event's own hash is recomputed", async () => {
+    await appendMany(ctx.database, 4);
+    await tamper(ctx.database, [
+      `update audit_events set prev_hash = repeat('a', 64) where seq = 3`,
+    ]);
+    expect(await verifyAuditChain(ctx.db)).toMatchObject({
+      ok: false,
+      seq: 3,
+      reason: "prev-hash",
+    });
+  });
+
+  it("reports the FIRST broken link when several are broken", async () => {
+    await appendMany(ctx.database, 8);
+    await tamper(ctx.database, [
+      "delete from audit_events where seq = 7",
+      `update audit_events set actor = 'mallory' where seq = 5`,
+      `update audit_events set kind = 'other' where seq = 6`,
+    ]);
+    expect(await verifyAuditChain(ctx.db, { batchSize: 2 })).toMatchObject({
+      ok: false,
+      seq: 5,
+      reason: "content",
+    });
+  });
+});
