@@ -31,7 +31,13 @@ import {
   explainReason,
   reasonCode,
 } from "./reasons.ts";
-import { type Inventory, rankDisclosure, rankTier, type ToolDescriptor } from "./tools.ts";
+import {
+  foldToolName,
+  type Inventory,
+  rankDisclosure,
+  rankTier,
+  type ToolDescriptor,
+} from "./tools.ts";
 
 /** The caller as the ceiling sees it. `tier` is a string so that a bad value can fail closed. */
 export type CallerCeilingInput = {
@@ -172,4 +178,27 @@ export function computeCeiling(
     if (decision.admitted) admitted.add(decision.tool);
   }
   return { admitted, decisions, unknownAllowEntries };
+}
+
+/**
+ * Why an allow entry names no tool, for an operator: an alias or hidden half (allow takes the
+ * tool's own name), a near miss by case or Unicode form (matching is exact), or nothing at all.
+ */
+export function explainUnknownAllowEntry(inventory: Inventory, entry: string): string {
+  const found = inventory.names.get(entry);
+  if (found?.kind === "alias") {
+    return `an alias of ${found.tool.name}; allow names tools by their own name`;
+  }
+  if (found?.kind === "execute-half") {
+    return `the hidden execute half of ${found.tool.name}; naming ${found.tool.name} brings it`;
+  }
+  // Spaces and invisible format characters (zero-width, direction marks) removed, then folded.
+  const looseForm = (name: string) => foldToolName(name.replace(/[\s\p{Cf}]/gu, ""));
+  const loose = looseForm(entry);
+  for (const tool of inventory.tools) {
+    if (looseForm(tool.name) === loose) {
+      return `names no tool: looks like ${tool.name} but differs in case, spacing, invisible characters or Unicode form, and matching is exact`;
+    }
+  }
+  return "names no tool";
 }

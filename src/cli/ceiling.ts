@@ -1,0 +1,117 @@
+// `peergate ceiling`: explains the ceiling a hypothetical caller would get, tool by tool, from
+// the policy files alone (no server, no database). The tier is taken as typed, so a typo shows
+// exactly what the server would do with it: fail closed.
+import { loadConfig } from "../config.ts";
+import { loadPolicies } from "../load-policies.ts";
+import { computeCeiling, explainUnknownAllowEntry } from "../policy/ceiling.ts";
+import { effectiveToolSet } from "../policy/effective-set.ts";
+import { quoteUntrusted } from "../policy/quote.ts";
+import { tiers } from "../policy/tools.ts";
+import { type Command, exitCodes, UsageError } from "./command.ts";
+import { formatTable } from "./format-table.ts";
+
+/** `--allow a,b --allow c` → ["a", "b", "c"]. Entries are not trimmed: matching is exact. */
+function readAllow(value: unknown): string[] {
+  const values = Array.isArray(value) ? value : value === undefined ? [] : [value];
+  return values.flatMap((v) => String(v).split(",")).filter((entry) => entry !== "");
+}
+
+export const ceilingCommand: Command = {
+  words: ["ceiling"],
+  summary: "explain which tools a hypothetical caller would get, and why",
+  help: [
+    "--tier T [--allow a,b] [--json]",
+    "",
+    "Computes the ceiling for a caller with tier T and the given allow list, from the policy",
+    "files in $PEERGATE_POLICIES_DIR (agent.yaml, tools.yaml). Prints every tool, whether it is",
+    "admitted, and the one reason why; then allow entries that name no tool.",
+    "",
+    "Options:",
+    `  --tier T   the caller's tier: ${tiers.join(", ")} (anything else is refused everything)`,
+    "  --allow L  comma-separated tool names the caller is allowed by name; may repeat.",
+    "             Matching is exact and case-sensitive: spaces are part of a name.",
+    "  --json     print {caller, inventoryVersion, agentVersion, admitted, decisions,",
+    "             unknownAllowEntries, runNames} as JSON",
+  ].join("\n"),
+  options: {
+    tier: { type: "string" },
+    allow: { type: "string", multiple: true },
+    json: { type: "boolean" },
+  },
+  async run(args, ctx) {
+    const tier = args.values.tier;
+    if (typeof tier !== "string") {
+      throw new UsageError(`--tier is required: one of ${tiers.join(", ")}`);
+    }
+    const allow = readAllow(args.values.allow);
+    const policies = await loadPolicies(loadConfig(ctx.env, ctx.cwd).policiesDir);
+    const { agent, inventory } = policies;
+    const ceiling = computeCeiling(inventory, agent, {
+      name: "(hypothetical)",
+      tier,
+      allow,
+      version: 0,
+    });
+    const runNames = [...effectiveToolSet(inventory, agent, ceiling).names].map(
+      ([name, entry]) => ({
+        name,
+        tool: entry.tool.name,
+        kind: entry.kind,
+      }),
+    );
+    const unknown = ceiling.unknownAllowEntries.map((entry) => ({
+      entry,
+      note: explainUnknownAllowEntry(inventory, entry),
+    }));
+
+    if (args.values.json) {
+      ctx.io.out(
+        JSON.stringify({
+          caller: { tier, allow },
+          inventoryVersion: policies.inventoryVersion,
+          agentVersion: policies.agentVersion,
+          admitted: [...ceiling.admitted],
+          decisions: ceiling.decisions,
+          unknownAllowEntries: unknown,
+          runNames,
+        }),
+      );
+      return exitCodes.ok;
+    }
+
+    const allowShown =
+      allow.length === 0 ? "(empty)" : allow.map((e) => quoteUntrusted(e)).join(", ");
+    ctx.io.out(`Ceiling for a caller with tier ${quoteUntrusted(tier)} and allow ${allowShown}`);
+    ctx.io.out(
+      `Agent ${quoteUntrusted(agent.name)}, ${inventory.tools.length} tools in the inventory\n`,
+    );
+    ctx.io.out(
+      formatTable(
+        ["TOOL", "ADMITTED", "REASON", "WHY"],
+        ceiling.decisions.map((d) => [d.tool, d.admitted ? "yes" : "no", d.reason, d.sentence]),
+      ),
+    );
+    ctx.io.out(
+      `\nAdmitted (${ceiling.admitted.size}): ${ceiling.admitted.size === 0 ? "nothing" : [...ceiling.admitted].join(", ")}`,
+    );
+    const hidden = runNames.filter((n) => n.kind !== "tool");
+    if (hidden.length > 0) {
+      const described = hidden.map((n) =>
+        n.kind === "alias"
+          ? `${n.name} (alias of ${n.tool})`
+          : `${n.name} (hidden half of ${n.tool}, approval path only)`,
+      );
+      ctx.io.out(`A run also answers to: ${described.join(", ")}`);
+    }
+    if (unknown.length > 0) {
+      ctx.io.out(`\nAllow entries that name no tool (${unknown.length}):`);
+      ctx.io.out(
+        formatTable(
+          ["ENTRY", "NOTE"],
+          unknown.map((u) => [quoteUntrusted(u.entry), u.note]),
+        ).replace(/^/gm, "  "),
+      );
+    }
+    return exitCodes.ok;
+  },
+};

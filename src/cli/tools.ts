@@ -1,0 +1,70 @@
+// `peergate tools`: the tool inventory from the policy files, with the three properties every
+// ceiling is computed from (risk, disclosure, egress). No server, no database.
+import { loadConfig } from "../config.ts";
+import { loadPolicies } from "../load-policies.ts";
+import type { ToolDescriptor } from "../policy/tools.ts";
+import { type Command, exitCodes } from "./command.ts";
+import { formatTable } from "./format-table.ts";
+
+function describeNotes(tool: ToolDescriptor): string {
+  const notes: string[] = [];
+  if (tool.needsPerson) notes.push("needs a person: never in caller runs");
+  if (tool.persistsOperatorState) notes.push("persists operator state: never in caller runs");
+  return notes.join("; ");
+}
+
+export const toolsCommand: Command = {
+  words: ["tools"],
+  summary: "list the tool inventory with risk, disclosure and egress",
+  help: [
+    "[--json]",
+    "",
+    "Lists every tool the policy files in $PEERGATE_POLICIES_DIR make available: the built-ins,",
+    "declared command tools and MCP tools, with category, risk, disclosure, egress, aliases and",
+    "the hidden execute half of two-phase tools.",
+    "",
+    "Options:",
+    "  --json  print {inventoryVersion, tools: [...]} as JSON",
+  ].join("\n"),
+  options: { json: { type: "boolean" } },
+  async run(args, ctx) {
+    const { inventory } = await loadPolicies(loadConfig(ctx.env, ctx.cwd).policiesDir);
+    if (args.values.json) {
+      ctx.io.out(
+        JSON.stringify({
+          inventoryVersion: inventory.version,
+          tools: inventory.tools.map((tool) => ({
+            name: tool.name,
+            category: tool.category,
+            risk: tool.risk,
+            disclosure: tool.disclosure,
+            egress: tool.egress,
+            aliases: tool.aliases,
+            executeHalf: tool.executeHalf ?? null,
+            needsPerson: tool.needsPerson,
+            persistsOperatorState: tool.persistsOperatorState,
+            description: tool.description,
+          })),
+        }),
+      );
+      return exitCodes.ok;
+    }
+    ctx.io.out(
+      formatTable(
+        ["TOOL", "CATEGORY", "RISK", "DISCLOSURE", "EGRESS", "ALIASES", "HIDDEN HALF", "NOTES"],
+        inventory.tools.map((tool) => [
+          tool.name,
+          tool.category,
+          tool.risk,
+          tool.disclosure,
+          tool.egress ? "yes" : "no",
+          tool.aliases.length === 0 ? "-" : tool.aliases.join(", "),
+          tool.executeHalf ?? "-",
+          describeNotes(tool),
+        ]),
+      ),
+    );
+    ctx.io.out(`\n${inventory.tools.length} tools (inventory ${inventory.version.slice(0, 12)})`);
+    return exitCodes.ok;
+  },
+};
