@@ -5,7 +5,7 @@
 // on the first call and shared after that, so that first call is reported on its own row.
 // "memoised" is CeilingCache.get for callers already in the cache: the per-request hot path.
 // Targets (issue 3): cold 10 000-tool ceiling under 1 ms median; memoised over 5 million/s.
-import { type AgentToolPolicy } from "../src/policy/agent-tools.ts";
+import type { AgentToolPolicy } from "../src/policy/agent-tools.ts";
 import { type CallerCeilingInput, computeCeiling } from "../src/policy/ceiling.ts";
 import { createCeilingCache } from "../src/policy/ceiling-cache.ts";
 import {
@@ -63,7 +63,9 @@ function buildCallers(count: number, size: number, random: () => number): Caller
     name: `caller-${i}`,
     tier: i % 10 === 9 ? pick(random, tiers) : pick(random, tiers.slice(0, 3)),
     allow: Array.from({ length: 8 }, () =>
-      random() < 0.9 ? `tool_${Math.floor(random() * size)}` : `Tool_${Math.floor(random() * size)}`,
+      random() < 0.9
+        ? `tool_${Math.floor(random() * size)}`
+        : `Tool_${Math.floor(random() * size)}`,
     ),
     version: 1,
   }));
@@ -110,10 +112,7 @@ const agent: AgentToolPolicy = {
   version: "bench-agent",
 };
 
-const rows: string[] = [
-  "| case | tools | median per call | ops/s |",
-  "|---|---:|---:|---:|",
-];
+const rows: string[] = ["| case | tools | median per call | ops/s |", "|---|---:|---:|---:|"];
 let sink = 0;
 for (const size of [50, 1_000, 10_000]) {
   const random = createRandom(size);
@@ -141,9 +140,13 @@ for (const size of [50, 1_000, 10_000]) {
   const memo = measure((i) => {
     sink += cache.get(inventory, agent, callers[i % 1_000] as CallerCeilingInput).decisions.length;
   }, 201);
-  rows.push(`| memoised CeilingCache.get | ${size} | ${formatMs(memo)} | ${formatRate(1000 / memo)} |`);
+  rows.push(
+    `| memoised CeilingCache.get | ${size} | ${formatMs(memo)} | ${formatRate(1000 / memo)} |`,
+  );
 }
 
-console.log(`Ceiling benchmark (Node ${process.version}, ${new Date().toISOString().slice(0, 10)})\n`);
+console.log(
+  `Ceiling benchmark (Node ${process.version}, ${new Date().toISOString().slice(0, 10)})\n`,
+);
 console.log(rows.join("\n"));
 if (sink === -1) console.log("");
