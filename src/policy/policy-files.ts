@@ -140,13 +140,13 @@ const mcpServerSchema = z.discriminatedUnion(
       transport: z.literal("stdio"),
       command: text("the command that starts the server"),
       args: list(z.string({ error: "an argument string" }), "a list of argument strings"),
-      tools: mcpToolMap,
+      tools: mcpToolMap.default([]),
     }),
     z.strictObject({
       name: serverName,
       transport: z.literal("http"),
       url: z.url({ protocol: /^https?$/, error: "an http:// or https:// URL" }),
-      tools: mcpToolMap,
+      tools: mcpToolMap.default([]),
     }),
   ],
   {
@@ -207,7 +207,7 @@ export const agentPolicySchema = z.strictObject(
 
 export type AgentPolicy = z.output<typeof agentPolicySchema>;
 
-const unknownFieldMessage = "no such field here (check the spelling)";
+const unknownFieldMessage = "a known field name (check the spelling)";
 
 function formatPath(path: readonly PropertyKey[]): string {
   let out = "";
@@ -251,14 +251,18 @@ function failWith(fileName: string, problems: readonly Problem[]): never {
 
 /** YAML text to a plain value; syntax errors (and duplicate keys) become problems with positions. */
 function readYaml(text: string, fileName: string): unknown {
-  const document = parseDocument(text, { prettyErrors: false, uniqueKeys: true });
+  const document = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
   if (document.errors.length > 0) {
     failWith(
       fileName,
       document.errors.map((error) => {
         const at = error.linePos?.[0];
         const where = at ? `line ${at.line}, column ${at.col}` : "(somewhere)";
-        const message = error.message.split("\n")[0] ?? error.message;
+        // Pretty messages end with " at line L, column C:" and a snippet; keep the sentence.
+        const message = (error.message.split("\n")[0] ?? "").replace(
+          / at line \d+, column \d+:?$/,
+          "",
+        );
         return {
           field: `${fileName}: ${where}`,
           expected: "valid YAML",
