@@ -7,7 +7,7 @@
 // category denies the whole tool: `deniedTools: [glob]` must not leave `find` reachable under its
 // own name, and denying `execute_execute_command` must not leave a shell that can only propose.
 import { reasonCode } from "./reasons.ts";
-import { type Inventory, isToolCategory } from "./tools.ts";
+import { type Inventory, isToolCategory, type ToolDescriptor } from "./tools.ts";
 
 /** The agent config as far as tools are concerned. `version` is a content hash from the loader. */
 export type AgentToolPolicy = {
@@ -74,8 +74,8 @@ export function viewAgentTools(inventory: Inventory, agent: AgentToolPolicy): Ag
 
   const verdicts = new Uint8Array(n);
   for (let i = 0; i < n; i++) {
-    const tool = inventory.tools[i];
-    if (tool === undefined) continue;
+    // i < tools.length, and the inventory is frozen: the element is always there.
+    const tool = inventory.tools[i] as ToolDescriptor;
     verdicts[i] =
       denied[i] === 1
         ? reasonCode.deniedByAgent

@@ -3,8 +3,8 @@
 //
 // Precedence, first match wins, so each tool gets exactly one reason:
 //   1. caller-revoked           tier `none`: revocation is total, no allow entry survives
-//   2. tier-unknown             any other string that is not exactly a tier fails closed the same way
-//   3. denied-by-agent          the agent's deniedTools names the tool (any of its names, or its category)
+//   2. tier-unknown             any string that is not exactly a tier fails closed the same way
+//   3. denied-by-agent          deniedTools names the tool (any of its names) or its category
 //   4. not-offered-by-agent     the agent's tools (names and categories) do not bring it in
 //   5. needs-a-person           carve-out: a caller run has nobody to ask
 //   6. persists-operator-state  carve-out: a caller run never changes the operator's saved state
@@ -89,7 +89,9 @@ function compileInventory(inventory: Inventory): CompiledInventory {
     passive[i] = tool.risk === "read-only" && !tool.egress ? 1 : 0;
     disclosureRank[i] = rankDisclosure(tool.disclosure);
   }
-  const result: CompiledInventory = { passive, disclosureRank, decisions: [] };
+  // Filled with undefined up front so the array stays in fast (not dictionary) mode.
+  const decisions = new Array<CeilingDecision | undefined>(n * reasonCount).fill(undefined);
+  const result: CompiledInventory = { passive, disclosureRank, decisions };
   compiled.set(inventory, result);
   return result;
 }
