@@ -19,6 +19,7 @@ import {
   foldToolName,
   type Inventory,
   isToolCategory,
+  listToolNames,
   riskLevels,
   type ToolDescriptor,
   toolCategories,
@@ -28,6 +29,7 @@ import {
 const expectName = "a tool name of 1 to 128 characters from A-Z a-z 0-9 _ . -";
 const expectServerName = "an MCP server name of 1 to 64 characters from A-Z a-z 0-9 _ - (no dots)";
 const serverNamePattern = /^[A-Za-z0-9_-]{1,64}$/;
+const unknownFieldMessage = "a known field name (check the spelling)";
 
 function isMapping(value: unknown): boolean {
   return typeof value === "object" && value !== null && !Array.isArray(value);
@@ -108,19 +110,13 @@ const mcpToolMap = z.unknown().transform((raw, ctx): McpToolPolicy[] => {
   }
   const tools: McpToolPolicy[] = [];
   for (const [name, value] of Object.entries(raw as object)) {
-    if (!toolNamePattern.test(name))
+    if (!toolNamePattern.test(name)) {
       ctx.addIssue({ code: "custom", message: expectName, path: [name] });
+    }
     const parsed = mcpToolMetadataSchema.safeParse(value ?? {});
     if (!parsed.success) {
-      for (const issue of parsed.error.issues) {
-        for (const extra of issue.code === "unrecognized_keys" ? issue.keys : [undefined]) {
-          ctx.addIssue({
-            code: "custom",
-            message: extra === undefined ? issue.message : unknownFieldMessage,
-            path: extra === undefined ? [name, ...issue.path] : [name, ...issue.path, extra],
-          });
-        }
-      }
+      for (const issue of parsed.error.issues)
+        ctx.addIssue({ ...issue, path: [name, ...issue.path] });
       continue;
     }
     tools.push({ name, ...parsed.data });
@@ -206,8 +202,6 @@ export const agentPolicySchema = z.strictObject(
 );
 
 export type AgentPolicy = z.output<typeof agentPolicySchema>;
-
-const unknownFieldMessage = "a known field name (check the spelling)";
 
 function formatPath(path: readonly PropertyKey[]): string {
   let out = "";
@@ -310,14 +304,12 @@ export function parseToolsPolicy(text: string, fileName: string): ToolsPolicy {
   const policy = parseWith(toolsPolicySchema, text, fileName);
   const entries: { name: string; where: string }[] = [];
   for (const tool of builtinTools) {
-    entries.push({ name: tool.name, where: `built-in tool ${tool.name}` });
-    for (const alias of tool.aliases) {
-      entries.push({ name: alias, where: `built-in alias ${alias} of ${tool.name}` });
-    }
-    if (tool.executeHalf !== undefined) {
+    for (const name of listToolNames(tool)) {
+      const what =
+        name === tool.name ? "tool" : name === tool.executeHalf ? "hidden half" : "alias";
       entries.push({
-        name: tool.executeHalf,
-        where: `built-in hidden half ${tool.executeHalf} of ${tool.name}`,
+        name,
+        where: `built-in ${what} ${name}${name === tool.name ? "" : ` of ${tool.name}`}`,
       });
     }
   }

@@ -131,7 +131,7 @@ describe("tools.yaml fields", () => {
           "mcpServers:",
           "  - {name: s.x, transport: stdio, command: c}",
           "  - {name: t, transport: http, url: 'file:///etc/passwd'}",
-          "  - {name: u, transport: stdio, command: c, tools: {ok: {risk: maybe}, 'bad name': {}}}",
+          "  - {name: u, transport: stdio, command: c, tools: {ok: {risk: maybe, colour: red}, 'bad name': {}}}",
         ].join("\n"),
         "tools.yaml",
       ),
@@ -160,7 +160,10 @@ describe("tools.yaml fields", () => {
     expect(byField.get('tools.yaml: mcpServers[2].tools["bad name"]')).toMatch(
       /expected a tool name/,
     );
-    expect(error.problems).toHaveLength(9);
+    expect(byField.get("tools.yaml: mcpServers[2].tools.ok.colour")).toMatch(
+      /"red": expected a known field name/,
+    );
+    expect(error.problems).toHaveLength(10);
   });
 
   it.each([
