@@ -94,9 +94,9 @@ export const ceilingCommand: Command = {
     ctx.io.out(
       `\nAdmitted (${ceiling.admitted.size}): ${ceiling.admitted.size === 0 ? "nothing" : [...ceiling.admitted].join(", ")}`,
     );
-    const hidden = runNames.filter((n) => n.kind !== "tool");
-    if (hidden.length > 0) {
-      const described = hidden.map((n) =>
+    const otherNames = runNames.filter((n) => n.kind !== "tool");
+    if (otherNames.length > 0) {
+      const described = otherNames.map((n) =>
         n.kind === "alias"
           ? `${n.name} (alias of ${n.tool})`
           : `${n.name} (hidden half of ${n.tool}, approval path only)`,

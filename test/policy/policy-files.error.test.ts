@@ -108,6 +108,23 @@ describe("agent.yaml fields", () => {
     );
   });
 
+  it.each([
+    [
+      "a self-referencing alias",
+      "name: &a [*a]\n",
+      "agent.yaml: name = (a value that contains itself)",
+    ],
+    [
+      "a self-referencing list entry",
+      `${validAgent}tools: &x [files, *x]\n`,
+      "agent.yaml: tools[1] =",
+    ],
+    ["an unknown key holding a cycle", `${validAgent}extra: &a\n  b: *a\n`, "agent.yaml: extra ="],
+  ])("reports %s as a ConfigError, never a crash", (_label, text, expected) => {
+    const error = failure(() => parseAgentPolicy(text, "agent.yaml"));
+    expect(error.message).toContain(expected);
+  });
+
   it("escapes invisible and right-to-left characters in the echoed value", () => {
     const error = failure(() =>
       parseAgentPolicy(`${validAgent}tools: ["web\u202e\u200b"]\n`, "agent.yaml"),
