@@ -14,7 +14,11 @@ import { type CallerCeilingInput, type Ceiling, computeCeiling } from "./ceiling
 import type { Inventory } from "./tools.ts";
 
 export type CeilingCache = {
-  /** The caller's ceiling, computed at most once per (inventory, agent, caller version, tier). */
+  /**
+   * The caller's ceiling, computed at most once per (inventory, agent, caller version, tier).
+   * Entries are keyed by `caller.name`, so it must identify one caller: qualify it (`peer:x`,
+   * `webhook:x`) if peers and webhooks can share a name.
+   */
   get(inventory: Inventory, agent: AgentToolPolicy, caller: CallerCeilingInput): Ceiling;
   readonly size: number;
   clear(): void;
