@@ -3,8 +3,7 @@
 // exactly what the server would do with it: fail closed.
 import { loadConfig } from "../config.ts";
 import { loadPolicies } from "../load-policies.ts";
-import { computeCeiling, explainUnknownAllowEntry } from "../policy/ceiling.ts";
-import { effectiveToolSet } from "../policy/effective-set.ts";
+import { reportCeiling } from "../policy/explain.ts";
 import { quoteUntrusted } from "../policy/quote.ts";
 import { tiers } from "../policy/tools.ts";
 import { type Command, exitCodes, UsageError } from "./command.ts";
@@ -44,38 +43,15 @@ export const ceilingCommand: Command = {
       throw new UsageError(`--tier is required: one of ${tiers.join(", ")}`);
     }
     const allow = readAllow(args.values.allow);
-    const policies = await loadPolicies(loadConfig(ctx.env, ctx.cwd).policiesDir);
-    const { agent, inventory } = policies;
-    const ceiling = computeCeiling(inventory, agent, {
+    const { agent, inventory } = await loadPolicies(loadConfig(ctx.env, ctx.cwd).policiesDir);
+    const report = reportCeiling(inventory, agent, {
       name: "(hypothetical)",
       tier,
       allow,
       version: 0,
     });
-    const runNames = [...effectiveToolSet(inventory, agent, ceiling).names].map(
-      ([name, entry]) => ({
-        name,
-        tool: entry.tool.name,
-        kind: entry.kind,
-      }),
-    );
-    const unknown = ceiling.unknownAllowEntries.map((entry) => ({
-      entry,
-      note: explainUnknownAllowEntry(inventory, entry),
-    }));
-
     if (args.values.json) {
-      ctx.io.out(
-        JSON.stringify({
-          caller: { tier, allow },
-          inventoryVersion: policies.inventoryVersion,
-          agentVersion: policies.agentVersion,
-          admitted: [...ceiling.admitted],
-          decisions: ceiling.decisions,
-          unknownAllowEntries: unknown,
-          runNames,
-        }),
-      );
+      ctx.io.out(JSON.stringify(report));
       return exitCodes.ok;
     }
 
@@ -88,13 +64,13 @@ export const ceilingCommand: Command = {
     ctx.io.out(
       formatTable(
         ["TOOL", "ADMITTED", "REASON", "WHY"],
-        ceiling.decisions.map((d) => [d.tool, d.admitted ? "yes" : "no", d.reason, d.sentence]),
+        report.decisions.map((d) => [d.tool, d.admitted ? "yes" : "no", d.reason, d.sentence]),
       ),
     );
     ctx.io.out(
-      `\nAdmitted (${ceiling.admitted.size}): ${ceiling.admitted.size === 0 ? "nothing" : [...ceiling.admitted].join(", ")}`,
+      `\nAdmitted (${report.admitted.length}): ${report.admitted.length === 0 ? "nothing" : report.admitted.join(", ")}`,
     );
-    const otherNames = runNames.filter((n) => n.kind !== "tool");
+    const otherNames = report.runNames.filter((n) => n.kind !== "tool");
     if (otherNames.length > 0) {
       const described = otherNames.map((n) =>
         n.kind === "alias"
@@ -103,6 +79,7 @@ export const ceilingCommand: Command = {
       );
       ctx.io.out(`A run also answers to: ${described.join(", ")}`);
     }
+    const unknown = report.unknownAllowEntries;
     if (unknown.length > 0) {
       ctx.io.out(`\nAllow entries that name no tool (${unknown.length}):`);
       ctx.io.out(

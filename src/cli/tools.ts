@@ -2,6 +2,7 @@
 // ceiling is computed from (risk, disclosure, egress). No server, no database.
 import { loadConfig } from "../config.ts";
 import { loadPolicies } from "../load-policies.ts";
+import { describeInventory } from "../policy/explain.ts";
 import type { ToolDescriptor } from "../policy/tools.ts";
 import { type Command, exitCodes } from "./command.ts";
 import { formatTable } from "./format-table.ts";
@@ -30,23 +31,7 @@ export const toolsCommand: Command = {
   async run(args, ctx) {
     const { inventory } = await loadPolicies(loadConfig(ctx.env, ctx.cwd).policiesDir);
     if (args.values.json) {
-      ctx.io.out(
-        JSON.stringify({
-          inventoryVersion: inventory.version,
-          tools: inventory.tools.map((tool) => ({
-            name: tool.name,
-            category: tool.category,
-            risk: tool.risk,
-            disclosure: tool.disclosure,
-            egress: tool.egress,
-            aliases: tool.aliases,
-            executeHalf: tool.executeHalf ?? null,
-            needsPerson: tool.needsPerson,
-            persistsOperatorState: tool.persistsOperatorState,
-            description: tool.description,
-          })),
-        }),
-      );
+      ctx.io.out(JSON.stringify(describeInventory(inventory)));
       return exitCodes.ok;
     }
     ctx.io.out(

@@ -124,7 +124,11 @@ describe("peergate ceiling", () => {
       "unknownAllowEntries",
       "runNames",
     ]);
-    expect(parsed.caller).toEqual({ tier: "public", allow: ["web_fetch", "nope"] });
+    expect(parsed.caller).toEqual({
+      name: "(hypothetical)",
+      tier: "public",
+      allow: ["web_fetch", "nope"],
+    });
     expect(parsed.admitted).toEqual(["get_time", "web_fetch"]);
     expect(parsed.decisions).toHaveLength(14);
     expect(parsed.decisions[0]).toEqual({
