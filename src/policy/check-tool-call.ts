@@ -29,10 +29,13 @@ export type ToolCallCheck =
       readonly message: string;
     };
 
-function refuseUnavailable(name: string): ToolCallCheck {
+function refuseUnavailable(
+  name: string,
+  code: ToolCallRefusal = "tool-unavailable",
+): ToolCallCheck {
   return {
     allowed: false,
-    code: "tool-unavailable",
+    code,
     message: `Tool ${quoteUntrusted(name)} is not available in this run.`,
   };
 }
@@ -46,11 +49,9 @@ export function checkToolCall(
   const entry = typeof name === "string" ? set.names.get(name) : undefined;
   if (entry === undefined) return refuseUnavailable(String(name));
   if (entry.kind === "execute-half" && origin !== "approval") {
-    return {
-      allowed: false,
-      code: "hidden-half",
-      message: `Tool ${quoteUntrusted(name)} cannot be called directly; call ${quoteUntrusted(entry.tool.name)}, which asks for approval first.`,
-    };
+    // The same words as for a tool that does not exist (issue 5): the model learns nothing about
+    // which halves exist. The code still tells the audit trail what was attempted.
+    return refuseUnavailable(name, "hidden-half");
   }
   return { allowed: true, tool: entry.tool, kind: entry.kind };
 }
