@@ -1,0 +1,76 @@
+// The contract between tool implementations (src/tools/) and the run engine (src/runs/). A tool
+// never decides whether it may run: the executor has already checked the call against the run's
+// effective set (src/policy/check-tool-call.ts) before it gets here. A tool only does its job,
+// inside the workspace, bounded in time and output, and stops when `signal` aborts.
+import type { z } from "zod";
+
+export type ToolCallContext = {
+  /** Aborted on cancel, revocation, deadline or shutdown: stop at once, kill child processes. */
+  readonly signal: AbortSignal;
+  /** Absolute, symlink-resolved workspace root; every path a tool touches stays inside it. */
+  readonly workspace: string;
+  /** The model's id for this call (for logs and process names), never trusted for anything. */
+  readonly callId: string;
+  readonly now: () => Date;
+};
+
+/** A finished call. `content` is what the model sees next. */
+export type ToolSuccess = {
+  readonly ok: true;
+  readonly content: string | Record<string, unknown>;
+  /** True when output was cut at a bound; the model is told. */
+  readonly truncated?: boolean;
+};
+
+/** A failed call: the run goes on and the model sees `error`. */
+export type ToolFailure = {
+  readonly ok: false;
+  /** Stable: `refused`, `not-found`, `timeout`, `too-large`, `invalid-input`, `failed`, `interrupted` … */
+  readonly code: string;
+  readonly error: string;
+  readonly truncated?: boolean;
+};
+
+/**
+ * The first half of a two-phase tool: what it would do, with a real diff, having changed nothing.
+ * Honoured only when it comes from the tool registered to make it (checkApprovalRequest).
+ */
+export type ApprovalRequest = {
+  readonly kind: "approval-request";
+  readonly executeToolName: string;
+  readonly executeArgs: Record<string, unknown>;
+  /** One line for the operator: what will happen. */
+  readonly summary: string;
+  readonly previewDiff?: string;
+};
+
+export type ToolResult = ToolSuccess | ToolFailure | ApprovalRequest;
+
+export type ToolImplementation = {
+  /** Canonical name, as in the inventory. */
+  readonly name: string;
+  /** What the model is told the tool does. */
+  readonly description: string;
+  /** Arguments, validated before `execute` is called; also the JSON schema the model sees. */
+  readonly inputSchema: z.ZodType;
+  /** Default 60 s. A call past it fails with code `timeout`; the run goes on. */
+  readonly timeoutMs?: number;
+  execute(args: unknown, ctx: ToolCallContext): Promise<ToolResult>;
+  /** Two-phase tools: the hidden half, run only by the approval path with the request's args. */
+  readonly executeHalf?: {
+    readonly name: string;
+    readonly inputSchema: z.ZodType;
+    execute(args: unknown, ctx: ToolCallContext): Promise<ToolSuccess | ToolFailure>;
+  };
+};
+
+/** Every implemented tool of this process, by canonical name. */
+export type ToolRuntime = {
+  readonly tools: ReadonlyMap<string, ToolImplementation>;
+  /** Stops MCP servers and anything else the runtime started. Idempotent. */
+  close(): Promise<void>;
+};
+
+export function isApprovalRequest(result: ToolResult): result is ApprovalRequest {
+  return (result as ApprovalRequest).kind === "approval-request";
+}
