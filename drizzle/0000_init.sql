@@ -46,11 +46,13 @@ CREATE TABLE "credentials" (
 	"kind" text NOT NULL,
 	"secret_hash" text NOT NULL,
 	"prefix" text NOT NULL,
+	"sealed_secret" text,
 	"created_at" timestamp (3) with time zone DEFAULT now() NOT NULL,
 	"expires_at" timestamp (3) with time zone,
 	"revoked_at" timestamp (3) with time zone,
 	CONSTRAINT "credentials_secret_hash_unique" UNIQUE("secret_hash"),
-	CONSTRAINT "credentials_kind_check" CHECK ("kind" IN ('token', 'webhook-secret', 'ifttt-secret', 'admin', 'operator'))
+	CONSTRAINT "credentials_kind_check" CHECK ("kind" IN ('token', 'webhook-secret', 'ifttt-secret', 'admin', 'operator')),
+	CONSTRAINT "credentials_sealed_secret_check" CHECK ("sealed_secret" IS NULL OR "kind" = 'webhook-secret')
 );
 --> statement-breakpoint
 CREATE TABLE "daily_usage" (

@@ -189,7 +189,7 @@ async function openPostgres(url: string): Promise<Database> {
     const single = postgres(url, { ...postgresOptions, max: 1 });
     return {
       db: drizzlePostgres({ client: single, schema }) as unknown as Db,
-      close: () => single.end({ timeout: 5 }),
+      close: () => single.end({ timeout: 2 }),
     };
   });
 
@@ -222,7 +222,7 @@ async function openPostgres(url: string): Promise<Database> {
       await client.notify(channel, payload);
     },
     close() {
-      closing ??= client.end({ timeout: 5 });
+      closing ??= client.end({ timeout: 2 });
       return closing;
     },
   };

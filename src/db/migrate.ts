@@ -79,7 +79,23 @@ export async function migrationStatus(database: Database): Promise<MigrationStat
  * Applies every pending migration in drizzle/, one instance at a time. Returns how many it
  * applied and their names (none when another instance got there first).
  */
-export async function migrateDatabase(
+export function migrateDatabase(
+  database: Database,
+): Promise<{ applied: number; migrations: string[] }> {
+  // Advisory locks are re-entrant within one session, and PGlite has just one: queue runs on the
+  // same Database in this process as well.
+  const previous = inProcessQueue.get(database.db) ?? Promise.resolve();
+  const run = previous.then(
+    () => migrateExclusively(database),
+    () => migrateExclusively(database),
+  );
+  inProcessQueue.set(database.db, run);
+  return run;
+}
+
+const inProcessQueue = new WeakMap<object, Promise<unknown>>();
+
+async function migrateExclusively(
   database: Database,
 ): Promise<{ applied: number; migrations: string[] }> {
   try {

@@ -5,7 +5,7 @@
 // then a plain migration on both drivers (ALTER TYPE … ADD VALUE cannot be used in the transaction
 // that adds it). Timestamps are `timestamptz(3)`: millisecond precision, so a JS Date round-trips
 // exactly (the audit chain hashes them). Secrets are never stored in clear: credentials hold a
-// SHA-256 and a short display prefix.
+// SHA-256 and a short display prefix (plus, for GitHub webhook secrets, a sealed copy).
 import { sql } from "drizzle-orm";
 import {
   bigint,
@@ -169,6 +169,11 @@ export const credentials = pgTable(
     secretHash: text("secret_hash").notNull().unique(),
     /** First characters of the secret, for telling credentials apart in listings and the audit. */
     prefix: text("prefix").notNull(),
+    /**
+     * `webhook-secret` only: GitHub's HMAC needs the secret itself, so it is kept sealed under a
+     * key that never enters the database (src/auth/sealed-secrets.ts). Null for every other kind.
+     */
+    sealedSecret: text("sealed_secret"),
     createdAt: createdAt(),
     /** Set when a rotation gives the old credential a grace period. */
     expiresAt: timestamptz("expires_at"),
@@ -177,6 +182,10 @@ export const credentials = pgTable(
   (t) => [
     index("credentials_caller_id_idx").on(t.callerId),
     check("credentials_kind_check", isOneOf("kind", credentialKinds)),
+    check(
+      "credentials_sealed_secret_check",
+      sql`"sealed_secret" IS NULL OR "kind" = 'webhook-secret'`,
+    ),
   ],
 );
 

@@ -74,21 +74,45 @@ async function withAdmin<T>(work: (sql: postgres.Sql) => Promise<T>): Promise<T>
   }
 }
 
-/** Creates an empty database on the test cluster. `drop()` ends its connections and drops it. */
-export async function createPostgresTestDatabase(): Promise<{
-  url: string;
-  drop(): Promise<void>;
-}> {
+export type PostgresTestDatabase = { name: string; url: string; drop(): Promise<void> };
+
+async function createDatabaseFrom(template: string | undefined): Promise<PostgresTestDatabase> {
   const name = `peergate_test_${randomBytes(6).toString("hex")}`;
-  await withAdmin((sql) => sql.unsafe(`create database "${name}"`));
+  await withAdmin((sql) =>
+    sql.unsafe(`create database "${name}"${template ? ` template "${template}"` : ""}`),
+  );
   const url = new URL(adminUrl());
   url.pathname = `/${name}`;
   return {
+    name,
     url: url.toString(),
     drop: async () => {
       await withAdmin((sql) => sql.unsafe(`drop database if exists "${name}" with (force)`));
     },
   };
+}
+
+/**
+ * Creates a database on the test cluster, empty or (`migrate: true`) migrated. `drop()` ends its
+ * connections and drops it.
+ */
+export async function createPostgresTestDatabase(
+  options: { migrate?: boolean } = {},
+): Promise<PostgresTestDatabase> {
+  const created = await createDatabaseFrom(undefined);
+  if (!options.migrate) return created;
+  try {
+    const database = await openDatabase({ kind: "postgres", url: created.url });
+    try {
+      await migrateDatabase(database);
+    } finally {
+      await database.close();
+    }
+    return created;
+  } catch (error) {
+    await created.drop();
+    throw error;
+  }
 }
 
 type Opened = { database: Database; url: string | undefined; drop?: () => Promise<void> };
@@ -117,15 +141,20 @@ function loadPgliteTemplate(migrate: boolean): Promise<Blob> {
   return template;
 }
 
-async function openFresh(kind: DatabaseKind, migrate: boolean): Promise<Opened> {
+async function openFresh(
+  kind: DatabaseKind,
+  migrate: boolean,
+  template: PostgresTestDatabase | undefined,
+): Promise<Opened> {
   if (kind === "pglite") {
     const loadDataDir = await loadPgliteTemplate(migrate);
     return { database: await openDatabase({ kind: "pglite", loadDataDir }), url: undefined };
   }
-  const created = await createPostgresTestDatabase();
+  // Copying a migrated template is cheaper than migrating every new database.
+  const created = await createDatabaseFrom(template?.name);
   try {
     const database = await openDatabase({ kind: "postgres", url: created.url });
-    if (migrate) await migrateDatabase(database);
+    if (migrate && !template) await migrateDatabase(database);
     return { database, url: created.url, drop: created.drop };
   } catch (error) {
     await created.drop();
@@ -146,10 +175,11 @@ export function describeEachDatabase(
 
     describe.skipIf(skipReason !== undefined)(name, () => {
       let current: Opened | undefined;
+      let template: PostgresTestDatabase | undefined;
       const seconds: Database[] = [];
 
       const open = async () => {
-        current = await openFresh(kind, migrate);
+        current = await openFresh(kind, migrate, template);
       };
       const close = async () => {
         const opened = current;
@@ -167,6 +197,14 @@ export function describeEachDatabase(
         beforeAll(open);
         afterAll(close);
       } else {
+        if (kind === "postgres" && migrate) {
+          beforeAll(async () => {
+            template = await createPostgresTestDatabase({ migrate: true });
+          });
+          afterAll(async () => {
+            await template?.drop();
+          });
+        }
         beforeEach(open);
         afterEach(close);
       }

@@ -5,6 +5,7 @@
 //
 // Without PostgreSQL on the machine the real-PostgreSQL tests are skipped with a visible message,
 // unless PEERGATE_TEST_POSTGRES=required (set by .ci/run): then the run fails.
+// PEERGATE_TEST_POSTGRES=skip skips them on purpose (a quick PGlite-only run).
 //
 // We run as root in CI and sessions, and initdb/postgres refuse root, so the cluster runs as the
 // `postgres` OS user through runuser (see ../shared/notes/postgres.md).
@@ -45,6 +46,16 @@ function findBinDir(): string | undefined {
       fs.existsSync(path.join(dir, "pg_ctl")) &&
       fs.existsSync(path.join(dir, "postgres")),
   );
+}
+
+/** tmpfs when there is one: CREATE DATABASE per test copies a few MB each time. */
+function pickScratchBase(): string {
+  try {
+    fs.accessSync("/dev/shm", fs.constants.W_OK);
+    return "/dev/shm";
+  } catch {
+    return os.tmpdir();
+  }
 }
 
 function lookUpUser(name: string): { uid: number; gid: number } | undefined {
@@ -104,6 +115,10 @@ function skip(project: TestProject, reason: string): void {
 }
 
 export async function setup(project: TestProject): Promise<void> {
+  if (process.env.PEERGATE_TEST_POSTGRES === "skip") {
+    skip(project, "PEERGATE_TEST_POSTGRES=skip");
+    return;
+  }
   const binDir = findBinDir();
   if (!binDir) {
     skip(project, "no initdb/pg_ctl/postgres on PATH or under /usr/lib/postgresql/*/bin");
@@ -116,7 +131,7 @@ export async function setup(project: TestProject): Promise<void> {
     return;
   }
 
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "peergate-test-pg-"));
+  const root = fs.mkdtempSync(path.join(pickScratchBase(), "peergate-test-pg-"));
   const dataDir = path.join(root, "data");
   const runAs = owner ? "postgres" : undefined;
   if (owner) fs.chownSync(root, owner.uid, owner.gid);

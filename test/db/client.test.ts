@@ -1,0 +1,158 @@
+import net from "node:net";
+import { sql } from "drizzle-orm";
+import { afterEach, describe, expect, it } from "vitest";
+import { type Database, openDatabase, selectRows } from "../../src/db/client.ts";
+import { UnavailableError } from "../../src/errors.ts";
+import {
+  createPostgresTestDatabase,
+  describeEachDatabase,
+  postgresSkipReason,
+} from "../support/databases.ts";
+
+async function pickFreePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve((address as net.AddressInfo).port));
+    });
+  });
+}
+
+function waitFor<T>(values: T[], count: number, ms = 5_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      if (values.length >= count) resolve();
+      else if (Date.now() > deadline) reject(new Error(`got ${values.length} of ${count}`));
+      else setTimeout(check, 10);
+    };
+    check();
+  });
+}
+
+async function expectUnavailableWithin(work: Promise<unknown>, maxMs: number): Promise<number> {
+  const started = performance.now();
+  await expect(work).rejects.toBeInstanceOf(UnavailableError);
+  const took = performance.now() - started;
+  expect(took).toBeLessThan(maxMs);
+  return took;
+}
+
+describeEachDatabase("database client", (ctx) => {
+  it("answers ping and runs queries through drizzle", async () => {
+    await ctx.database.ping();
+    const rows = await selectRows<{ n: number }>(ctx.db, sql`select 41 + 1 as n`);
+    expect(rows).toEqual([{ n: 42 }]);
+  });
+
+  it("fails ping closed once the database is closed, and close is idempotent", async () => {
+    await ctx.database.close();
+    await ctx.database.close();
+    await expectUnavailableWithin(ctx.database.ping(500), 1_000);
+  });
+
+  it("delivers notifications to listeners until they unlisten", async () => {
+    const received: string[] = [];
+    let listening = 0;
+    const unlisten = await ctx.database.listen(
+      "peergate_test",
+      (payload) => received.push(payload),
+      () => {
+        listening += 1;
+      },
+    );
+    expect(listening).toBe(1);
+    await ctx.database.notify("peergate_test", "caller:1 revoked");
+    await waitFor(received, 1);
+    await unlisten();
+    await ctx.database.notify("peergate_test", "after unlisten");
+    await new Promise((r) => setTimeout(r, 100));
+    expect(received).toEqual(["caller:1 revoked"]);
+  });
+
+  it("refuses channel names the two drivers would read differently", async () => {
+    await expect(ctx.database.listen("Bad-Name", () => {})).rejects.toThrow(/channel/);
+    await expect(ctx.database.notify('x"; drop table callers; --', "")).rejects.toThrow(/channel/);
+  });
+
+  it.runIf(ctx.kind === "postgres")("delivers a notification from another instance", async () => {
+    const other = await ctx.openSecondConnection();
+    const received: string[] = [];
+    await ctx.database.listen("peergate_revocations", (p) => received.push(p));
+    await other.notify("peergate_revocations", "caller:7");
+    await waitFor(received, 1);
+    expect(received).toEqual(["caller:7"]);
+  });
+
+  it.runIf(ctx.kind === "postgres")(
+    "fails ping closed when its database disappears from the server",
+    async () => {
+      const url = new URL(ctx.url ?? "");
+      const admin = await openDatabase({
+        kind: "postgres",
+        url: Object.assign(url, { pathname: "/postgres" }).toString(),
+      });
+      try {
+        await ctx.database.ping();
+        await admin.db.execute(
+          sql.raw(`drop database "${new URL(ctx.url ?? "").pathname.slice(1)}" with (force)`),
+        );
+        await expectUnavailableWithin(ctx.database.ping(1_000), 2_000);
+      } finally {
+        await admin.close();
+      }
+    },
+  );
+});
+
+describe("postgres driver against a dead or hung server", () => {
+  const opened: Database[] = [];
+  const servers: net.Server[] = [];
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((d) => d.close()));
+    for (const s of servers.splice(0)) s.close();
+  });
+
+  it("rejects ping with UnavailableError when nothing listens on the port", async () => {
+    const port = await pickFreePort();
+    const database = await openDatabase({
+      kind: "postgres",
+      url: `postgres://postgres@127.0.0.1:${port}/peergate`,
+    });
+    opened.push(database);
+    await expectUnavailableWithin(database.ping(1_000), 1_500);
+  });
+
+  it("rejects ping within its timeout when the server accepts but never answers", async () => {
+    const sockets: net.Socket[] = [];
+    const server = net.createServer((socket) => sockets.push(socket));
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as net.AddressInfo;
+    const database = await openDatabase({
+      kind: "postgres",
+      url: `postgres://postgres@127.0.0.1:${port}/peergate`,
+    });
+    opened.push(database);
+    const took = await expectUnavailableWithin(database.ping(300), 1_000);
+    expect(took).toBeGreaterThanOrEqual(250);
+    for (const s of sockets) s.destroy();
+  });
+});
+
+describe.skipIf(postgresSkipReason() !== undefined)("two instances on one PostgreSQL", () => {
+  it("each opens its own pool; closing one leaves the other working", async () => {
+    const created = await createPostgresTestDatabase();
+    try {
+      const a = await openDatabase({ kind: "postgres", url: created.url });
+      const b = await openDatabase({ kind: "postgres", url: created.url });
+      await a.close();
+      await b.ping();
+      await b.close();
+    } finally {
+      await created.drop();
+    }
+  });
+});
