@@ -15,9 +15,9 @@
 // hash, or who drops events from the very end. Keep `lastHash` from a verify somewhere else
 // (a log, a ticket) to anchor it.
 import { createHash } from "node:crypto";
-import { asc, desc, gt, is, sql } from "drizzle-orm";
+import { asc, gt, is, sql } from "drizzle-orm";
 import { PgTransaction } from "drizzle-orm/pg-core";
-import type { DbOrTx, DbTransaction } from "./client.ts";
+import { type DbOrTx, type DbTransaction, selectRows } from "./client.ts";
 import { advisoryLockSpace, lockKeys } from "./locks.ts";
 import { type AuditEvent, auditEvents } from "./schema.ts";
 
@@ -83,28 +83,52 @@ export function computeAuditHash(prevHash: string, content: HashedContent): stri
   return createHash("sha256").update(prevHash).update(text).digest("hex");
 }
 
+/**
+ * Text Postgres stores exactly as given: no NUL (text and jsonb refuse it) and no lone UTF-16
+ * surrogate (the driver would store U+FFFD, and the hash would no longer match). Event data often
+ * carries what a client sent, so this must never make an append fail or a chain look broken.
+ */
+function storableText(text: string): string {
+  return text.toWellFormed().replaceAll("\u0000", "\uFFFD");
+}
+
+function storableJson(value: unknown): unknown {
+  if (typeof value === "string") return storableText(value);
+  if (Array.isArray(value)) return value.map(storableJson);
+  if (value !== null && typeof value === "object") {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [storableText(k), storableJson(v)]),
+    );
+  }
+  return value;
+}
+
 async function appendInTransaction(
   tx: DbTransaction,
   event: AuditEventInput,
 ): Promise<AppendedAuditEvent> {
   await tx.execute(sql`select pg_advisory_xact_lock(${advisoryLockSpace}, ${lockKeys.audit})`);
-  const [last] = await tx
-    .select({ seq: auditEvents.seq, hash: auditEvents.hash })
-    .from(auditEvents)
-    .orderBy(desc(auditEvents.seq))
-    .limit(1);
+  // The database's clock, not this instance's: with several instances, time follows seq.
+  const [head] = await selectRows<{ nowMs: number; seq: unknown; hash: string | null }>(
+    tx,
+    sql`select floor(extract(epoch from clock_timestamp()) * 1000)::float8 as "nowMs",
+               last.seq, last.hash
+          from (select 1) as one
+          left join (select seq, hash from ${auditEvents} order by seq desc limit 1) as last on true`,
+  );
+  if (!head) throw new Error("audit head query returned no row");
   // What is hashed must be exactly what jsonb gives back: drop undefined, functions, Dates → text.
-  const data = JSON.parse(JSON.stringify(event.data)) as unknown;
+  const data = storableJson(JSON.parse(JSON.stringify(event.data)));
   const content: HashedContent = {
-    seq: (last?.seq ?? 0) + 1,
+    seq: head.seq === null ? 1 : Number(head.seq) + 1,
     // timestamptz(3) keeps milliseconds, and so does a Date: it round-trips exactly.
-    createdAt: new Date(),
-    actor: event.actor,
-    kind: event.kind,
-    subject: event.subject ?? null,
+    createdAt: new Date(Number(head.nowMs)),
+    actor: storableText(event.actor),
+    kind: storableText(event.kind),
+    subject: event.subject == null ? null : storableText(event.subject),
     data,
   };
-  const prevHash = last?.hash ?? genesisHash;
+  const prevHash = head.hash ?? genesisHash;
   const hash = computeAuditHash(prevHash, content);
   await tx.insert(auditEvents).values({ ...content, prevHash, hash });
   return { seq: content.seq, hash };

@@ -123,10 +123,10 @@ async function openPglite(
     dir = path.resolve(dataDir);
     fs.mkdirSync(path.dirname(dir), { recursive: true });
     lock = acquireDataDirLock(dir);
-    fs.mkdirSync(dir, { recursive: true });
   }
   let client: PGlite;
   try {
+    if (dir) fs.mkdirSync(dir, { recursive: true });
     client = await PGlite.create({ dataDir: dir, loadDataDir });
   } catch (error) {
     lock?.release();
@@ -135,7 +135,7 @@ async function openPglite(
       { cause: error },
     );
   }
-  const db = drizzlePglite({ client, schema }) as unknown as Db;
+  const db: Db = drizzlePglite({ client, schema });
   let closing: Promise<void> | undefined;
 
   return {
@@ -183,12 +183,12 @@ async function openPglite(
 
 async function openPostgres(url: string): Promise<Database> {
   const client = postgres(url, postgresOptions);
-  const db = drizzlePostgres({ client, schema }) as unknown as Db;
+  const db: Db = drizzlePostgres({ client, schema });
   let closing: Promise<void> | undefined;
   dedicatedConnections.set(db, () => {
     const single = postgres(url, { ...postgresOptions, max: 1 });
     return {
-      db: drizzlePostgres({ client: single, schema }) as unknown as Db,
+      db: drizzlePostgres({ client: single, schema }),
       close: () => single.end({ timeout: 2 }),
     };
   });

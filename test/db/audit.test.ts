@@ -54,6 +54,28 @@ describeEachDatabase("audit chain", (ctx) => {
     });
   });
 
+  it("stores hostile text (NUL, lone surrogates) so that the chain still verifies", async () => {
+    const hostile = "caller\u0000name\ud800end";
+    await appendAuditEvent(ctx.db, {
+      actor: hostile,
+      kind: "auth.failed",
+      subject: hostile,
+      data: { [hostile]: [hostile, { nested: hostile }], n: 0.1 + 0.2, big: 1e21 },
+    });
+    const [row] = await ctx.db.select().from(auditEvents);
+    expect(row?.actor).toBe("caller\uFFFDname\uFFFDend");
+    expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: true, count: 1 });
+  });
+
+  it("stamps events with the database clock, in seq order", async () => {
+    const before = Date.now();
+    await appendMany(ctx.database, 3);
+    const rows = await ctx.db.select().from(auditEvents).orderBy(auditEvents.seq);
+    const times = rows.map((r) => r.createdAt.getTime());
+    expect([...times].sort((a, b) => a - b)).toEqual(times);
+    expect(Math.abs((times[0] ?? 0) - before)).toBeLessThan(5_000);
+  });
+
   it("commits or rolls back with the change it records, leaving no gap", async () => {
     await expect(
       ctx.db.transaction(async (tx) => {

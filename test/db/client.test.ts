@@ -20,6 +20,13 @@ async function pickFreePort(): Promise<number> {
   });
 }
 
+/** The same server, the `postgres` maintenance database. */
+function adminUrlOf(url: string): string {
+  const admin = new URL(url);
+  admin.pathname = "/postgres";
+  return admin.toString();
+}
+
 function waitFor<T>(values: T[], count: number, ms = 5_000): Promise<void> {
   const deadline = Date.now() + ms;
   return new Promise((resolve, reject) => {
@@ -87,13 +94,42 @@ describeEachDatabase("database client", (ctx) => {
   });
 
   it.runIf(ctx.kind === "postgres")(
+    "re-listens after losing its connection, and says so through onListen",
+    async () => {
+      const name = new URL(ctx.url ?? "").pathname.slice(1);
+      const admin = await openDatabase({ kind: "postgres", url: adminUrlOf(ctx.url ?? "") });
+      try {
+        const listens: number[] = [];
+        const received: string[] = [];
+        await ctx.database.listen(
+          "peergate_revocations",
+          (p) => received.push(p),
+          () => listens.push(Date.now()),
+        );
+        // Cut every connection and refuse new ones for a moment, as a restart would.
+        await admin.db.execute(sql.raw(`alter database "${name}" allow_connections false`));
+        await admin.db.execute(
+          sql.raw(
+            `select pg_terminate_backend(pid) from pg_stat_activity where datname = '${name}'`,
+          ),
+        );
+        await new Promise((r) => setTimeout(r, 300));
+        await admin.db.execute(sql.raw(`alter database "${name}" allow_connections true`));
+        await waitFor(listens, 2, 15_000);
+        const other = await ctx.openSecondConnection();
+        await other.notify("peergate_revocations", "caller:9");
+        await waitFor(received, 1);
+        expect(received).toEqual(["caller:9"]);
+      } finally {
+        await admin.close();
+      }
+    },
+  );
+
+  it.runIf(ctx.kind === "postgres")(
     "fails ping closed when its database disappears from the server",
     async () => {
-      const url = new URL(ctx.url ?? "");
-      const admin = await openDatabase({
-        kind: "postgres",
-        url: Object.assign(url, { pathname: "/postgres" }).toString(),
-      });
+      const admin = await openDatabase({ kind: "postgres", url: adminUrlOf(ctx.url ?? "") });
       try {
         await ctx.database.ping();
         await admin.db.execute(
