@@ -2,6 +2,7 @@ import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 import { eq } from "drizzle-orm";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { appendAuditEvent, verifyAuditChain } from "../../src/db/audit.ts";
@@ -25,6 +26,24 @@ afterEach(() => {
   fs.rmSync(root, { recursive: true, force: true });
 });
 
+/** Tries openDatabase on `dir` in a separate Node process; exit 3 and the error if refused. */
+function openFromAnotherProcess(dir: string) {
+  const client = pathToFileURL(path.resolve(import.meta.dirname, "../../src/db/client.ts")).href;
+  const script = `
+    const { openDatabase } = await import(${JSON.stringify(client)});
+    try {
+      const db = await openDatabase({ kind: "pglite", dataDir: ${JSON.stringify(dir)} });
+      await db.close();
+    } catch (error) {
+      console.log(error.code, error.message);
+      process.exit(3);
+    }`;
+  return spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+    encoding: "utf8",
+    timeout: 20_000,
+  });
+}
+
 /** The pid of a process that has exited (and so cannot hold a lock). */
 function deadPid(): number {
   const child = spawnSync("true");
@@ -40,6 +59,11 @@ describe("PGlite data directory", () => {
     const again = openDatabase({ kind: "pglite", dataDir });
     await expect(again).rejects.toBeInstanceOf(UnavailableError);
     await expect(again).rejects.toThrow(/already open in this process/);
+    // …and so is one from another process, naming this one.
+    const other = openFromAnotherProcess(dataDir);
+    expect(other.status).toBe(3);
+    expect(other.stdout).toContain("unavailable");
+    expect(other.stdout).toContain(`pid ${process.pid}`);
     await migrateDatabase(first);
     await first.db.insert(callers).values({ name: "persisted", kind: "peer", tier: "public" });
     await appendAuditEvent(first.db, { actor: "admin", kind: "caller.created", data: {} });
