@@ -83,7 +83,8 @@ function checkChannel(channel: string): void {
   }
 }
 
-async function withTimeout<T>(
+/** Settles like `work`, or rejects with `onTimeout()` after `timeoutMs`, whichever is first. */
+export async function runWithTimeout<T>(
   work: Promise<T>,
   timeoutMs: number,
   onTimeout: () => Error,
@@ -144,7 +145,7 @@ async function openPglite(
     async ping(timeoutMs = defaultPingTimeoutMs) {
       if (closing || client.closed) throw new UnavailableError("the database is closed");
       try {
-        await withTimeout(
+        await runWithTimeout(
           client.query("select 1"),
           timeoutMs,
           () => new UnavailableError(`the database did not answer within ${timeoutMs} ms`),
@@ -200,7 +201,7 @@ async function openPostgres(url: string): Promise<Database> {
       if (closing) throw new UnavailableError("the database is closed");
       const query = client`select 1`;
       try {
-        await withTimeout(query.execute(), timeoutMs, () => {
+        await runWithTimeout(query.execute(), timeoutMs, () => {
           // A queued query is dropped; a sent one is cancelled if the server still answers.
           query.cancel();
           return new UnavailableError(`the database did not answer within ${timeoutMs} ms`);

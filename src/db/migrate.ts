@@ -13,6 +13,7 @@ import { UnavailableError } from "../errors.ts";
 import {
   type Database,
   type DbOrTx,
+  runWithTimeout,
   type Schema,
   selectRows,
   withDedicatedConnection,
@@ -63,12 +64,21 @@ async function readStatus(db: DbOrTx): Promise<MigrationStatus> {
 
 /**
  * What is applied and what is pending. GET /readyz is ready only when `pending` is empty.
- * Rejects with UnavailableError when the database cannot be read.
+ * Rejects with UnavailableError when the database cannot be read within `timeoutMs`.
  */
-export async function migrationStatus(database: Database): Promise<MigrationStatus> {
+export async function migrationStatus(
+  database: Database,
+  options: { timeoutMs?: number } = {},
+): Promise<MigrationStatus> {
+  const timeoutMs = options.timeoutMs ?? 5_000;
   try {
-    return await readStatus(database.db);
+    return await runWithTimeout(
+      readStatus(database.db),
+      timeoutMs,
+      () => new UnavailableError(`migration status not read within ${timeoutMs} ms`),
+    );
   } catch (error) {
+    if (error instanceof UnavailableError) throw error;
     throw new UnavailableError(`cannot read migration status: ${describeError(error)}`, {
       cause: error,
     });

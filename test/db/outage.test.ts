@@ -57,6 +57,7 @@ describe.skipIf(postgresSkipReason() !== undefined)("a PostgreSQL outage", () =>
     cluster.pause();
     try {
       await expectUnavailableWithin(database.ping(500), 1_000);
+      await expectUnavailableWithin(migrationStatus(database, { timeoutMs: 500 }), 1_000);
     } finally {
       cluster.resume();
     }
