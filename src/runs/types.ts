@@ -1,0 +1,61 @@
+// The contract between the surfaces that start runs (the A2A adapter in src/a2a/, the webhook
+// routes) and the run engine (src/runs/). A surface authenticates the caller, then asks the engine
+// for a run; the engine computes the effective tool set, enforces budgets and concurrency, runs
+// the AI SDK loop, records everything in Postgres, and reports progress to an observer.
+import type { ModelMessage } from "ai";
+import type { DbTransaction } from "../db/client.ts";
+import type { Caller, RunError, RunStatus } from "../db/schema.ts";
+
+export type StartRunRequest = {
+  caller: Caller;
+  origin: "a2a" | "webhook";
+  /** The conversation so far, ending with the caller's new user message. */
+  messages: ModelMessage[];
+  /** A2A task and context the run answers; absent for webhooks. */
+  a2a?: { taskId: string; contextId: string };
+  /**
+   * Runs inside the transaction that creates the run row, before the run starts; throwing aborts
+   * the start and rolls the row back. Webhooks claim their delivery here, so a delivery is claimed
+   * exactly when a run exists for it.
+   */
+  inCreateTransaction?: (tx: DbTransaction, runId: string) => Promise<void>;
+};
+
+/** Progress a surface may relay (A2A streams it as status and artifact updates). */
+export type RunEvent =
+  | { type: "status"; status: RunStatus; message?: string }
+  /** A tool call the caller may see: only tools in its effective set are ever named. */
+  | {
+      type: "tool-call";
+      callId: string;
+      tool: string;
+      state: "started" | "completed" | "failed" | "refused" | "parked";
+    }
+  | { type: "text-delta"; delta: string };
+
+export type RunOutcome = {
+  runId: string;
+  /** Terminal, or `parked` when the run waits for an operator. */
+  status: RunStatus;
+  /** The model's final answer, when it produced one. */
+  text?: string;
+  error?: RunError;
+  /** The full conversation after the run, for multi-turn continuation. */
+  messages: ModelMessage[];
+};
+
+export type RunHandle = {
+  runId: string;
+  /** Resolves when the run ends or parks; never rejects (failures are an outcome). */
+  outcome: Promise<RunOutcome>;
+};
+
+export type RunEngine = {
+  /**
+   * Creates the run in Postgres and starts it. Throws RateLimitedError (429 + Retry-After) past
+   * the caller's concurrent-run or daily limits, before anything is created.
+   */
+  start(request: StartRunRequest, onEvent?: (event: RunEvent) => void): Promise<RunHandle>;
+  /** Stops a run of this caller (cancel). False when it is not running on any instance. */
+  cancel(runId: string, reason: string): Promise<boolean>;
+};
