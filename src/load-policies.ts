@@ -21,7 +21,10 @@ export type VersionedAgentPolicy = Readonly<
   Omit<AgentPolicy, "tools" | "deniedTools"> & {
     tools: readonly string[];
     deniedTools: readonly string[];
+    /** The content hash of agent.yaml (what cached ceilings key on), not the declared version. */
     version: string;
+    /** The `version` agent.yaml declares, for the agent card. */
+    declaredVersion: string;
   }
 >;
 
@@ -120,6 +123,7 @@ export async function loadPolicies(policiesDir: string): Promise<LoadedPolicies>
     tools: Object.freeze([...agentPolicy.tools]),
     deniedTools: Object.freeze([...agentPolicy.deniedTools]),
     version: agentVersion,
+    declaredVersion: agentPolicy.version,
   });
   return { agent, inventory, inventoryVersion: inventory.version, agentVersion };
 }
