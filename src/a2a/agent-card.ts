@@ -1,0 +1,195 @@
+// The agent card, built once from policies/agent.yaml and the public URL, in both wire shapes:
+// A2A 1.0 (ProtoJSON: oneof security schemes, `supportedInterfaces`, one entry per version) and
+// v0.3 (OpenAPI-style `securitySchemes`, `url`, `protocolVersion`). The SDK keeps cards as
+// protobuf-shaped objects whose oneofs are `{$case, value}` wrappers; serialising those with
+// JSON.stringify would put the wrappers on the wire, so the 1.0 body goes through the SDK's
+// ProtoJSON codec and the 0.3 body is written out field by field.
+//
+// The extended card (GetExtendedAgentCard, agent/getAuthenticatedExtendedCard) lists the skills a
+// caller may use. Skills in agent.yaml name no tools, so nothing ties a skill to the caller's
+// ceiling: every authenticated caller sees every skill. Should skills ever declare the tools they
+// need, `selectSkills` is the one place to filter them.
+import { createHash } from "node:crypto";
+import { AgentCard, type AgentSkill } from "@a2a-js/sdk";
+import type { Caller } from "../db/schema.ts";
+import type { VersionedAgentPolicy } from "../load-policies.ts";
+import type { ProtocolVersion } from "./call-context.ts";
+
+/** A card ready to serve: the exact body and its strong validator. */
+export type AgentCardDocument = { body: string; etag: string };
+
+export type AgentCards = {
+  /** The SDK's in-memory card (what DefaultRequestHandler is given). */
+  core: AgentCard;
+  /** `A2A-Version: 1.0` (and anything that is not a 0.3 request). */
+  v1: AgentCardDocument;
+  /** No `A2A-Version` header, or 0.3. */
+  v03: AgentCardDocument;
+  /** The endpoint URL the card points at. */
+  endpointUrl: string;
+};
+
+const inputModes = ["text/plain"];
+const outputModes = ["text/plain"];
+const bearerDescription =
+  "A peergate credential: an opaque token (pg_…) issued by the operator, or a JWT signed by the key registered for the caller.";
+
+/** `/a2a` under the public URL, keeping any path prefix the URL already has. */
+export function resolveEndpointUrl(publicUrl: string): string {
+  const base = new URL(publicUrl);
+  const prefix = base.pathname.replace(/\/+$/, "");
+  base.pathname = `${prefix}/a2a`;
+  base.search = "";
+  base.hash = "";
+  return base.toString();
+}
+
+function toSkill(skill: VersionedAgentPolicy["skills"][number]): AgentSkill {
+  return {
+    id: skill.id,
+    name: skill.name,
+    description: skill.description,
+    tags: [...skill.tags],
+    examples: [...skill.examples],
+    inputModes: [],
+    outputModes: [],
+    securityRequirements: [],
+  };
+}
+
+/** The skills `caller` may use; today all of them (see the module comment). */
+export function selectSkills(
+  _caller: Caller,
+  skills: VersionedAgentPolicy["skills"],
+): VersionedAgentPolicy["skills"] {
+  return skills;
+}
+
+function buildCoreCard(
+  agent: VersionedAgentPolicy,
+  endpointUrl: string,
+  skills: VersionedAgentPolicy["skills"],
+): AgentCard {
+  return {
+    name: agent.name,
+    description: agent.description,
+    version: agent.declaredVersion,
+    supportedInterfaces: [
+      { url: endpointUrl, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "1.0" },
+      { url: endpointUrl, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "0.3" },
+    ],
+    provider: undefined,
+    capabilities: {
+      streaming: true,
+      pushNotifications: false,
+      extensions: [],
+      extendedAgentCard: true,
+    },
+    securitySchemes: {
+      bearer: {
+        scheme: {
+          $case: "httpAuthSecurityScheme",
+          value: { scheme: "bearer", bearerFormat: "JWT", description: bearerDescription },
+        },
+      },
+    },
+    securityRequirements: [{ schemes: { bearer: { list: [] } } }],
+    defaultInputModes: [...inputModes],
+    defaultOutputModes: [...outputModes],
+    skills: skills.map(toSkill),
+    signatures: [],
+  };
+}
+
+/**
+ * The 1.0 wire form. ProtoJSON drops empty repeated fields, which would turn the security
+ * requirement into `{bearer: {}}`; the scope list is written out so the card reads as the spec's
+ * examples do.
+ */
+export function serializeCardV1(card: AgentCard): Record<string, unknown> {
+  const json = AgentCard.toJSON(card) as Record<string, unknown>;
+  json.securityRequirements = card.securityRequirements.map((requirement) => ({
+    schemes: Object.fromEntries(
+      Object.entries(requirement.schemes).map(([name, scopes]) => [
+        name,
+        { list: [...scopes.list] },
+      ]),
+    ),
+  }));
+  return json;
+}
+
+/** The v0.3 wire form of the same card. */
+export function serializeCardV03(card: AgentCard): Record<string, unknown> {
+  const primary = card.supportedInterfaces.find((i) => i.protocolVersion === "0.3");
+  const securitySchemes: Record<string, unknown> = {};
+  for (const [name, scheme] of Object.entries(card.securitySchemes)) {
+    if (scheme.scheme?.$case !== "httpAuthSecurityScheme") continue;
+    const http = scheme.scheme.value;
+    securitySchemes[name] = {
+      type: "http",
+      scheme: http.scheme,
+      ...(http.bearerFormat ? { bearerFormat: http.bearerFormat } : {}),
+      ...(http.description ? { description: http.description } : {}),
+    };
+  }
+  return {
+    name: card.name,
+    description: card.description,
+    url: primary?.url ?? card.supportedInterfaces[0]?.url ?? "",
+    preferredTransport: "JSONRPC",
+    protocolVersion: "0.3.0",
+    version: card.version,
+    capabilities: {
+      streaming: card.capabilities?.streaming ?? false,
+      pushNotifications: card.capabilities?.pushNotifications ?? false,
+      stateTransitionHistory: false,
+    },
+    supportsAuthenticatedExtendedCard: card.capabilities?.extendedAgentCard ?? false,
+    securitySchemes,
+    security: card.securityRequirements.map((requirement) =>
+      Object.fromEntries(
+        Object.entries(requirement.schemes).map(([name, scopes]) => [name, [...scopes.list]]),
+      ),
+    ),
+    defaultInputModes: [...card.defaultInputModes],
+    defaultOutputModes: [...card.defaultOutputModes],
+    skills: card.skills.map((skill) => ({
+      id: skill.id,
+      name: skill.name,
+      description: skill.description,
+      tags: [...skill.tags],
+      ...(skill.examples.length > 0 ? { examples: [...skill.examples] } : {}),
+    })),
+  };
+}
+
+function toDocument(json: unknown): AgentCardDocument {
+  const body = JSON.stringify(json);
+  const hash = createHash("sha256").update(body).digest("base64url").slice(0, 27);
+  return { body, etag: `"${hash}"` };
+}
+
+export function buildAgentCards(agent: VersionedAgentPolicy, publicUrl: string): AgentCards {
+  const endpointUrl = resolveEndpointUrl(publicUrl);
+  const core = buildCoreCard(agent, endpointUrl, agent.skills);
+  return {
+    core,
+    v1: toDocument(serializeCardV1(core)),
+    v03: toDocument(serializeCardV03(core)),
+    endpointUrl,
+  };
+}
+
+/** The card an authenticated caller gets: the public one with only the skills it may use. */
+export function buildExtendedCard(
+  agent: VersionedAgentPolicy,
+  endpointUrl: string,
+  caller: Caller,
+): AgentCard {
+  return buildCoreCard(agent, endpointUrl, selectSkills(caller, agent.skills));
+}
+
+export function serializeCard(card: AgentCard, version: ProtocolVersion): Record<string, unknown> {
+  return version === "1.0" ? serializeCardV1(card) : serializeCardV03(card);
+}

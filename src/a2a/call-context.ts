@@ -1,0 +1,67 @@
+// The authenticated caller as the a2a-js SDK sees it. Every SDK call carries a ServerCallContext;
+// ours holds the caller (its id is the SDK's `userName`, which also scopes the SDK's in-process
+// event buses), the protocol version of the request, and a slot for errors that must leave the
+// JSON-RPC world and become HTTP answers (429 past a caller's limits, 503 when the database is
+// gone). The SDK swallows every error its executor or store throws into a JSON-RPC error or a
+// failed task; the slot is how such an error reaches src/http intact.
+import { ServerCallContext, type User } from "@a2a-js/sdk/server";
+import type { Caller } from "../db/schema.ts";
+import { RateLimitedError, UnavailableError } from "../errors.ts";
+
+export type ProtocolVersion = "1.0" | "0.3";
+
+export class CallerUser implements User {
+  readonly callerId: string;
+  /** The caller row, when the context serves a request (absent when settling a resumed run). */
+  readonly caller: Caller | undefined;
+  constructor(callerId: string, caller?: Caller) {
+    this.callerId = callerId;
+    this.caller = caller;
+  }
+  get isAuthenticated(): boolean {
+    return true;
+  }
+  get userName(): string {
+    return this.callerId;
+  }
+}
+
+const escalatedKey = "peergate.escalated";
+
+export function createCallContext(
+  user: CallerUser,
+  version: ProtocolVersion = "1.0",
+): ServerCallContext {
+  return new ServerCallContext({ user, requestedVersion: version });
+}
+
+/** The caller id of a context; a context without one is a bug, so it fails closed. */
+export function readCallerId(context: ServerCallContext): string {
+  const user = context.user;
+  if (!(user instanceof CallerUser)) throw new Error("A2A call without an authenticated caller");
+  return user.callerId;
+}
+
+export function readCaller(context: ServerCallContext): Caller {
+  const user = context.user;
+  if (!(user instanceof CallerUser) || !user.caller) {
+    throw new Error("A2A call without an authenticated caller");
+  }
+  return user.caller;
+}
+
+/** Errors the HTTP layer answers itself rather than as a JSON-RPC error. */
+export type EscalatedError = RateLimitedError | UnavailableError;
+
+export function isEscalated(error: unknown): error is EscalatedError {
+  return error instanceof RateLimitedError || error instanceof UnavailableError;
+}
+
+/** Remembers the first escalated error of a request; later ones add nothing. */
+export function escalate(context: ServerCallContext, error: EscalatedError): void {
+  if (!context.state.has(escalatedKey)) context.state.set(escalatedKey, error);
+}
+
+export function readEscalated(context: ServerCallContext): EscalatedError | undefined {
+  return context.state.get(escalatedKey) as EscalatedError | undefined;
+}

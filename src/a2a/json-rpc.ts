@@ -1,0 +1,229 @@
+// The JSON-RPC 2.0 envelope, checked before anything reaches the SDK. The SDK is lax here: its
+// 1.0 handler answers a malformed envelope with -32602 and a body that is not JSON with -32602 as
+// well, where JSON-RPC says -32700 and -32600. The method table and the A2A-Version rules live
+// here too: one endpoint serves the 1.0 names and the v0.3 names, and the header decides which
+// set a request is read against (absent or empty means 0.3, as the spec says).
+
+import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
+import {
+  A2A_ERROR_CODE,
+  ContentTypeNotSupportedError,
+  VersionNotSupportedError,
+} from "@a2a-js/sdk/errors";
+import { JsonRpcTransportHandler } from "@a2a-js/sdk/server";
+import type { ProtocolVersion } from "./call-context.ts";
+
+export type JsonRpcId = string | number | null;
+
+export type JsonRpcError = { code: number; message: string; data?: unknown };
+
+/** One JSON-RPC response object, as sent in a JSON body or in one SSE `data:` line. */
+export type JsonRpcResponse = {
+  jsonrpc: "2.0";
+  id: JsonRpcId;
+  result?: unknown;
+  error?: JsonRpcError;
+};
+
+export type JsonRpcRequest = {
+  jsonrpc: "2.0";
+  id: JsonRpcId;
+  method: string;
+  params?: unknown;
+};
+
+const v1Methods = new Set([
+  "SendMessage",
+  "SendStreamingMessage",
+  "GetTask",
+  "ListTasks",
+  "CancelTask",
+  "SubscribeToTask",
+  "CreateTaskPushNotificationConfig",
+  "GetTaskPushNotificationConfig",
+  "ListTaskPushNotificationConfigs",
+  "DeleteTaskPushNotificationConfig",
+  "GetExtendedAgentCard",
+]);
+
+const v03Methods = new Set([
+  "message/send",
+  "message/stream",
+  "tasks/get",
+  "tasks/cancel",
+  "tasks/resubscribe",
+  "tasks/pushNotificationConfig/set",
+  "tasks/pushNotificationConfig/get",
+  "tasks/pushNotificationConfig/list",
+  "tasks/pushNotificationConfig/delete",
+  "agent/getAuthenticatedExtendedCard",
+]);
+
+const streamingMethods = new Set([
+  "SendStreamingMessage",
+  "SubscribeToTask",
+  "message/stream",
+  "tasks/resubscribe",
+]);
+
+export function isStreamingMethod(method: string): boolean {
+  return streamingMethods.has(method);
+}
+
+/**
+ * The protocol a request speaks, from its `A2A-Version` header: 0.3 when absent or empty, 1.0
+ * for "1", "1.0" or "1.0.x"; undefined for anything else (answered -32009).
+ */
+export function selectProtocolVersion(header: string | undefined): ProtocolVersion | undefined {
+  const value = header?.trim() ?? "";
+  if (value === "") return "0.3";
+  const match = /^(\d+)(?:\.(\d+))?(?:\.(\d+))?$/.exec(value);
+  if (!match) return undefined;
+  const major = Number(match[1]);
+  const minor = Number(match[2] ?? "0");
+  if (major === 1 && minor === 0) return "1.0";
+  if (major === 0 && minor === 3) return "0.3";
+  return undefined;
+}
+
+/** The card shape a GET of the agent card gets: 0.3 only for a 0.3 (or header-less) request. */
+export function selectCardVersion(header: string | undefined): ProtocolVersion {
+  return selectProtocolVersion(header) === "0.3" ? "0.3" : "1.0";
+}
+
+/** An A2A or JSON-RPC error in the wire shape of `version` (1.0 adds google.rpc.ErrorInfo). */
+export function mapError(error: unknown, version: ProtocolVersion): JsonRpcError {
+  return version === "1.0"
+    ? (JsonRpcTransportHandler.mapToJSONRPCError(error) as JsonRpcError)
+    : (LegacyJsonRpcTransportHandler.mapToLegacyJSONRPCError(error) as JsonRpcError);
+}
+
+export function errorResponse(id: JsonRpcId, error: JsonRpcError): JsonRpcResponse {
+  return { jsonrpc: "2.0", id, error };
+}
+
+function plainError(code: number, message: string): JsonRpcError {
+  return { code, message };
+}
+
+export type EnvelopeCheck =
+  | { ok: true; request: JsonRpcRequest; version: ProtocolVersion }
+  | { ok: false; response: JsonRpcResponse };
+
+function readId(value: unknown): JsonRpcId | undefined {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return null;
+  if (!("id" in value)) return null;
+  const id = (value as { id: unknown }).id;
+  if (id === null || typeof id === "string") return id;
+  if (typeof id === "number" && Number.isInteger(id)) return id;
+  return undefined;
+}
+
+/**
+ * Reads and checks one request: media type (-32005), JSON (-32700), envelope (-32600), version
+ * (-32009), method name (-32601). Params are left to the SDK and to PeergateRequestHandler.
+ */
+export function checkEnvelope(
+  body: string,
+  headers: { version: string | undefined; contentType: string | undefined },
+): EnvelopeCheck {
+  const mediaType = headers.contentType?.split(";", 1)[0]?.trim().toLowerCase();
+  if (mediaType && mediaType !== "application/json" && mediaType !== "application/a2a+json") {
+    const error = new ContentTypeNotSupportedError(
+      `send JSON-RPC requests as application/json (got ${JSON.stringify(mediaType.slice(0, 60))})`,
+    );
+    return { ok: false, response: errorResponse(null, mapError(error, "1.0")) };
+  }
+
+  let value: unknown;
+  try {
+    value = JSON.parse(body);
+  } catch {
+    return {
+      ok: false,
+      response: errorResponse(
+        null,
+        plainError(A2A_ERROR_CODE.PARSE_ERROR, "Parse error: the body is not valid JSON"),
+      ),
+    };
+  }
+  if (Array.isArray(value)) {
+    return {
+      ok: false,
+      response: errorResponse(
+        null,
+        plainError(
+          A2A_ERROR_CODE.INVALID_REQUEST,
+          "Invalid Request: batch requests are not supported",
+        ),
+      ),
+    };
+  }
+  const id = readId(value);
+  if (typeof value !== "object" || value === null || id === undefined) {
+    return {
+      ok: false,
+      response: errorResponse(
+        null,
+        plainError(
+          A2A_ERROR_CODE.INVALID_REQUEST,
+          "Invalid Request: id must be a string, an integer or null",
+        ),
+      ),
+    };
+  }
+  const envelope = value as Record<string, unknown>;
+  if (envelope.jsonrpc !== "2.0") {
+    return {
+      ok: false,
+      response: errorResponse(
+        id,
+        plainError(A2A_ERROR_CODE.INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"'),
+      ),
+    };
+  }
+  if (typeof envelope.method !== "string" || envelope.method === "") {
+    return {
+      ok: false,
+      response: errorResponse(
+        id,
+        plainError(
+          A2A_ERROR_CODE.INVALID_REQUEST,
+          "Invalid Request: method must be a non-empty string",
+        ),
+      ),
+    };
+  }
+  const method = envelope.method;
+
+  const version = selectProtocolVersion(headers.version);
+  if (version === undefined) {
+    const error = new VersionNotSupportedError(
+      `A2A-Version ${JSON.stringify(headers.version?.slice(0, 20))} is not supported; this agent speaks 1.0 and 0.3`,
+    );
+    return { ok: false, response: errorResponse(id, mapError(error, "1.0")) };
+  }
+
+  const known = version === "1.0" ? v1Methods : v03Methods;
+  if (!known.has(method)) {
+    const hint = (version === "1.0" ? v03Methods : v1Methods).has(method)
+      ? version === "1.0"
+        ? ` (${method} is a v0.3 method: send it without the A2A-Version header, or use the 1.0 name)`
+        : ` (${method} is an A2A 1.0 method: send the header A2A-Version: 1.0)`
+      : "";
+    return {
+      ok: false,
+      response: errorResponse(
+        id,
+        plainError(
+          A2A_ERROR_CODE.METHOD_NOT_FOUND,
+          `Method not found: ${method.slice(0, 100)}${hint}`,
+        ),
+      ),
+    };
+  }
+
+  const request: JsonRpcRequest = { jsonrpc: "2.0", id, method };
+  if ("params" in envelope) request.params = envelope.params;
+  return { ok: true, request, version };
+}

@@ -1,0 +1,199 @@
+// The SDK's DefaultRequestHandler with peergate's rules on top, checked before the SDK stores
+// anything. They hold for both wire versions, since both transports call into this handler with
+// the 1.0 (core) request types:
+//
+// - a message needs a user role and at least one part (the SDK accepts an empty `parts`);
+// - `historyLength`, where given, is a whole number ≥ 0;
+// - a push-notification config on a message is refused (-32003), like the push methods;
+// - a follow-up (`taskId`) must name a task of this caller (else -32001, as for a task that does
+//   not exist) that is not still running here or waiting for an operator (-32004: the engine
+//   cannot take a message into a run in flight). A task in a terminal state is refused by the SDK
+//   (-32004); a conversation goes on with a new message in the same `contextId`, and the run sees
+//   the context's earlier turns;
+// - every `referenceTaskIds` entry must be a task of this caller (-32001).
+//
+// Cancel reaches a run wherever it is: when no run of the task is in flight on this instance (it
+// is parked, or runs on another instance), the engine is asked to cancel it by the run id stored
+// in the task's metadata before the SDK marks the task canceled.
+
+import type { AgentCard } from "@a2a-js/sdk";
+import {
+  type CancelTaskRequest,
+  type GetTaskRequest,
+  type ListTasksRequest,
+  type ListTasksResponse,
+  type Message,
+  Role,
+  type SendMessageRequest,
+  type StreamResponse,
+  type Task,
+  TaskState,
+} from "@a2a-js/sdk";
+import {
+  PushNotificationNotSupportedError,
+  RequestMalformedError,
+  TaskNotFoundError,
+  UnsupportedOperationError,
+} from "@a2a-js/sdk/errors";
+import {
+  type AgentExecutor,
+  type DefaultExecutionEventBusManager,
+  DefaultRequestHandler,
+  type ExtendedAgentCardProvider,
+  type ServerCallContext,
+} from "@a2a-js/sdk/server";
+import type { Logger } from "../log.ts";
+import type { RunEngine } from "../runs/types.ts";
+import { readCallerId } from "./call-context.ts";
+import { readRunId } from "./run-executor.ts";
+import type { PostgresTaskStore } from "./task-store.ts";
+
+const terminalStates = new Set<TaskState>([
+  TaskState.TASK_STATE_COMPLETED,
+  TaskState.TASK_STATE_FAILED,
+  TaskState.TASK_STATE_CANCELED,
+  TaskState.TASK_STATE_REJECTED,
+]);
+
+export function isTerminal(task: Task): boolean {
+  return task.status !== undefined && terminalStates.has(task.status.state);
+}
+
+function checkHistoryLength(value: number | undefined): void {
+  if (value === undefined) return;
+  if (!Number.isInteger(value) || value < 0) {
+    throw new RequestMalformedError("historyLength must be a whole number, 0 or more");
+  }
+}
+
+function checkMessageShape(message: Message | undefined): asserts message is Message {
+  if (!message) throw new RequestMalformedError("params.message is required");
+  if (!message.messageId) throw new RequestMalformedError("message.messageId is required");
+  if (message.role !== Role.ROLE_USER) {
+    throw new RequestMalformedError("message.role must be the user role");
+  }
+  if (message.parts.length === 0) {
+    throw new RequestMalformedError("message.parts must hold at least one part");
+  }
+  message.parts.forEach((part, index) => {
+    if (!part.content) {
+      throw new RequestMalformedError(
+        `message.parts[${index}] must hold one of text, raw, url or data`,
+      );
+    }
+  });
+}
+
+export type PeergateRequestHandlerDeps = {
+  card: AgentCard;
+  store: PostgresTaskStore;
+  executor: AgentExecutor;
+  buses: DefaultExecutionEventBusManager;
+  extendedCard: ExtendedAgentCardProvider;
+  runs: RunEngine;
+  logger: Logger;
+};
+
+export class PeergateRequestHandler extends DefaultRequestHandler {
+  readonly #store: PostgresTaskStore;
+  readonly #buses: DefaultExecutionEventBusManager;
+  readonly #runs: RunEngine;
+  readonly #logger: Logger;
+
+  constructor(deps: PeergateRequestHandlerDeps) {
+    super(
+      deps.card,
+      deps.store,
+      deps.executor,
+      deps.buses,
+      undefined,
+      undefined,
+      deps.extendedCard,
+      undefined,
+      // The bus closes whenever the executor returns: a parked run's executor returns at
+      // AUTH_REQUIRED, and the resumed run reports through settleResumedRun, not this bus.
+      { keepBusAliveStates: [] },
+    );
+    this.#store = deps.store;
+    this.#buses = deps.buses;
+    this.#runs = deps.runs;
+    this.#logger = deps.logger;
+  }
+
+  async #checkSend(params: SendMessageRequest, context: ServerCallContext): Promise<void> {
+    const message = params.message;
+    checkMessageShape(message);
+    checkHistoryLength(params.configuration?.historyLength);
+    if (params.configuration?.taskPushNotificationConfig) {
+      throw new PushNotificationNotSupportedError("this agent does not send push notifications");
+    }
+    const callerId = readCallerId(context);
+    if (message.taskId) {
+      const task = await this.#store.load(message.taskId, context);
+      if (!task) throw new TaskNotFoundError(`Task not found: ${message.taskId}`);
+      const state = task.status?.state;
+      if (state === TaskState.TASK_STATE_AUTH_REQUIRED) {
+        throw new UnsupportedOperationError(
+          `Task ${task.id} waits for an operator to approve a tool call; it cannot take a message now`,
+        );
+      }
+      if (state === TaskState.TASK_STATE_WORKING || state === TaskState.TASK_STATE_SUBMITTED) {
+        throw new UnsupportedOperationError(
+          `Task ${task.id} is still working; wait for it to finish or cancel it`,
+        );
+      }
+    }
+    const references = [...new Set(message.referenceTaskIds.filter((id) => id !== ""))];
+    if (references.length > 0) {
+      const found = await this.#store.loadManyForCaller(callerId, references);
+      const foundIds = new Set(found.map((t) => t.id));
+      const missing = references.find((id) => !foundIds.has(id));
+      if (missing !== undefined) throw new TaskNotFoundError(`Task not found: ${missing}`);
+    }
+  }
+
+  override async sendMessage(
+    params: SendMessageRequest,
+    context: ServerCallContext,
+  ): Promise<Message | Task> {
+    await this.#checkSend(params, context);
+    return super.sendMessage(params, context);
+  }
+
+  override async *sendMessageStream(
+    params: SendMessageRequest,
+    context: ServerCallContext,
+  ): AsyncGenerator<StreamResponse, void, undefined> {
+    await this.#checkSend(params, context);
+    yield* super.sendMessageStream(params, context);
+  }
+
+  override async getTask(params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
+    checkHistoryLength(params.historyLength);
+    return super.getTask(params, context);
+  }
+
+  override async listTasks(
+    params: ListTasksRequest,
+    context: ServerCallContext,
+  ): Promise<ListTasksResponse> {
+    checkHistoryLength(params.historyLength);
+    return super.listTasks(params, context);
+  }
+
+  override async cancelTask(params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
+    if (params.id && !this.#buses.getByTaskId(params.id, context)) {
+      const task = await this.#store.load(params.id, context);
+      const runId = task && !isTerminal(task) ? readRunId(task) : undefined;
+      if (runId) {
+        const stopped = await this.#runs.cancel(runId, "canceled by the caller").catch((error) => {
+          this.#logger.error("cancelling a run failed", { runId, error });
+          return false;
+        });
+        if (!stopped)
+          this.#logger.info("cancel found no running run", { runId, taskId: params.id });
+      }
+    }
+    return super.cancelTask(params, context);
+  }
+}

@@ -1,0 +1,432 @@
+// The SDK's AgentExecutor, bridged to the run engine (src/runs/types.ts). One execute() is one
+// run: it asks the engine for a run, publishes the task, relays the engine's events as A2A
+// updates, and publishes the end state when the run's outcome settles.
+//
+//   engine                          A2A
+//   start() resolved                Task (submitted) then status WORKING
+//   tool-call event                 status WORKING, message "tool `x`: started" (progress)
+//   text-delta events               artifact "answer", appended in chunks (coalesced, ≤ 1 / flush)
+//   outcome completed               artifact "answer" replaced by the final text, status COMPLETED
+//                                   with the answer as its message (so history holds the turn)
+//   outcome failed / interrupted    status FAILED with the run's message
+//   outcome canceled                status CANCELED
+//   outcome rejected / expired      status REJECTED with the reason
+//   outcome parked                  status AUTH_REQUIRED, message: an operator must approve
+//
+// Parked → AUTH_REQUIRED, not INPUT_REQUIRED: the run waits for an authorization that a person
+// grants out of band, and the client has nothing to send. INPUT_REQUIRED would invite a reply
+// that cannot approve anything. Both are interrupted, non-terminal states: the stream closes there,
+// and the task moves on when the operator answers (`settleResumedRun` in service.ts).
+//
+// The engine is asked for the run before the task is published. When it refuses with
+// RateLimitedError (or the database is down), nothing has been stored for a new task, and the
+// error is escalated through the call context so the HTTP layer answers 429 + Retry-After (503).
+import { randomUUID } from "node:crypto";
+import {
+  type Artifact,
+  type Message,
+  type Part,
+  Role,
+  type Task,
+  type TaskState,
+  TaskState as TaskStates,
+} from "@a2a-js/sdk";
+import {
+  AgentEvent,
+  type AgentExecutionEvent,
+  type AgentExecutor,
+  type ExecutionEventBus,
+  type RequestContext,
+} from "@a2a-js/sdk/server";
+import type { RunStatus } from "../db/schema.ts";
+import type { Logger } from "../log.ts";
+import type { RunEngine, RunEvent, RunOutcome } from "../runs/types.ts";
+import { escalate, isEscalated, readCaller } from "./call-context.ts";
+import { buildConversation, type PeergateMessageKind, peergateMetaKey } from "./conversation.ts";
+import type { PostgresTaskStore } from "./task-store.ts";
+
+export type RunExecutorDeps = {
+  runs: RunEngine;
+  store: PostgresTaskStore;
+  logger: Logger;
+  /** How long text deltas are gathered before one artifact update is published. */
+  textFlushMs?: number;
+  /** Earlier tasks of the same context a run sees. */
+  contextTaskLimit?: number;
+};
+
+/** Where a task's run id is kept (task metadata, so cancel can reach a run on any instance). */
+export function readRunId(task: Task): string | undefined {
+  const meta = task.metadata?.[peergateMetaKey] as { runId?: unknown } | undefined;
+  return typeof meta?.runId === "string" ? meta.runId : undefined;
+}
+
+function textPart(text: string): Part {
+  return {
+    content: { $case: "text", value: text },
+    mediaType: "text/plain",
+    filename: "",
+    metadata: undefined,
+  };
+}
+
+export function agentMessage(
+  ids: { taskId: string; contextId: string },
+  text: string,
+  kind: PeergateMessageKind,
+  extra: Record<string, unknown> = {},
+): Message {
+  return {
+    messageId: randomUUID(),
+    taskId: ids.taskId,
+    contextId: ids.contextId,
+    role: Role.ROLE_AGENT,
+    parts: [textPart(text)],
+    metadata: { [peergateMetaKey]: { kind, ...extra } },
+    extensions: [],
+    referenceTaskIds: [],
+  };
+}
+
+export function statusEvent(
+  ids: { taskId: string; contextId: string },
+  state: TaskState,
+  message?: Message,
+): AgentExecutionEvent {
+  return AgentEvent.statusUpdate({
+    taskId: ids.taskId,
+    contextId: ids.contextId,
+    status: { state, message, timestamp: new Date().toISOString() },
+    metadata: undefined,
+  });
+}
+
+export function answerArtifact(artifactId: string, text: string): Artifact {
+  return {
+    artifactId,
+    name: "answer",
+    description: "The agent's answer",
+    parts: [textPart(text)],
+    metadata: undefined,
+    extensions: [],
+  };
+}
+
+const operatorMessage = (tool: string | undefined) =>
+  `Waiting for an operator to approve ${tool ? `the call to \`${tool}\`` : "a tool call"}. ` +
+  "Nothing is needed from you: the task continues on its own once approved, or ends if the " +
+  "operator rejects it or the approval expires. Follow it with GetTask or SubscribeToTask.";
+
+/** The final events for an outcome (after the answer artifact, if any). */
+export function describeOutcome(
+  ids: { taskId: string; contextId: string },
+  outcome: Pick<RunOutcome, "status" | "text" | "error">,
+  parkedTool?: string,
+): AgentExecutionEvent {
+  const status: RunStatus = outcome.status;
+  const reason = outcome.error?.message;
+  switch (status) {
+    case "completed":
+      return statusEvent(
+        ids,
+        TaskStates.TASK_STATE_COMPLETED,
+        outcome.text ? agentMessage(ids, outcome.text, "answer") : undefined,
+      );
+    case "parked":
+      return statusEvent(
+        ids,
+        TaskStates.TASK_STATE_AUTH_REQUIRED,
+        agentMessage(ids, operatorMessage(parkedTool), "status", { waitingFor: "operator" }),
+      );
+    case "canceled":
+      return statusEvent(
+        ids,
+        TaskStates.TASK_STATE_CANCELED,
+        agentMessage(ids, reason ?? "The task was canceled.", "status"),
+      );
+    case "rejected":
+    case "expired":
+      return statusEvent(
+        ids,
+        TaskStates.TASK_STATE_REJECTED,
+        agentMessage(
+          ids,
+          reason ??
+            (status === "expired"
+              ? "No operator approved the pending tool call in time."
+              : "An operator rejected the pending tool call."),
+          "status",
+        ),
+      );
+    case "interrupted":
+      return statusEvent(
+        ids,
+        TaskStates.TASK_STATE_FAILED,
+        agentMessage(ids, reason ?? "The run was interrupted.", "status"),
+      );
+    default:
+      return statusEvent(
+        ids,
+        TaskStates.TASK_STATE_FAILED,
+        agentMessage(
+          ids,
+          reason ?? (status === "failed" ? "The run failed." : `The run ended as ${status}.`),
+          "status",
+        ),
+      );
+  }
+}
+
+type ActiveRun = { runId?: string; cancelRequested: boolean };
+
+export type RunExecutor = AgentExecutor & {
+  /** Tasks with a run in flight on this instance (for tests and shutdown). */
+  activeTaskIds(): string[];
+};
+
+export function createRunExecutor(deps: RunExecutorDeps): RunExecutor {
+  const flushMs = deps.textFlushMs ?? 250;
+  const contextTaskLimit = deps.contextTaskLimit ?? 20;
+  const active = new Map<string, ActiveRun>();
+  const cancelReason = "canceled by the caller";
+
+  async function buildMessages(requestContext: RequestContext, callerId: string) {
+    const message = requestContext.userMessage;
+    const [contextTasks, referenced] = await Promise.all([
+      deps.store.listContextTasks(callerId, requestContext.contextId, {
+        excludeTaskId: requestContext.taskId,
+        limit: contextTaskLimit,
+      }),
+      deps.store.loadManyForCaller(
+        callerId,
+        message.referenceTaskIds.filter((id) => id !== requestContext.taskId),
+      ),
+    ]);
+    const seen = new Set(contextTasks.map((t) => t.id));
+    const earlierTasks = [...referenced.filter((t) => !seen.has(t.id)), ...contextTasks];
+    return buildConversation({
+      earlierTasks,
+      currentTask: requestContext.task,
+      newMessage: message,
+    });
+  }
+
+  async function execute(requestContext: RequestContext, bus: ExecutionEventBus): Promise<void> {
+    const context = requestContext.context;
+    const caller = readCaller(context);
+    const ids = { taskId: requestContext.taskId, contextId: requestContext.contextId };
+    const log = deps.logger.child({ taskId: ids.taskId, callerId: caller.id });
+    const entry: ActiveRun = { cancelRequested: false };
+    active.set(ids.taskId, entry);
+
+    // Events the engine reports before the task is published wait here: the SDK wants the task
+    // first.
+    let published = false;
+    const pending: AgentExecutionEvent[] = [];
+    const emit = (event: AgentExecutionEvent) => {
+      if (published) bus.publish(event);
+      else pending.push(event);
+    };
+
+    // One artifact per run, named after it, so a resumed run's answer replaces the partial one.
+    let artifactId: string | undefined;
+    const answerId = () => {
+      artifactId ??= `answer-${entry.runId ?? randomUUID()}`;
+      return artifactId;
+    };
+    let fullText = "";
+    let unsent = "";
+    let sentChunks = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const flushText = () => {
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      if (unsent === "") return;
+      emit(
+        AgentEvent.artifactUpdate({
+          taskId: ids.taskId,
+          contextId: ids.contextId,
+          artifact: answerArtifact(answerId(), unsent),
+          append: sentChunks > 0,
+          lastChunk: false,
+          metadata: undefined,
+        }),
+      );
+      sentChunks += 1;
+      unsent = "";
+    };
+
+    let parkedTool: string | undefined;
+    const onEvent = (event: RunEvent) => {
+      try {
+        if (event.type === "text-delta") {
+          fullText += event.delta;
+          unsent += event.delta;
+          timer ??= setTimeout(flushText, flushMs);
+        } else if (event.type === "tool-call") {
+          flushText();
+          if (event.state === "parked") parkedTool = event.tool;
+          emit(
+            statusEvent(
+              ids,
+              TaskStates.TASK_STATE_WORKING,
+              agentMessage(ids, `tool \`${event.tool}\`: ${event.state}`, "progress", {
+                toolCall: { callId: event.callId, tool: event.tool, state: event.state },
+              }),
+            ),
+          );
+        }
+        // `status` events add nothing: WORKING is published at start, the end comes with the
+        // outcome.
+      } catch (error) {
+        log.error("relaying a run event failed", { error });
+      }
+    };
+
+    const publishTask = (runId: string | undefined) => {
+      const metadata = runId ? { [peergateMetaKey]: { runId } } : {};
+      const existing = requestContext.task;
+      const task: Task = existing
+        ? { ...existing, metadata: { ...existing.metadata, ...metadata } }
+        : {
+            id: ids.taskId,
+            contextId: ids.contextId,
+            status: {
+              state: TaskStates.TASK_STATE_SUBMITTED,
+              message: undefined,
+              timestamp: new Date().toISOString(),
+            },
+            artifacts: [],
+            history: [requestContext.userMessage],
+            metadata,
+          };
+      bus.publish(AgentEvent.task(task));
+      published = true;
+      for (const event of pending.splice(0)) bus.publish(event);
+    };
+
+    try {
+      let handle: Awaited<ReturnType<RunEngine["start"]>>;
+      try {
+        const messages = await buildMessages(requestContext, caller.id);
+        handle = await deps.runs.start(
+          {
+            caller,
+            origin: "a2a",
+            messages,
+            a2a: { taskId: ids.taskId, contextId: ids.contextId },
+          },
+          onEvent,
+        );
+      } catch (error) {
+        if (isEscalated(error)) {
+          escalate(context, error);
+          await rollBackFollowUp(requestContext, context, log);
+          return;
+        }
+        log.error("the run could not start", { error });
+        publishTask(undefined);
+        flushText();
+        bus.publish(
+          statusEvent(
+            ids,
+            TaskStates.TASK_STATE_FAILED,
+            agentMessage(
+              ids,
+              "The run could not start; the operator can find why in the server log.",
+              "status",
+            ),
+          ),
+        );
+        return;
+      }
+
+      entry.runId = handle.runId;
+      publishTask(handle.runId);
+      bus.publish(statusEvent(ids, TaskStates.TASK_STATE_WORKING));
+      if (entry.cancelRequested) void cancelRun(handle.runId, log);
+
+      const outcome = await handle.outcome;
+      flushText();
+      const finalText = outcome.status === "completed" ? (outcome.text ?? fullText) : fullText;
+      // A parked run is not done: its partial answer stays open for the resumed run to finish.
+      if (finalText !== "" && outcome.status !== "parked") {
+        bus.publish(
+          AgentEvent.artifactUpdate({
+            taskId: ids.taskId,
+            contextId: ids.contextId,
+            artifact: answerArtifact(answerId(), finalText),
+            append: false,
+            lastChunk: true,
+            metadata: undefined,
+          }),
+        );
+      }
+      bus.publish(describeOutcome(ids, { ...outcome, text: finalText || undefined }, parkedTool));
+    } catch (error) {
+      // Never let the SDK write its own failure: its message would carry internal details.
+      log.error("the A2A run bridge failed", { error });
+      if (!published) publishTask(entry.runId);
+      flushText();
+      bus.publish(
+        statusEvent(
+          ids,
+          TaskStates.TASK_STATE_FAILED,
+          agentMessage(
+            ids,
+            "The run failed; the operator can find why in the server log.",
+            "status",
+          ),
+        ),
+      );
+    } finally {
+      if (timer) clearTimeout(timer);
+      active.delete(ids.taskId);
+    }
+  }
+
+  /** A refused follow-up leaves the task as it was: the SDK already appended the message. */
+  async function rollBackFollowUp(
+    requestContext: RequestContext,
+    context: RequestContext["context"],
+    log: Logger,
+  ): Promise<void> {
+    const task = requestContext.task;
+    if (!task) return;
+    const messageId = requestContext.userMessage.messageId;
+    try {
+      await deps.store.save(
+        { ...task, history: task.history.filter((m) => m.messageId !== messageId) },
+        context,
+      );
+    } catch (error) {
+      log.error("could not roll back a refused follow-up message", { error });
+    }
+  }
+
+  async function cancelRun(runId: string, log: Logger): Promise<boolean> {
+    try {
+      return await deps.runs.cancel(runId, cancelReason);
+    } catch (error) {
+      log.error("cancelling a run failed", { runId, error });
+      return false;
+    }
+  }
+
+  async function cancelTask(taskId: string, _bus: ExecutionEventBus): Promise<void> {
+    const entry = active.get(taskId);
+    const log = deps.logger.child({ taskId });
+    if (!entry) {
+      // The run already ended here; its terminal event is on the bus or about to be.
+      return;
+    }
+    if (entry.runId === undefined) {
+      entry.cancelRequested = true;
+      return;
+    }
+    const stopped = await cancelRun(entry.runId, log);
+    if (!stopped) log.info("cancel found no running run", { runId: entry.runId });
+  }
+
+  return { execute, cancelTask, activeTaskIds: () => [...active.keys()] };
+}

@@ -1,0 +1,316 @@
+// The A2A endpoint without a web framework: what src/http/routes/a2a.ts (or any other adapter)
+// calls after it has authenticated the caller.
+//
+//   const a2a = createA2aService({ database, policies, publicUrl, runs, logger });
+//   a2a.agentCard(versionHeader)                 → { body, etag } (public card, 1.0 or 0.3 shape)
+//   a2a.extendedCard(caller, version)            → the card this caller gets (JSON object)
+//   await a2a.handleJsonRpc(rawBody, { caller, version, contentType })
+//        → { type: "json", response }            one JSON-RPC response, HTTP 200
+//        → { type: "sse", stream }               JSON-RPC responses, one per SSE `data:` line
+//        throws RateLimitedError / UnavailableError: answer 429 + Retry-After / 503 instead
+//   a2a.closeCallerStreams(callerId)             ends the caller's open streams (revocation)
+//   a2a.closeAllStreams()                        ends every open stream (shutdown)
+//   await a2a.settleRun({ callerId, taskId, outcome, pendingTool? })
+//        records the end (or a new park) of a run that finished outside an A2A request: a parked
+//        run resumed after approval, rejected, expired, or an orphan marked interrupted.
+//
+// Inside, the a2a-js SDK does the protocol: DefaultRequestHandler (subclassed with peergate's
+// checks in request-handler.ts), JsonRpcTransportHandler for 1.0 and the compat
+// LegacyJsonRpcTransportHandler for 0.3, a Postgres TaskStore scoped to the caller, and an
+// AgentExecutor that bridges to the run engine. What the SDK gets wrong or leaves open is done
+// here: the JSON-RPC envelope and the A2A-Version rules (json-rpc.ts), the first stream event
+// read before SSE starts (an early error is a plain JSON-RPC error), readers that can go away
+// without freezing the task (event-stream.ts), internal error messages kept out of responses, and
+// errors that must become HTTP answers (call-context.ts).
+import type { AgentCard } from "@a2a-js/sdk";
+import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
+import { A2A_ERROR_CODE } from "@a2a-js/sdk/errors";
+import {
+  AgentEvent,
+  DefaultExecutionEventBusManager,
+  JsonRpcTransportHandler,
+  ResultManager,
+} from "@a2a-js/sdk/server";
+import type { Database } from "../db/client.ts";
+import type { Caller } from "../db/schema.ts";
+import type { LoadedPolicies } from "../load-policies.ts";
+import type { Logger } from "../log.ts";
+import type { RunEngine, RunOutcome } from "../runs/types.ts";
+import {
+  type AgentCardDocument,
+  buildAgentCards,
+  buildExtendedCard,
+  serializeCard,
+} from "./agent-card.ts";
+import {
+  CallerUser,
+  createCallContext,
+  type ProtocolVersion,
+  type readCallerId,
+  readEscalated,
+} from "./call-context.ts";
+import { createStreamRegistry, pumpEvents } from "./event-stream.ts";
+import {
+  checkEnvelope,
+  errorResponse,
+  isStreamingMethod,
+  type JsonRpcError,
+  type JsonRpcResponse,
+  mapError,
+  selectCardVersion,
+} from "./json-rpc.ts";
+import { isTerminal, PeergateRequestHandler } from "./request-handler.ts";
+import { answerArtifact, createRunExecutor, describeOutcome } from "./run-executor.ts";
+import { createTaskStore } from "./task-store.ts";
+
+export type A2aServiceDeps = {
+  database: Database;
+  policies: LoadedPolicies;
+  /** Where clients reach this server, e.g. `https://agent.example.org`; the card points at `/a2a` under it. */
+  publicUrl: string;
+  runs: RunEngine;
+  logger: Logger;
+  /** Text deltas are gathered this long into one artifact update (default 250 ms). */
+  textFlushMs?: number;
+};
+
+/** A stream of JSON-RPC responses that the reader (or a revocation) can end at any time. */
+export type A2aEventStream = AsyncIterable<JsonRpcResponse> & { close(): void };
+
+export type A2aReply =
+  | { type: "json"; response: JsonRpcResponse }
+  | { type: "sse"; stream: A2aEventStream };
+
+export type A2aRequest = {
+  caller: Caller;
+  /** The `A2A-Version` request header, as sent. */
+  version: string | undefined;
+  /** The `Content-Type` request header, as sent. */
+  contentType?: string | undefined;
+};
+
+export type SettleRunInput = {
+  callerId: string;
+  taskId: string;
+  outcome: Pick<RunOutcome, "runId" | "status" | "text" | "error">;
+  /** The tool a re-parked run waits on, for the operator message. */
+  pendingTool?: string;
+};
+
+export type A2aService = {
+  agentCard(versionHeader: string | undefined): AgentCardDocument;
+  extendedCard(caller: Caller, versionHeader: string | undefined): Record<string, unknown>;
+  handleJsonRpc(body: unknown, request: A2aRequest): Promise<A2aReply>;
+  closeCallerStreams(callerId: string): number;
+  closeAllStreams(): number;
+  openStreamCount(callerId?: string): number;
+  settleRun(input: SettleRunInput): Promise<void>;
+};
+
+function stripTenant(params: unknown): void {
+  if (typeof params === "object" && params !== null && !Array.isArray(params)) {
+    // The caller scopes everything; a tenant would only split the SDK's in-process buses.
+    delete (params as Record<string, unknown>).tenant;
+  }
+}
+
+function isAsyncIterable(value: unknown): value is AsyncIterable<JsonRpcResponse> {
+  return typeof value === "object" && value !== null && Symbol.asyncIterator in value;
+}
+
+export function createA2aService(deps: A2aServiceDeps): A2aService {
+  const logger = deps.logger.child({ component: "a2a" });
+  const agent = deps.policies.agent;
+  const cards = buildAgentCards(agent, deps.publicUrl);
+  const store = createTaskStore(deps.database.db);
+  const buses = new DefaultExecutionEventBusManager();
+  const executor = createRunExecutor({
+    runs: deps.runs,
+    store,
+    logger,
+    ...(deps.textFlushMs === undefined ? {} : { textFlushMs: deps.textFlushMs }),
+  });
+  const extendedFor = (caller: Caller): AgentCard =>
+    buildExtendedCard(agent, cards.endpointUrl, caller);
+  const handler = new PeergateRequestHandler({
+    card: cards.core,
+    store,
+    executor,
+    buses,
+    runs: deps.runs,
+    logger,
+    extendedCard: async (context) => {
+      const user = context.user;
+      if (!(user instanceof CallerUser) || !user.caller) throw new Error("no caller");
+      return extendedFor(user.caller);
+    },
+  });
+  const transports = {
+    "1.0": new JsonRpcTransportHandler(handler),
+    "0.3": new LegacyJsonRpcTransportHandler(handler),
+  } as const;
+  const streams = createStreamRegistry();
+
+  /** -32603 never carries an internal message to the client; the log gets it. */
+  function sanitize(error: JsonRpcError, where: Record<string, unknown>): JsonRpcError {
+    if (error.code !== A2A_ERROR_CODE.INTERNAL_ERROR) return error;
+    logger.error("A2A request failed with an internal error", { ...where, detail: error.message });
+    return { ...error, message: "Internal error" };
+  }
+
+  function sanitizeResponse(response: JsonRpcResponse, where: Record<string, unknown>) {
+    return response.error ? { ...response, error: sanitize(response.error, where) } : response;
+  }
+
+  async function handleJsonRpc(body: unknown, request: A2aRequest): Promise<A2aReply> {
+    const text = typeof body === "string" ? body : JSON.stringify(body ?? null);
+    const check = checkEnvelope(text, {
+      version: request.version,
+      contentType: request.contentType,
+    });
+    if (!check.ok) return { type: "json", response: check.response };
+    const { request: rpc, version } = check;
+    const where = { method: rpc.method, callerId: request.caller.id };
+    stripTenant(rpc.params);
+
+    const context = createCallContext(new CallerUser(request.caller.id, request.caller), version);
+    const transport = transports[version];
+    const result = (await transport.handle(rpc as unknown as Record<string, unknown>, context)) as
+      | JsonRpcResponse
+      | AsyncGenerator<JsonRpcResponse, void, undefined>;
+
+    if (!isAsyncIterable(result)) {
+      const escalated = readEscalated(context);
+      if (escalated) throw escalated;
+      return { type: "json", response: sanitizeResponse(result, where) };
+    }
+    if (!isStreamingMethod(rpc.method)) throw new Error("the SDK streamed a unary method");
+    return openStream(result, { id: rpc.id, version, callerId: request.caller.id, where, context });
+  }
+
+  async function openStream(
+    source: AsyncIterable<JsonRpcResponse>,
+    request: {
+      id: JsonRpcResponse["id"];
+      version: ProtocolVersion;
+      callerId: string;
+      where: Record<string, unknown>;
+      context: Parameters<typeof readCallerId>[0];
+    },
+  ): Promise<A2aReply> {
+    const events = pumpEvents(source);
+    let first: IteratorResult<JsonRpcResponse, undefined>;
+    try {
+      first = await events.next();
+    } catch (error) {
+      events.close();
+      const escalated = readEscalated(request.context);
+      if (escalated) throw escalated;
+      return {
+        type: "json",
+        response: errorResponse(
+          request.id,
+          sanitize(mapError(error, request.version), request.where),
+        ),
+      };
+    }
+    if (first.done) {
+      const escalated = readEscalated(request.context);
+      if (escalated) throw escalated;
+      return {
+        type: "json",
+        response: errorResponse(
+          request.id,
+          sanitize(
+            { code: A2A_ERROR_CODE.INTERNAL_ERROR, message: "the task produced no events" },
+            request.where,
+          ),
+        ),
+      };
+    }
+
+    let pendingFirst: JsonRpcResponse | undefined = first.value;
+    let finished = false;
+    let unregister = () => {};
+    const close = () => {
+      if (finished) return;
+      finished = true;
+      events.close();
+      unregister();
+    };
+    unregister = streams.add(request.callerId, close);
+    const iterator: AsyncIterator<JsonRpcResponse> = {
+      async next() {
+        if (finished) return { done: true, value: undefined };
+        if (pendingFirst) {
+          const value = pendingFirst;
+          pendingFirst = undefined;
+          return { done: false, value };
+        }
+        try {
+          const next = await events.next();
+          if (next.done) close();
+          return next.done ? { done: true, value: undefined } : next;
+        } catch (error) {
+          // An error mid-stream is the last event; the stream then ends.
+          close();
+          return {
+            done: false,
+            value: errorResponse(
+              request.id,
+              sanitize(mapError(error, request.version), request.where),
+            ),
+          };
+        }
+      },
+      async return() {
+        close();
+        return { done: true, value: undefined };
+      },
+    };
+    return {
+      type: "sse",
+      stream: { [Symbol.asyncIterator]: () => iterator, close },
+    };
+  }
+
+  async function settleRun(input: SettleRunInput): Promise<void> {
+    const context = createCallContext(new CallerUser(input.callerId));
+    const task = await store.loadForCaller(input.callerId, input.taskId);
+    if (!task) {
+      logger.warn("a settled run names no task of its caller", {
+        taskId: input.taskId,
+        callerId: input.callerId,
+      });
+      return;
+    }
+    if (isTerminal(task)) return;
+    const ids = { taskId: task.id, contextId: task.contextId };
+    const results = new ResultManager(store, context);
+    const text = input.outcome.status === "completed" ? input.outcome.text : undefined;
+    if (text) {
+      await results.processEvent(
+        AgentEvent.artifactUpdate({
+          ...ids,
+          artifact: answerArtifact(`answer-${input.outcome.runId}`, text),
+          append: false,
+          lastChunk: true,
+          metadata: undefined,
+        }),
+      );
+    }
+    await results.processEvent(describeOutcome(ids, input.outcome, input.pendingTool));
+  }
+
+  return {
+    agentCard: (versionHeader) =>
+      selectCardVersion(versionHeader) === "0.3" ? cards.v03 : cards.v1,
+    extendedCard: (caller, versionHeader) =>
+      serializeCard(extendedFor(caller), selectCardVersion(versionHeader)),
+    handleJsonRpc,
+    closeCallerStreams: (callerId) => streams.closeCaller(callerId),
+    closeAllStreams: () => streams.closeAll(),
+    openStreamCount: (callerId) => streams.count(callerId),
+    settleRun,
+  };
+}

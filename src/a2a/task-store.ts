@@ -1,0 +1,208 @@
+// A2A tasks in Postgres (`a2a_tasks`), always scoped to the caller of the request: every read and
+// write names the caller id, so another caller's task is simply absent ("task not found", never
+// "forbidden": existence must not leak). Tasks are stored in their ProtoJSON form, the same JSON
+// the 1.0 wire carries, so raw file bytes become base64 and enums their names.
+//
+// The SDK saves a task by load-merge-save under an in-process lock. Several instances share the
+// database, so a stale merge from one could overwrite a terminal state written by another (a
+// cancel on instance B while instance A streams the answer). The upsert therefore refuses to move
+// a task out of a terminal state: once completed, failed, canceled or rejected, a task keeps that
+// state whatever a late writer sends.
+import type { ListTasksRequest, ListTasksResponse } from "@a2a-js/sdk";
+import { Task, taskStateToJSON } from "@a2a-js/sdk";
+import { RequestMalformedError } from "@a2a-js/sdk/errors";
+import type { ServerCallContext, TaskStore } from "@a2a-js/sdk/server";
+import { and, asc, count, desc, eq, inArray, ne, type SQL, sql } from "drizzle-orm";
+import type { Db } from "../db/client.ts";
+import { a2aTasks } from "../db/schema.ts";
+import { UnavailableError } from "../errors.ts";
+import { escalate, readCallerId } from "./call-context.ts";
+
+export const terminalStateNames = [
+  "TASK_STATE_COMPLETED",
+  "TASK_STATE_FAILED",
+  "TASK_STATE_CANCELED",
+  "TASK_STATE_REJECTED",
+] as const;
+
+const defaultPageSize = 50;
+
+type StoredRow = { task: unknown };
+
+function decodeTask(row: StoredRow): Task {
+  return Task.fromJSON(row.task);
+}
+
+function encodePageToken(updatedAt: Date, id: string): string {
+  return Buffer.from(JSON.stringify([updatedAt.toISOString(), id])).toString("base64url");
+}
+
+function decodePageToken(token: string): { updatedAt: Date; id: string } {
+  try {
+    const value = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as unknown;
+    if (Array.isArray(value) && typeof value[0] === "string" && typeof value[1] === "string") {
+      const updatedAt = new Date(value[0]);
+      if (!Number.isNaN(updatedAt.getTime())) return { updatedAt, id: value[1] };
+    }
+  } catch {
+    // reported below
+  }
+  throw new RequestMalformedError("pageToken is not a token this server issued");
+}
+
+export type PostgresTaskStore = TaskStore & {
+  /** A task of `callerId`, or undefined (also when it belongs to someone else). */
+  loadForCaller(callerId: string, taskId: string): Promise<Task | undefined>;
+  /** The caller's tasks of one context, oldest first, at most `limit` of the newest. */
+  listContextTasks(
+    callerId: string,
+    contextId: string,
+    options: { excludeTaskId?: string; limit: number },
+  ): Promise<Task[]>;
+  /** The caller's tasks among `ids`, oldest first; ids it does not own are left out. */
+  loadManyForCaller(callerId: string, ids: readonly string[]): Promise<Task[]>;
+};
+
+/**
+ * Runs a query; a database that cannot be reached is escalated (503 at the HTTP layer) besides
+ * being thrown, since the SDK would turn it into a JSON-RPC internal error.
+ */
+async function guard<T>(
+  context: ServerCallContext | undefined,
+  work: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof UnavailableError && context) escalate(context, error);
+    throw error;
+  }
+}
+
+export function createTaskStore(db: Db): PostgresTaskStore {
+  async function loadForCaller(callerId: string, taskId: string): Promise<Task | undefined> {
+    if (taskId === "") return undefined;
+    const rows = await db
+      .select({ task: a2aTasks.task })
+      .from(a2aTasks)
+      .where(and(eq(a2aTasks.id, taskId), eq(a2aTasks.callerId, callerId)))
+      .limit(1);
+    const row = rows[0];
+    return row ? decodeTask(row) : undefined;
+  }
+
+  async function save(task: Task, context: ServerCallContext): Promise<void> {
+    const callerId = readCallerId(context);
+    const json = Task.toJSON(task) as Record<string, unknown>;
+    await guard(context, () =>
+      db
+        .insert(a2aTasks)
+        .values({ id: task.id, callerId, contextId: task.contextId, task: json })
+        .onConflictDoUpdate({
+          target: a2aTasks.id,
+          set: {
+            task: sql`excluded.task`,
+            contextId: sql`excluded.context_id`,
+            updatedAt: sql`now()`,
+          },
+          // Never another caller's row; never out of a terminal state.
+          setWhere: sql`"a2a_tasks"."caller_id" = excluded.caller_id and (
+            coalesce("a2a_tasks"."task"->'status'->>'state', '') not in (${sql.join(
+              terminalStateNames.map((name) => sql`${name}`),
+              sql`, `,
+            )})
+            or "a2a_tasks"."task"->'status'->>'state' = excluded.task->'status'->>'state')`,
+        }),
+    );
+  }
+
+  async function list(
+    params: ListTasksRequest,
+    context: ServerCallContext,
+  ): Promise<ListTasksResponse> {
+    const callerId = readCallerId(context);
+    const pageSize = params.pageSize ?? defaultPageSize;
+    const filters: SQL[] = [eq(a2aTasks.callerId, callerId)];
+    if (params.contextId) filters.push(eq(a2aTasks.contextId, params.contextId));
+    if (params.status) {
+      filters.push(sql`${a2aTasks.task}->'status'->>'state' = ${taskStateToJSON(params.status)}`);
+    }
+    if (params.statusTimestampAfter) {
+      const after = new Date(params.statusTimestampAfter);
+      filters.push(
+        sql`(${a2aTasks.task}->'status'->>'timestamp')::timestamptz > ${after.toISOString()}::timestamptz`,
+      );
+    }
+    const pageFilters = [...filters];
+    if (params.pageToken) {
+      const cursor = decodePageToken(params.pageToken);
+      pageFilters.push(
+        sql`(${a2aTasks.updatedAt}, ${a2aTasks.id}) < (${cursor.updatedAt.toISOString()}::timestamptz, ${cursor.id})`,
+      );
+    }
+    return guard(context, async () => {
+      const [rows, totals] = await Promise.all([
+        db
+          .select({ task: a2aTasks.task, id: a2aTasks.id, updatedAt: a2aTasks.updatedAt })
+          .from(a2aTasks)
+          .where(and(...pageFilters))
+          .orderBy(desc(a2aTasks.updatedAt), desc(a2aTasks.id))
+          .limit(pageSize + 1),
+        db
+          .select({ total: count() })
+          .from(a2aTasks)
+          .where(and(...filters)),
+      ]);
+      const page = rows.slice(0, pageSize);
+      const last = page.at(-1);
+      const tasks = page.map((row) => {
+        const task = decodeTask(row);
+        if (!params.includeArtifacts) task.artifacts = [];
+        return task;
+      });
+      return {
+        tasks,
+        nextPageToken:
+          rows.length > pageSize && last ? encodePageToken(last.updatedAt, last.id) : "",
+        pageSize,
+        totalSize: totals[0]?.total ?? 0,
+      };
+    });
+  }
+
+  async function listContextTasks(
+    callerId: string,
+    contextId: string,
+    options: { excludeTaskId?: string; limit: number },
+  ): Promise<Task[]> {
+    const filters = [eq(a2aTasks.callerId, callerId), eq(a2aTasks.contextId, contextId)];
+    if (options.excludeTaskId) filters.push(ne(a2aTasks.id, options.excludeTaskId));
+    const rows = await db
+      .select({ task: a2aTasks.task })
+      .from(a2aTasks)
+      .where(and(...filters))
+      .orderBy(desc(a2aTasks.createdAt), desc(a2aTasks.id))
+      .limit(options.limit);
+    return rows.reverse().map(decodeTask);
+  }
+
+  async function loadManyForCaller(callerId: string, ids: readonly string[]): Promise<Task[]> {
+    const wanted = [...new Set(ids.filter((id) => id !== ""))];
+    if (wanted.length === 0) return [];
+    const rows = await db
+      .select({ task: a2aTasks.task })
+      .from(a2aTasks)
+      .where(and(eq(a2aTasks.callerId, callerId), inArray(a2aTasks.id, wanted)))
+      .orderBy(asc(a2aTasks.createdAt), asc(a2aTasks.id));
+    return rows.map(decodeTask);
+  }
+
+  return {
+    load: (taskId, context) => guard(context, () => loadForCaller(readCallerId(context), taskId)),
+    save,
+    list,
+    loadForCaller,
+    listContextTasks,
+    loadManyForCaller,
+  };
+}

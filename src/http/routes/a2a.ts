@@ -1,0 +1,78 @@
+// The A2A surface on Hono: the public agent card and the JSON-RPC endpoint. The protocol lives in
+// src/a2a/service.ts; this file only moves HTTP in and out of it.
+//
+// - GET /.well-known/agent-card.json (and the v0.2 path /.well-known/agent.json): public; the
+//   1.0 or v0.3 shape by `A2A-Version`; ETag, Cache-Control, Vary: A2A-Version, 304 on a match.
+// - POST /a2a: `authenticate` runs first and throws UnauthenticatedError for missing or bad
+//   credentials, which the app's error mapper answers 401 with WWW-Authenticate: Bearer — never a
+//   JSON-RPC 200. An authenticated request gets JSON-RPC: one JSON response (errors included,
+//   HTTP 200), or SSE for the streaming methods, each event `data: <JSON-RPC response>`.
+//   RateLimitedError and UnavailableError thrown by the service go to the same mapper (429 with
+//   Retry-After, 503).
+import type { Context } from "hono";
+import { Hono } from "hono";
+import { streamSSE } from "hono/streaming";
+import type { A2aService } from "../../a2a/service.ts";
+import type { Caller } from "../../db/schema.ts";
+
+export type A2aRouteDeps = {
+  a2a: A2aService;
+  /** Returns the caller or throws UnauthenticatedError; nothing else runs before it. */
+  authenticate: (c: Context) => Promise<Caller>;
+  /** SSE comment sent while a stream is quiet, so idle proxies keep it open (default 15 s). */
+  keepAliveMs?: number;
+};
+
+const cardCacheControl = "public, max-age=300";
+
+/** Whether an If-None-Match header matches `etag` (weak comparison, lists and `*`). */
+export function matchesEtag(ifNoneMatch: string | undefined, etag: string): boolean {
+  if (!ifNoneMatch) return false;
+  const bare = (tag: string) => tag.trim().replace(/^W\//, "");
+  return ifNoneMatch.split(",").some((tag) => tag.trim() === "*" || bare(tag) === bare(etag));
+}
+
+export function a2aRoutes(deps: A2aRouteDeps): Hono {
+  const app = new Hono();
+  const keepAliveMs = deps.keepAliveMs ?? 15_000;
+
+  const serveCard = (c: Context) => {
+    const card = deps.a2a.agentCard(c.req.header("a2a-version"));
+    c.header("ETag", card.etag);
+    c.header("Cache-Control", cardCacheControl);
+    c.header("Vary", "A2A-Version");
+    if (matchesEtag(c.req.header("if-none-match"), card.etag)) return c.body(null, 304);
+    return c.body(card.body, 200, { "Content-Type": "application/json; charset=utf-8" });
+  };
+  app.get("/.well-known/agent-card.json", serveCard);
+  app.get("/.well-known/agent.json", serveCard);
+
+  app.post("/a2a", async (c) => {
+    const caller = await deps.authenticate(c);
+    const reply = await deps.a2a.handleJsonRpc(await c.req.text(), {
+      caller,
+      version: c.req.header("a2a-version"),
+      contentType: c.req.header("content-type"),
+    });
+    if (reply.type === "json") return c.json(reply.response, 200);
+
+    c.header("X-Accel-Buffering", "no");
+    return streamSSE(c, async (sse) => {
+      sse.onAbort(() => reply.stream.close());
+      const keepAlive = setInterval(() => {
+        void sse.write(": keep-alive\n\n");
+      }, keepAliveMs);
+      try {
+        for await (const event of reply.stream) {
+          if (sse.aborted) break;
+          await sse.writeSSE({ data: JSON.stringify(event) });
+        }
+      } finally {
+        clearInterval(keepAlive);
+        reply.stream.close();
+      }
+    });
+  });
+
+  return app;
+}
