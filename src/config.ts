@@ -36,6 +36,51 @@ const envSchema = z.object({
   PEERGATE_LOG_LEVEL: z
     .enum(logLevels, { error: `one of ${logLevels.join(", ")}` })
     .default("info"),
+  PEERGATE_PUBLIC_URL: z.preprocess(
+    (v) => (v === "" ? undefined : v),
+    z
+      .string()
+      .trim()
+      .refine((v) => /^https?:\/\/[^/?#]+(\/[^?#]*)?$/.test(v) && !v.endsWith("/"), {
+        error: "an http(s) URL without a trailing slash, e.g. https://peergate.example.com",
+      })
+      .optional(),
+  ),
+  PEERGATE_ADMIN_TOKEN: z.preprocess(
+    (v) => (v === "" ? undefined : v),
+    z
+      .string()
+      .refine((v) => /^[A-Za-z0-9_\-.~+/]{32,512}$/.test(v), {
+        error: "at least 32 characters of letters, digits and -._~+/ (or unset: one is generated)",
+      })
+      .optional(),
+  ),
+  PEERGATE_SECRET_KEY: z.preprocess(
+    (v) => (v === "" ? undefined : v),
+    z
+      .string()
+      .refine((v) => /^([0-9a-fA-F]{64}|[A-Za-z0-9_\-+/]{43}=?)$/.test(v.trim()), {
+        error:
+          "32 random bytes as 64 hex digits or 43 base64url characters (or unset: one is generated in the data dir)",
+      })
+      .optional(),
+  ),
+  PEERGATE_WORKSPACE: z.preprocess((v) => (v === "" ? undefined : v), z.string().optional()),
+  PEERGATE_MODEL: z.preprocess(
+    (v) => (v === "" ? undefined : v),
+    z
+      .string()
+      .refine((v) => /^(openai|anthropic|openai-compatible):\S+$/.test(v), {
+        error:
+          "provider:model with provider openai, anthropic or openai-compatible, e.g. openai:gpt-4.1-mini",
+      })
+      .optional(),
+  ),
+  PEERGATE_MODEL_BASE_URL: z.preprocess(
+    (v) => (v === "" ? undefined : v),
+    z.url({ error: "an http(s) URL, e.g. http://127.0.0.1:11434/v1" }).optional(),
+  ),
+  PEERGATE_MODEL_API_KEY: z.preprocess((v) => (v === "" ? undefined : v), z.string().optional()),
   PEERGATE_SHUTDOWN_TIMEOUT_MS: z.coerce
     .number({ error: "milliseconds, a whole number from 100 to 60000" })
     .int({ error: "milliseconds, a whole number from 100 to 60000" })
@@ -53,10 +98,27 @@ export type Config = {
   policiesDir: string;
   logLevel: LogLevel;
   shutdownTimeoutMs: number;
+  /** How callers reach this server; default http://<host>:<port>. No trailing slash. */
+  publicUrl: string | undefined;
+  /** Absent: generated once and kept in `<dataDir>/admin-token`. */
+  adminToken: string | undefined;
+  /** Absent: generated once and kept in `<dataDir>/secret-key`. */
+  secretKey: string | undefined;
+  /** Where tools may read and write; default `<dataDir>/workspace`. */
+  workspace: string;
+  /** `provider:model`, overriding policies/agent.yaml. */
+  model: string | undefined;
+  modelBaseUrl: string | undefined;
+  modelApiKey: string | undefined;
 };
 
 /** Variables whose values must never be echoed back, even in a configuration error. */
-const secretVariables = new Set(["DATABASE_URL"]);
+const secretVariables = new Set([
+  "DATABASE_URL",
+  "PEERGATE_ADMIN_TOKEN",
+  "PEERGATE_SECRET_KEY",
+  "PEERGATE_MODEL_API_KEY",
+]);
 
 function describeValue(name: string, value: unknown): string {
   if (value === undefined) return "(unset)";
@@ -84,13 +146,23 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
     throw new ConfigError(problems);
   }
   const e = parsed.data;
+  const dataDir = path.resolve(cwd, e.PEERGATE_DATA_DIR);
   return {
     host: e.PEERGATE_HOST,
     port: e.PEERGATE_PORT,
-    dataDir: path.resolve(cwd, e.PEERGATE_DATA_DIR),
+    dataDir,
     databaseUrl: e.DATABASE_URL,
     policiesDir: path.resolve(cwd, e.PEERGATE_POLICIES_DIR),
     logLevel: e.PEERGATE_LOG_LEVEL,
     shutdownTimeoutMs: e.PEERGATE_SHUTDOWN_TIMEOUT_MS,
+    publicUrl: e.PEERGATE_PUBLIC_URL,
+    adminToken: e.PEERGATE_ADMIN_TOKEN,
+    secretKey: e.PEERGATE_SECRET_KEY,
+    workspace: e.PEERGATE_WORKSPACE
+      ? path.resolve(cwd, e.PEERGATE_WORKSPACE)
+      : path.join(dataDir, "workspace"),
+    model: e.PEERGATE_MODEL,
+    modelBaseUrl: e.PEERGATE_MODEL_BASE_URL,
+    modelApiKey: e.PEERGATE_MODEL_API_KEY,
   };
 }

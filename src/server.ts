@@ -1,81 +1,175 @@
-// Composition root of the server: config → database → migrations → app → listen, and the
-// graceful stop in reverse. `peergate serve` (and so `npm start`) runs this.
-import path from "node:path";
+// Composition root of the server: config → policies → data dir secrets → database → migrations →
+// services → app → listen, and the graceful stop in reverse. `peergate serve` (and so `npm start`)
+// runs this. Nothing below this file reads the environment or the data directory's secret files.
 import { serve } from "@hono/node-server";
+import { createRateLimiter } from "./auth/rate-limit.ts";
+import { generateSecretKeyText, parseSecretKey } from "./auth/sealed-secrets.ts";
 import type { Config } from "./config.ts";
-import { type Database, openDatabase } from "./db/client.ts";
+import type { Database } from "./db/client.ts";
 import { migrateDatabase } from "./db/migrate.ts";
+import {
+  describeDatabase,
+  openConfiguredDatabase,
+  resolveDatabaseOptions,
+} from "./db/open-configured.ts";
+import { ConfigError } from "./errors.ts";
 import { createApp } from "./http/app.ts";
+import { loadPolicies } from "./load-policies.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics } from "./metrics.ts";
+import { createCeilingCache } from "./policy/ceiling-cache.ts";
+import {
+  adminTokenFile,
+  createSecretFile,
+  ensureDataDir,
+  readSecretFile,
+  secretKeyFile,
+} from "./secret-files.ts";
+import { ensureAdminToken } from "./services/admin-credentials.ts";
+import { openCallerDirectory } from "./services/caller-directory.ts";
 import { checkReadiness } from "./services/check-readiness.ts";
+import type { ServiceContext } from "./services/context.ts";
 
 export type RunningServer = {
   url: string;
   database: Database;
+  services: ServiceContext;
   /** Stops accepting, waits for in-flight work (cancelling it past the timeout), closes the DB. */
   stop(): Promise<void>;
 };
 
+async function loadSecretKey(config: Config, logger: Logger) {
+  if (config.secretKey) {
+    const key = parseSecretKey(config.secretKey);
+    if (!key)
+      throw new ConfigError([
+        {
+          field: "PEERGATE_SECRET_KEY",
+          message: "PEERGATE_SECRET_KEY=(value hidden): not a 32-byte key",
+        },
+      ]);
+    return key;
+  }
+  const text =
+    (await readSecretFile(config.dataDir, secretKeyFile)) ??
+    (await createSecretFile(config.dataDir, secretKeyFile, generateSecretKeyText()));
+  const key = parseSecretKey(text);
+  if (!key) {
+    throw new ConfigError([
+      {
+        field: secretKeyFile,
+        message: `${config.dataDir}/${secretKeyFile}: not a 32-byte key; remove it to have a new one generated (GitHub webhook callers must then be rotated)`,
+      },
+    ]);
+  }
+  if (config.databaseUrl) {
+    logger.warn(
+      "PEERGATE_SECRET_KEY is not set: instances sharing this database must share one key, or GitHub signatures will fail on the others",
+      { keyId: key.id },
+    );
+  }
+  return key;
+}
+
 export async function startServer(config: Config, logger: Logger): Promise<RunningServer> {
-  const database = await openDatabase(
-    config.databaseUrl
-      ? { kind: "postgres", url: config.databaseUrl }
-      : { kind: "pglite", dataDir: path.join(config.dataDir, "pg") },
-  );
+  const policies = await loadPolicies(config.policiesDir);
+  await ensureDataDir(config.dataDir);
+  const secretKey = await loadSecretKey(config, logger);
+  const databaseOptions = resolveDatabaseOptions(config);
+  const database = await openConfiguredDatabase(config);
+  const cleanups: (() => Promise<void>)[] = [() => database.close()];
+  const cleanUp = async () => {
+    for (const fn of cleanups.reverse()) await fn().catch(() => {});
+  };
   try {
     const { applied } = await migrateDatabase(database);
-    logger.info("database ready", { kind: database.kind, migrationsApplied: applied });
+    logger.info("database ready", {
+      database: describeDatabase(databaseOptions),
+      migrationsApplied: applied,
+    });
+
+    const publicUrlDefault = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${config.port}`;
+    const services: ServiceContext = {
+      database,
+      db: database.db,
+      now: () => new Date(),
+      logger,
+      policies,
+      ceilings: createCeilingCache(),
+      secretKey,
+      publicUrl: config.publicUrl ?? publicUrlDefault,
+    };
+
+    const admin = await ensureAdminToken({ ctx: services, configured: config.adminToken });
+    if (admin.generated) {
+      const stored = await createSecretFile(config.dataDir, adminTokenFile, admin.generated);
+      if (stored !== admin.generated) {
+        throw new ConfigError([
+          {
+            field: adminTokenFile,
+            message: `${config.dataDir}/${adminTokenFile} exists but holds no admin token this database knows; remove it and restart`,
+          },
+        ]);
+      }
+      logger.info("admin token generated", { file: `${config.dataDir}/${adminTokenFile}` });
+    } else if (
+      admin.source === "stored" &&
+      !(await readSecretFile(config.dataDir, adminTokenFile))
+    ) {
+      logger.warn("the admin token is not known on this machine: set PEERGATE_ADMIN_TOKEN", {});
+    }
+
+    const directory = await openCallerDirectory({ database, logger });
+    cleanups.push(() => directory.close());
+    const limiter = createRateLimiter({ maxFailures: 20, windowMs: 60_000 });
+
+    const metrics = createMetrics();
+    const app = createApp({
+      logger,
+      metrics,
+      checkReadiness: () => checkReadiness({ database }),
+      admin: { services, limiter },
+    });
+
+    const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
+      const s = serve({ fetch: app.hono.fetch, hostname: config.host, port: config.port }, () =>
+        resolve(s),
+      );
+      s.once("error", reject);
+    });
+    const address = server.address();
+    const port = typeof address === "object" && address ? address.port : config.port;
+    const host = config.host.includes(":") ? `[${config.host}]` : config.host;
+    const url = `http://${host}:${port}`;
+    logger.info("listening", { url });
+
+    let stopping: Promise<void> | undefined;
+    const stop = () => {
+      stopping ??= (async () => {
+        logger.info("shutting down", { inflight: app.inflight.count });
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        if ("closeIdleConnections" in server) server.closeIdleConnections();
+        const drained = await Promise.race([
+          app.inflight.drained().then(() => true),
+          new Promise<false>((resolve) =>
+            setTimeout(resolve, config.shutdownTimeoutMs, false).unref(),
+          ),
+        ]);
+        if (!drained) {
+          logger.warn("shutdown timeout: cancelling in-flight requests", {
+            inflight: app.inflight.count,
+          });
+        }
+        if ("closeAllConnections" in server) server.closeAllConnections();
+        await closed;
+        await cleanUp();
+        logger.info("stopped");
+      })();
+      return stopping;
+    };
+    return { url, database, services, stop };
   } catch (error) {
-    await database.close();
+    await cleanUp();
     throw error;
   }
-
-  const metrics = createMetrics();
-  const app = createApp({
-    logger,
-    metrics,
-    checkReadiness: () => checkReadiness({ database }),
-  });
-
-  const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
-    const s = serve({ fetch: app.hono.fetch, hostname: config.host, port: config.port }, () =>
-      resolve(s),
-    );
-    s.once("error", reject);
-  }).catch(async (error: unknown) => {
-    await database.close();
-    throw error;
-  });
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : config.port;
-  const host = config.host.includes(":") ? `[${config.host}]` : config.host;
-  const url = `http://${host}:${port}`;
-  logger.info("listening", { url });
-
-  let stopping: Promise<void> | undefined;
-  const stop = () => {
-    stopping ??= (async () => {
-      logger.info("shutting down", { inflight: app.inflight.count });
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      if ("closeIdleConnections" in server) server.closeIdleConnections();
-      const drained = await Promise.race([
-        app.inflight.drained().then(() => true),
-        new Promise<false>((resolve) =>
-          setTimeout(resolve, config.shutdownTimeoutMs, false).unref(),
-        ),
-      ]);
-      if (!drained) {
-        logger.warn("shutdown timeout: cancelling in-flight requests", {
-          inflight: app.inflight.count,
-        });
-      }
-      if ("closeAllConnections" in server) server.closeAllConnections();
-      await closed;
-      await database.close();
-      logger.info("stopped");
-    })();
-    return stopping;
-  };
-  return { url, database, stop };
 }

@@ -16,7 +16,7 @@ export function parseSecretKey(text: string): SecretKey | undefined {
   let bytes: Buffer | undefined;
   if (/^[0-9a-fA-F]{64}$/.test(trimmed)) bytes = Buffer.from(trimmed, "hex");
   else if (/^[A-Za-z0-9_\-+/]{43}=?$/.test(trimmed)) bytes = Buffer.from(trimmed, "base64url");
-  if (!bytes || bytes.length !== 32) return undefined;
+  if (bytes?.length !== 32) return undefined;
   return { bytes, id: keyId(bytes) };
 }
 

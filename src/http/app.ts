@@ -8,7 +8,9 @@ import type { Readiness } from "../services/check-readiness.ts";
 import { limitBody } from "./middleware/limit-body.ts";
 import { createInflightTracker, observe } from "./middleware/observe.ts";
 import { createErrorHandler, problemResponse } from "./problem.ts";
+import { type AdminRouteDeps, adminRoutes } from "./routes/admin.ts";
 import { healthRoutes } from "./routes/health.ts";
+import { type WebhookRouteDeps, webhookRoutes } from "./routes/webhooks.ts";
 
 export type AppDeps = {
   logger: Logger;
@@ -16,6 +18,10 @@ export type AppDeps = {
   checkReadiness: () => Promise<Readiness>;
   /** Default body limit for routes that do not set their own. */
   maxBodyBytes?: number;
+  admin?: AdminRouteDeps;
+  webhooks?: WebhookRouteDeps;
+  /** Extra route groups mounted at their prefix (the A2A surface). */
+  mount?: readonly { prefix: string; routes: Hono }[];
 };
 
 export type App = {
@@ -24,14 +30,23 @@ export type App = {
 };
 
 export const defaultMaxBodyBytes = 1024 * 1024;
+/** GitHub sends payloads of up to 25 MB. */
+export const githubMaxBodyBytes = 25 * 1024 * 1024;
 
 export function createApp(deps: AppDeps): App {
   const inflight = createInflightTracker();
   const hono = new Hono();
+  const defaultLimit = limitBody(deps.maxBodyBytes ?? defaultMaxBodyBytes);
+  const githubLimit = limitBody(githubMaxBodyBytes);
   hono.use(requestId());
   hono.use(observe({ logger: deps.logger, metrics: deps.metrics, inflight }));
-  hono.use(limitBody(deps.maxBodyBytes ?? defaultMaxBodyBytes));
+  hono.use((c, next) =>
+    c.req.path.startsWith("/webhooks/github/") ? githubLimit(c, next) : defaultLimit(c, next),
+  );
   hono.route("/", healthRoutes({ metrics: deps.metrics, checkReadiness: deps.checkReadiness }));
+  if (deps.admin) hono.route("/admin/v1", adminRoutes(deps.admin));
+  if (deps.webhooks) hono.route("/webhooks", webhookRoutes(deps.webhooks));
+  for (const m of deps.mount ?? []) hono.route(m.prefix, m.routes);
   hono.notFound((c) =>
     problemResponse(c, {
       status: 404,

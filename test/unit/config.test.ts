@@ -22,6 +22,13 @@ describe("loadConfig", () => {
       policiesDir: "/srv/app/policies",
       logLevel: "info",
       shutdownTimeoutMs: 8000,
+      publicUrl: undefined,
+      adminToken: undefined,
+      secretKey: undefined,
+      workspace: "/srv/app/.peergate/workspace",
+      model: undefined,
+      modelBaseUrl: undefined,
+      modelApiKey: undefined,
     });
   });
 
@@ -72,6 +79,34 @@ describe("loadConfig", () => {
   it("rejects a port that is not a whole number", () => {
     expect(configError({ PEERGATE_PORT: "80.5" }).message).toContain('PEERGATE_PORT="80.5"');
     expect(configError({ PEERGATE_PORT: "http" }).message).toContain('PEERGATE_PORT="http"');
+  });
+
+  it("never echoes a secret variable's value, even a malformed one", () => {
+    const error = configError({
+      PEERGATE_ADMIN_TOKEN: "short-secret-value",
+      PEERGATE_SECRET_KEY: "not-a-key-hunter3",
+    });
+    expect(error.message).toContain("PEERGATE_ADMIN_TOKEN=(value hidden)");
+    expect(error.message).toContain("PEERGATE_SECRET_KEY=(value hidden)");
+    expect(error.message).not.toContain("short-secret-value");
+    expect(JSON.stringify(error.problems)).not.toContain("hunter3");
+  });
+
+  it("checks the model setting and the public URL", () => {
+    const error = configError({
+      PEERGATE_MODEL: "gpt-4",
+      PEERGATE_PUBLIC_URL: "https://example.com/",
+      PEERGATE_MODEL_BASE_URL: "not a url",
+    });
+    expect(error.message).toContain('PEERGATE_MODEL="gpt-4": expected provider:model');
+    expect(error.message).toContain("PEERGATE_PUBLIC_URL");
+    expect(error.message).toContain("PEERGATE_MODEL_BASE_URL");
+    const ok = loadConfig(
+      { PEERGATE_MODEL: "openai-compatible:llama3", PEERGATE_WORKSPACE: "ws" },
+      "/srv",
+    );
+    expect(ok.model).toBe("openai-compatible:llama3");
+    expect(ok.workspace).toBe("/srv/ws");
   });
 
   it("never echoes a DATABASE_URL, which carries a password", () => {

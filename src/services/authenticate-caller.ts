@@ -1,0 +1,262 @@
+// Authenticating callers on every surface. Each function returns the caller or throws
+// UnauthenticatedError carrying the real reason; the reason goes to the audit trail and the HTTP
+// layer answers every failure with the same 401, so nothing tells a prober which names exist or
+// why a credential failed.
+import { createHmac } from "node:crypto";
+import { and, eq, isNull, lt, sql } from "drizzle-orm";
+import { decodeJwt } from "jose";
+import { readBearer } from "../auth/bearer.ts";
+import { verifyGithubSignature } from "../auth/github-signature.ts";
+import { type JwksCache, type PeerJwtSettings, verifyPeerJwt } from "../auth/jwt.ts";
+import { openSecret } from "../auth/sealed-secrets.ts";
+import { hashSecret, secretPattern } from "../auth/secrets.ts";
+import { appendAuditEvent } from "../db/audit.ts";
+import {
+  type Caller,
+  type CallerKind,
+  type Credential,
+  credentials,
+  jwtReplays,
+} from "../db/schema.ts";
+import { UnauthenticatedError } from "../errors.ts";
+import type { CallerDirectory } from "./caller-directory.ts";
+import type { ServiceContext } from "./context.ts";
+import { isCredentialActive } from "./describe-caller.ts";
+import { sealContext } from "./issue-credential.ts";
+
+export type AuthenticatedCaller = {
+  caller: Caller;
+  credentialId: string | null;
+  method: "token" | "jwt" | "github-signature" | "ifttt-secret";
+};
+
+export type AuthDeps = {
+  ctx: ServiceContext;
+  directory: CallerDirectory;
+  jwks: JwksCache;
+};
+
+export type AuthFailureContext = {
+  surface: "a2a" | "webhook" | "github" | "ifttt" | "admin" | "operator";
+  /** The caller name the request claimed, if any (the URL's, for webhooks). */
+  claimedName?: string | undefined;
+  source: string;
+};
+
+/** Records why a request was refused, then throws the one error every refusal becomes. */
+export async function refuse(
+  ctx: ServiceContext,
+  failure: AuthFailureContext,
+  reason: string,
+  caller?: Caller,
+): Promise<never> {
+  try {
+    await appendAuditEvent(ctx.db, {
+      actor: "system",
+      kind: "auth.failed",
+      subject: caller ? `caller:${caller.id}` : null,
+      data: {
+        surface: failure.surface,
+        reason,
+        source: failure.source,
+        ...(failure.claimedName ? { claimedName: failure.claimedName.slice(0, 80) } : {}),
+      },
+    });
+  } catch (error) {
+    // Losing the audit of a refusal must not turn the refusal into an acceptance or a 500.
+    ctx.logger.error("could not audit an authentication failure", { error, reason });
+  }
+  throw new UnauthenticatedError(reason);
+}
+
+/** Why a matched credential may not be used now, or undefined if it may. */
+function credentialProblem(
+  match: { caller: Caller; credential: Credential },
+  kinds: readonly CallerKind[],
+  now: Date,
+): string | undefined {
+  if (match.credential.revokedAt !== null) return "credential-revoked";
+  if (!isCredentialActive(match.credential, now)) return "credential-expired";
+  if (match.caller.revokedAt !== null || match.caller.tier === "none") return "caller-revoked";
+  if (!kinds.includes(match.caller.kind)) return `wrong-kind:${match.caller.kind}`;
+  return undefined;
+}
+
+const looksLikeJwt = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+/** A2A: a peer's bearer token, or a JWT signed by the peer's key. */
+export async function authenticatePeer(
+  deps: AuthDeps,
+  authorization: string | null | undefined,
+  failure: AuthFailureContext,
+): Promise<AuthenticatedCaller> {
+  const { ctx } = deps;
+  const bearer = readBearer(authorization);
+  if (!bearer.ok) return refuse(ctx, failure, `authorization-${bearer.reason}`);
+  if (looksLikeJwt.test(bearer.token)) return authenticatePeerJwt(deps, bearer.token, failure);
+  const match = await deps.directory.findByCredentialHash(hashSecret(bearer.token));
+  if (!match) return refuse(ctx, failure, "unknown-token");
+  const problem = credentialProblem(match, ["peer"], ctx.now());
+  if (problem) return refuse(ctx, failure, problem, match.caller);
+  return { caller: match.caller, credentialId: match.credential.id, method: "token" };
+}
+
+async function authenticatePeerJwt(
+  deps: AuthDeps,
+  token: string,
+  failure: AuthFailureContext,
+): Promise<AuthenticatedCaller> {
+  const { ctx } = deps;
+  let issuer: unknown;
+  try {
+    issuer = decodeJwt(token).iss; // unverified: only selects whose key to verify with
+  } catch {
+    return refuse(ctx, failure, "jwt-malformed");
+  }
+  if (typeof issuer !== "string" || issuer.length === 0 || issuer.length > 512) {
+    return refuse(ctx, failure, "jwt-no-issuer");
+  }
+  const candidates = await deps.directory.findByJwtIssuer(issuer);
+  if (candidates.length !== 1 || !candidates[0]?.jwt) {
+    return refuse(
+      ctx,
+      failure,
+      candidates.length > 1 ? "jwt-issuer-ambiguous" : "jwt-unknown-issuer",
+    );
+  }
+  const caller = candidates[0];
+  const jwt = caller.jwt;
+  if (!jwt) return refuse(ctx, failure, "jwt-unknown-issuer");
+  if (caller.revokedAt !== null || caller.tier === "none") {
+    return refuse(ctx, failure, "caller-revoked", caller);
+  }
+  const settings: PeerJwtSettings = {
+    issuer: jwt.issuer,
+    audience: jwt.audience,
+    algorithms: jwt.algorithms as PeerJwtSettings["algorithms"],
+    maxAgeSeconds: jwt.maxAgeSeconds,
+    ...(jwt.jwksUrl ? { jwksUrl: jwt.jwksUrl } : {}),
+    ...(jwt.jwk ? { publicKey: jwt.jwk } : jwt.pem ? { publicKey: jwt.pem } : {}),
+  };
+  const result = await verifyPeerJwt(token, settings, {
+    now: ctx.now(),
+    keySets: deps.jwks,
+    claimJti: (iss, jti, expiresAt) => claimJti(ctx, iss, jti, expiresAt),
+  });
+  if (!result.ok) return refuse(ctx, failure, `jwt-${result.reason}`, caller);
+  return { caller, credentialId: null, method: "jwt" };
+}
+
+/** Claims (issuer, jti) once; expired claims are swept as they are passed. */
+async function claimJti(
+  ctx: ServiceContext,
+  issuer: string,
+  jti: string,
+  expiresAt: Date,
+): Promise<boolean> {
+  const inserted = await ctx.db
+    .insert(jwtReplays)
+    .values({ issuer, jti, expiresAt })
+    .onConflictDoNothing()
+    .returning({ jti: jwtReplays.jti });
+  if (Math.random() < 0.01) {
+    await ctx.db.delete(jwtReplays).where(lt(jwtReplays.expiresAt, ctx.now()));
+  }
+  return inserted.length === 1;
+}
+
+/** Generic webhook: `POST /webhooks/:name` with a bearer token of that caller. */
+export async function authenticateWebhookToken(
+  deps: AuthDeps,
+  name: string,
+  authorization: string | null | undefined,
+  failure: AuthFailureContext,
+): Promise<AuthenticatedCaller> {
+  const { ctx } = deps;
+  const bearer = readBearer(authorization);
+  if (!bearer.ok) return refuse(ctx, failure, `authorization-${bearer.reason}`);
+  const match = await deps.directory.findByCredentialHash(hashSecret(bearer.token));
+  if (!match) return refuse(ctx, failure, "unknown-token");
+  if (match.caller.name !== name)
+    return refuse(ctx, failure, "token-of-another-caller", match.caller);
+  const problem = credentialProblem(match, ["webhook"], ctx.now());
+  if (problem) return refuse(ctx, failure, problem, match.caller);
+  return { caller: match.caller, credentialId: match.credential.id, method: "token" };
+}
+
+/** IFTTT: the secret is the last path segment (IFTTT cannot send headers). */
+export async function authenticateIfttt(
+  deps: AuthDeps,
+  name: string,
+  secret: string,
+  failure: AuthFailureContext,
+): Promise<AuthenticatedCaller> {
+  const { ctx } = deps;
+  if (!secretPattern.test(secret)) return refuse(ctx, failure, "secret-malformed");
+  const hash = hashSecret(secret);
+  const match = await deps.directory.findByCredentialHash(hash);
+  // Looked up by its SHA-256: the index compares hashes, so timing reveals nothing of the secret.
+  if (!match) return refuse(ctx, failure, "unknown-secret");
+  if (match.caller.name !== name)
+    return refuse(ctx, failure, "secret-of-another-caller", match.caller);
+  const problem = credentialProblem(match, ["ifttt"], ctx.now());
+  if (problem) return refuse(ctx, failure, problem, match.caller);
+  return { caller: match.caller, credentialId: match.credential.id, method: "ifttt-secret" };
+}
+
+/**
+ * GitHub: the HMAC over the raw body under any of the caller's active secrets (more than one only
+ * during a rotation's grace period). An unknown name still computes one HMAC, so the time taken
+ * does not tell a prober whether the name exists.
+ */
+export async function authenticateGithub(
+  deps: AuthDeps,
+  name: string,
+  rawBody: Uint8Array,
+  signature: string | null | undefined,
+  failure: AuthFailureContext,
+): Promise<AuthenticatedCaller> {
+  const { ctx } = deps;
+  const now = ctx.now();
+  const rows = await ctx.db
+    .select({ credential: credentials })
+    .from(credentials)
+    .where(
+      and(
+        eq(credentials.kind, "webhook-secret"),
+        isNull(credentials.revokedAt),
+        sql`${credentials.callerId} = (select id from callers where name = ${name} and kind = 'github')`,
+      ),
+    );
+  const active = rows.map((r) => r.credential).filter((c) => isCredentialActive(c, now));
+  if (active.length === 0) {
+    createHmac("sha256", "peergate-timing-pad").update(rawBody).digest();
+    return refuse(ctx, failure, "unknown-github-caller");
+  }
+  const match = await deps.directory.findByCredentialHash(active[0]?.secretHash ?? "");
+  if (!match) return refuse(ctx, failure, "unknown-github-caller");
+  const problem = credentialProblem(match, ["github"], now);
+  if (problem) return refuse(ctx, failure, problem, match.caller);
+  let lastReason = "signature-missing";
+  for (const credential of active) {
+    const secret = credential.sealedSecret
+      ? openSecret(ctx.secretKey, credential.sealedSecret, sealContext(match.caller.id))
+      : undefined;
+    if (secret === undefined) {
+      ctx.logger.error(
+        "a GitHub webhook secret could not be opened: is PEERGATE_SECRET_KEY the key it was sealed with?",
+        {
+          caller: match.caller.name,
+          credential: credential.prefix,
+        },
+      );
+      lastReason = "secret-unsealable";
+      continue;
+    }
+    const check = verifyGithubSignature(secret, rawBody, signature);
+    if (check.ok)
+      return { caller: match.caller, credentialId: credential.id, method: "github-signature" };
+    lastReason = `signature-${check.reason}`;
+  }
+  return refuse(ctx, failure, lastReason, match.caller);
+}

@@ -1,0 +1,30 @@
+// Caller changes are announced on one Postgres channel, inside the transaction that makes them:
+// NOTIFY is delivered at commit, so no instance hears of a change that rolled back, and every
+// instance sharing the database hears of every change that committed (DESIGN §6).
+import { sql } from "drizzle-orm";
+import type { DbTransaction } from "../db/client.ts";
+
+export const callerChannel = "peergate_callers";
+
+export type CallerEvent = {
+  callerId: string;
+  name: string;
+  version: number;
+  change: "created" | "updated" | "revoked" | "restored" | "rotated";
+};
+
+export async function announceCallerChange(tx: DbTransaction, event: CallerEvent): Promise<void> {
+  await tx.execute(sql`select pg_notify(${callerChannel}, ${JSON.stringify(event)})`);
+}
+
+export function parseCallerEvent(payload: string): CallerEvent | undefined {
+  try {
+    const value = JSON.parse(payload) as Partial<CallerEvent>;
+    if (typeof value.callerId === "string" && typeof value.version === "number") {
+      return value as CallerEvent;
+    }
+  } catch {
+    // A malformed payload is ignored here; the watcher treats any event as "drop the cache".
+  }
+  return undefined;
+}

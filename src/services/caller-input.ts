@@ -1,0 +1,182 @@
+// What an admin may say about a caller, validated once at the service boundary. Every error names
+// the field, the value and what is expected (ValidationError → 400 with `problems`).
+import { z } from "zod";
+import { jwtAlgorithms } from "../auth/jwt.ts";
+import { type CallerBudgets, callerKinds } from "../db/schema.ts";
+import { type Problem, ValidationError } from "../errors.ts";
+import { toolNamePattern } from "../policy/tools.ts";
+
+export const callerNamePattern = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+/** Tiers an admin may set. `none` is set only by revoking, so a revocation is always audited as one. */
+export const settableTiers = ["public", "internal", "private"] as const;
+export const approvalPolicyValues = ["auto", "read-only", "low-risk"] as const;
+
+const positiveInt = (max: number) => z.number().int().positive().max(max);
+const positiveMoney = z.number().positive().max(1_000_000);
+
+export const budgetsSchema = z.strictObject({
+  tokens: positiveInt(100_000_000).optional(),
+  costUsd: positiveMoney.optional(),
+  durationMs: positiveInt(24 * 3_600_000).optional(),
+  steps: positiveInt(10_000).optional(),
+  concurrentRuns: positiveInt(1_000).optional(),
+  daily: z
+    .strictObject({
+      tokens: positiveInt(10_000_000_000).optional(),
+      costUsd: positiveMoney.optional(),
+      runs: positiveInt(10_000_000).optional(),
+    })
+    .optional(),
+});
+
+/** Bounded by default: an operator who forgets a budget gets a small one, not an unlimited one. */
+export const defaultBudgets: CallerBudgets = {
+  tokens: 200_000,
+  costUsd: 1,
+  durationMs: 300_000,
+  steps: 25,
+  concurrentRuns: 2,
+  daily: { tokens: 2_000_000, costUsd: 10, runs: 500 },
+};
+
+const httpsOrLoopbackUrl = z.string().refine(
+  (v) => {
+    try {
+      const u = new URL(v);
+      return (
+        u.protocol === "https:" ||
+        (u.protocol === "http:" && ["127.0.0.1", "localhost", "[::1]"].includes(u.hostname))
+      );
+    } catch {
+      return false;
+    }
+  },
+  { error: "an https:// URL (http:// only on loopback)" },
+);
+
+export const jwtSettingsSchema = z
+  .strictObject({
+    issuer: z.string().min(1).max(512),
+    audience: z.string().min(1).max(512),
+    algorithms: z
+      .array(z.enum(jwtAlgorithms, { error: `one of ${jwtAlgorithms.join(", ")}` }))
+      .min(1)
+      .max(jwtAlgorithms.length),
+    maxAgeSeconds: z.number().int().min(1).max(3600).default(300),
+    jwksUrl: httpsOrLoopbackUrl.optional(),
+    jwk: z.record(z.string(), z.unknown()).optional(),
+    pem: z.string().max(16_384).optional(),
+  })
+  .refine((s) => [s.jwksUrl, s.jwk, s.pem].filter((v) => v !== undefined).length === 1, {
+    error: "exactly one of jwksUrl, jwk or pem",
+  })
+  .refine((s) => !s.jwk || !("d" in s.jwk || "k" in s.jwk), {
+    error: "a public key: the JWK must not contain private or symmetric key material (d, k)",
+  });
+
+const allowSchema = z
+  .array(z.string().regex(toolNamePattern, { error: "tool names match ^[A-Za-z0-9_.-]{1,128}$" }))
+  .max(10_000);
+
+const eventFilterSchema = z
+  .array(
+    z.string().regex(/^[a-z_]{1,64}(\.[a-z_]{1,64})?$/, {
+      error: "an event such as issues or issues.opened",
+    }),
+  )
+  .max(200);
+
+const promptTemplateSchema = z.string().min(1).max(16_384);
+
+export const createCallerSchema = z.strictObject({
+  name: z.string().regex(callerNamePattern, {
+    error:
+      "lower-case letters, digits and '-', starting with a letter or digit, at most 63 characters",
+  }),
+  kind: z.enum(callerKinds, { error: `one of ${callerKinds.join(", ")}` }),
+  tier: z.enum(settableTiers, { error: `one of ${settableTiers.join(", ")}` }).default("public"),
+  allow: allowSchema.default([]),
+  approvalPolicy: z
+    .enum(approvalPolicyValues, { error: `one of ${approvalPolicyValues.join(", ")}` })
+    .default("auto"),
+  budgets: budgetsSchema.optional(),
+  promptTemplate: promptTemplateSchema.optional(),
+  eventFilter: eventFilterSchema.optional(),
+  jwt: jwtSettingsSchema.optional(),
+});
+export type CreateCallerInput = z.input<typeof createCallerSchema>;
+export type CreateCaller = z.output<typeof createCallerSchema>;
+
+export const updateCallerSchema = z.strictObject({
+  tier: z.enum(settableTiers, { error: `one of ${settableTiers.join(", ")}` }).optional(),
+  allow: allowSchema.optional(),
+  approvalPolicy: z
+    .enum(approvalPolicyValues, { error: `one of ${approvalPolicyValues.join(", ")}` })
+    .optional(),
+  budgets: budgetsSchema.optional(),
+  promptTemplate: promptTemplateSchema.optional(),
+  eventFilter: eventFilterSchema.nullable().optional(),
+  jwt: jwtSettingsSchema.nullable().optional(),
+  /** Compare-and-set: refuse the change if the caller moved on since it was read. */
+  expectedVersion: z.number().int().positive().optional(),
+});
+export type UpdateCallerInput = z.input<typeof updateCallerSchema>;
+export type UpdateCaller = z.output<typeof updateCallerSchema>;
+
+/** Parses `input` with `schema`, throwing ValidationError that names every bad field. */
+export function parseInput<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const problems: Problem[] = result.error.issues.map((issue) => {
+    const field = issue.path.length ? issue.path.join(".") : "(body)";
+    const value = valueAt(input, issue.path);
+    const shown = value === undefined ? "missing" : JSON.stringify(value)?.slice(0, 120);
+    const message =
+      issue.code === "unrecognized_keys"
+        ? `${field}: unknown field(s) ${issue.keys.join(", ")}`
+        : `${field}: got ${shown}; expected ${issue.message}`;
+    return { field, value, expected: issue.message, message };
+  });
+  throw new ValidationError(problems);
+}
+
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let current: unknown = input;
+  for (const key of path) {
+    if (current === null || typeof current !== "object") return undefined;
+    if (!Object.hasOwn(current, key)) return undefined;
+    current = (current as Record<PropertyKey, unknown>)[key];
+  }
+  return current;
+}
+
+/** Kind-specific rules the schema alone cannot say. */
+export function checkKindRules(caller: {
+  kind: string;
+  promptTemplate?: string | null | undefined;
+  eventFilter?: readonly string[] | null | undefined;
+  jwt?: unknown;
+}): void {
+  const problems: Problem[] = [];
+  const webhook = caller.kind !== "peer";
+  if (webhook && !caller.promptTemplate) {
+    problems.push({
+      field: "promptTemplate",
+      message: `promptTemplate: missing; a ${caller.kind} caller fires a fixed prompt (use {{payload}} where the request body goes)`,
+    });
+  }
+  if (!webhook && caller.promptTemplate) {
+    problems.push({
+      field: "promptTemplate",
+      message: "promptTemplate: only webhook callers (github, ifttt, webhook) have one",
+    });
+  }
+  if (caller.kind !== "github" && caller.eventFilter) {
+    problems.push({ field: "eventFilter", message: "eventFilter: only github callers have one" });
+  }
+  if (caller.kind !== "peer" && caller.jwt) {
+    problems.push({ field: "jwt", message: "jwt: only peer callers authenticate with JWTs" });
+  }
+  if (problems.length) throw new ValidationError(problems);
+}

@@ -1,0 +1,23 @@
+// What every service verb receives: plain values and ports, never a web framework's context.
+// Built once by the composition root (src/server.ts) and by tests.
+import type { SecretKey } from "../auth/sealed-secrets.ts";
+import type { Database, Db } from "../db/client.ts";
+import type { LoadedPolicies } from "../load-policies.ts";
+import type { Logger } from "../log.ts";
+import type { CeilingCache } from "../policy/ceiling-cache.ts";
+
+export type ServiceContext = {
+  readonly database: Database;
+  readonly db: Db;
+  readonly now: () => Date;
+  readonly logger: Logger;
+  readonly policies: LoadedPolicies;
+  readonly ceilings: CeilingCache;
+  /** Seals GitHub webhook secrets (src/auth/sealed-secrets.ts). */
+  readonly secretKey: SecretKey;
+  /** The URL callers reach this server at, for IFTTT URLs and the agent card. No trailing slash. */
+  readonly publicUrl: string;
+};
+
+/** Who performs an admin action, as the audit trail records it. */
+export type Actor = "admin" | "operator" | "system" | `caller:${string}` | `cli:${string}`;

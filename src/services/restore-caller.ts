@@ -1,0 +1,66 @@
+// Bringing a revoked caller back is explicit and never revives an old credential: it sets the
+// tier the admin names and issues a new credential, shown once.
+import { eq, sql } from "drizzle-orm";
+import { z } from "zod";
+import { appendAuditEvent } from "../db/audit.ts";
+import { callers } from "../db/schema.ts";
+import { ConflictError } from "../errors.ts";
+import { announceCallerChange } from "./caller-events.ts";
+import { parseInput, settableTiers } from "./caller-input.ts";
+import type { Actor, ServiceContext } from "./context.ts";
+import { type CallerView, describeCaller } from "./describe-caller.ts";
+import { findCallerRow, listCredentialRows } from "./find-caller.ts";
+import { type IssuedCredential, issueCredential } from "./issue-credential.ts";
+
+const restoreSchema = z.strictObject({
+  tier: z.enum(settableTiers, { error: `one of ${settableTiers.join(", ")}` }),
+});
+
+export async function restoreCaller({
+  ctx,
+  name,
+  input,
+  actor,
+}: {
+  ctx: ServiceContext;
+  name: string;
+  input: unknown;
+  actor: Actor;
+}): Promise<{ caller: CallerView; credential: IssuedCredential }> {
+  const { tier } = parseInput(restoreSchema, input);
+  return ctx.db.transaction(async (tx) => {
+    const current = await findCallerRow(tx, name);
+    if (current.revokedAt === null) {
+      throw new ConflictError(`caller ${name} is not revoked; use PATCH to change its tier`);
+    }
+    const now = ctx.now();
+    const [updated] = await tx
+      .update(callers)
+      .set({ tier, revokedAt: null, version: sql`${callers.version} + 1`, updatedAt: now })
+      .where(eq(callers.id, current.id))
+      .returning();
+    if (!updated) throw new Error("caller vanished during restore");
+    const credential = await issueCredential(tx, ctx, updated);
+    await appendAuditEvent(tx, {
+      actor,
+      kind: "caller.restored",
+      subject: `caller:${current.id}`,
+      data: {
+        name,
+        tier,
+        version: updated.version,
+        credential: { id: credential.id, prefix: credential.prefix },
+      },
+    });
+    await announceCallerChange(tx, {
+      callerId: current.id,
+      name,
+      version: updated.version,
+      change: "restored",
+    });
+    return {
+      caller: describeCaller(updated, await listCredentialRows(tx, current.id), now),
+      credential,
+    };
+  });
+}

@@ -1,0 +1,85 @@
+// Rotation: a new credential now; the old ones keep working for `graceSeconds` (default 0: they
+// die at once), so a counterparty can switch over without downtime when the admin wants that.
+import { and, eq, gt, isNull, or, sql } from "drizzle-orm";
+import { z } from "zod";
+import { appendAuditEvent } from "../db/audit.ts";
+import { callers, credentials } from "../db/schema.ts";
+import { ConflictError } from "../errors.ts";
+import { announceCallerChange } from "./caller-events.ts";
+import { parseInput } from "./caller-input.ts";
+import type { Actor, ServiceContext } from "./context.ts";
+import { type CallerView, describeCaller } from "./describe-caller.ts";
+import { findCallerRow, listCredentialRows } from "./find-caller.ts";
+import { type IssuedCredential, issueCredential } from "./issue-credential.ts";
+
+const rotateSchema = z.strictObject({
+  graceSeconds: z
+    .number()
+    .int()
+    .min(0)
+    .max(30 * 86_400)
+    .default(0),
+});
+
+export async function rotateCredential({
+  ctx,
+  name,
+  input,
+  actor,
+}: {
+  ctx: ServiceContext;
+  name: string;
+  input: unknown;
+  actor: Actor;
+}): Promise<{ caller: CallerView; credential: IssuedCredential; oldCredentialsExpireAt: string }> {
+  const { graceSeconds } = parseInput(rotateSchema, input ?? {});
+  return ctx.db.transaction(async (tx) => {
+    const current = await findCallerRow(tx, name);
+    if (current.revokedAt !== null) {
+      throw new ConflictError(`caller ${name} is revoked; restore it to issue a new credential`);
+    }
+    const now = ctx.now();
+    const expiresAt = new Date(now.getTime() + graceSeconds * 1000);
+    const old = await tx
+      .update(credentials)
+      .set(graceSeconds === 0 ? { revokedAt: now } : { expiresAt })
+      .where(
+        and(
+          eq(credentials.callerId, current.id),
+          isNull(credentials.revokedAt),
+          or(isNull(credentials.expiresAt), gt(credentials.expiresAt, expiresAt)),
+        ),
+      )
+      .returning({ id: credentials.id, prefix: credentials.prefix });
+    const credential = await issueCredential(tx, ctx, current);
+    const [updated] = await tx
+      .update(callers)
+      .set({ version: sql`${callers.version} + 1`, updatedAt: now })
+      .where(eq(callers.id, current.id))
+      .returning();
+    if (!updated) throw new Error("caller vanished during rotation");
+    await appendAuditEvent(tx, {
+      actor,
+      kind: "caller.rotated",
+      subject: `caller:${current.id}`,
+      data: {
+        name,
+        version: updated.version,
+        graceSeconds,
+        newCredential: { id: credential.id, prefix: credential.prefix },
+        oldCredentials: old.map((c) => ({ id: c.id, prefix: c.prefix })),
+      },
+    });
+    await announceCallerChange(tx, {
+      callerId: current.id,
+      name,
+      version: updated.version,
+      change: "rotated",
+    });
+    return {
+      caller: describeCaller(updated, await listCredentialRows(tx, current.id), now),
+      credential,
+      oldCredentialsExpireAt: expiresAt.toISOString(),
+    };
+  });
+}
