@@ -1,0 +1,260 @@
+// The real @a2a-js/sdk client against the real routes, in A2A 1.0 and in the client's v0.3
+// compat mode: send, stream, get, list, cancel, resubscribe, the extended card, multi-turn.
+import { type ListTasksRequest, type StreamResponse, type Task, TaskState } from "@a2a-js/sdk";
+import type { Client } from "@a2a-js/sdk/client";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describeEachDatabase } from "../support/databases.ts";
+import { type Harness, startHarness, userMessage, waitFor } from "./support.ts";
+
+function textOf(parts: { content?: { $case: string; value: unknown } }[] | undefined): string {
+  return (parts ?? [])
+    .map((p) => (p.content?.$case === "text" ? String(p.content.value) : ""))
+    .join("");
+}
+
+async function collect(stream: AsyncGenerator<StreamResponse>): Promise<StreamResponse[]> {
+  const events: StreamResponse[] = [];
+  for await (const event of stream) events.push(event);
+  return events;
+}
+
+function stateOf(event: StreamResponse): TaskState | undefined {
+  const payload = event.payload;
+  if (payload?.$case === "task") return payload.value.status?.state;
+  if (payload?.$case === "statusUpdate") return payload.value.status?.state;
+  return undefined;
+}
+
+/** A ListTasks request in the client's protobuf shape (unset enums must be 0, not undefined). */
+function listRequest(overrides: Partial<ListTasksRequest> = {}): ListTasksRequest {
+  return {
+    tenant: "",
+    contextId: "",
+    status: TaskState.TASK_STATE_UNSPECIFIED,
+    pageToken: "",
+    statusTimestampAfter: undefined,
+    ...overrides,
+  };
+}
+
+function asTask(result: unknown): Task {
+  expect(result).toHaveProperty("status");
+  return result as Task;
+}
+
+describeEachDatabase(
+  "A2A interop with the a2a-js client",
+  (ctx) => {
+    let h: Harness;
+    beforeAll(async () => {
+      h = await startHarness(ctx.database, ["alice", "bob", "carol", "dave"]);
+    });
+    afterAll(async () => {
+      await h.close();
+    });
+
+    for (const mode of ["1.0", "0.3"] as const) {
+      describe(`client speaking ${mode}`, () => {
+        let client: Client;
+        beforeAll(async () => {
+          client = mode === "1.0" ? await h.client("alice") : await h.legacyClient("alice");
+          expect(client.protocolVersion).toBe(mode);
+        });
+
+        it("sends a message and gets the completed task with the answer as an artifact", async () => {
+          const task = asTask(
+            await client.sendMessage({ message: userMessage("hello there") } as never),
+          );
+          expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+          expect(task.artifacts).toHaveLength(1);
+          expect(task.artifacts[0]?.name).toBe("answer");
+          expect(textOf(task.artifacts[0]?.parts)).toBe("echo: hello there");
+          expect(textOf(task.status?.message?.parts)).toBe("echo: hello there");
+          const start = h.engine.starts.at(-1);
+          expect(start?.caller.name).toBe("alice");
+          expect(start?.origin).toBe("a2a");
+          expect(start?.a2a).toEqual({ taskId: task.id, contextId: task.contextId });
+          expect(start?.messages.at(-1)).toEqual({ role: "user", content: "hello there" });
+        });
+
+        it("streams the task, a status per tool call, the answer and the terminal state", async () => {
+          const events = await collect(
+            client.sendMessageStream({ message: userMessage("stream please") } as never),
+          );
+          expect(events[0]?.payload?.$case).toBe("task");
+          const toolUpdates = events.filter(
+            (e) =>
+              e.payload?.$case === "statusUpdate" &&
+              textOf(e.payload.value.status?.message?.parts).includes("read_file"),
+          );
+          expect(toolUpdates.map((e) => stateOf(e))).toEqual([
+            TaskState.TASK_STATE_WORKING,
+            TaskState.TASK_STATE_WORKING,
+          ]);
+          const text = events
+            .filter((e) => e.payload?.$case === "artifactUpdate")
+            .map((e) => (e.payload?.$case === "artifactUpdate" ? e.payload.value : undefined));
+          expect(text.at(-1)?.lastChunk).toBe(true);
+          expect(textOf(text.at(-1)?.artifact?.parts)).toBe("echo: stream please");
+          expect(stateOf(events.at(-1) as StreamResponse)).toBe(TaskState.TASK_STATE_COMPLETED);
+        });
+
+        it("gets a task by id, with historyLength applied", async () => {
+          const sent = asTask(
+            await client.sendMessage({ message: userMessage("remember me") } as never),
+          );
+          const got = await client.getTask({ id: sent.id, historyLength: 1 } as never);
+          expect(got.id).toBe(sent.id);
+          expect(got.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+          expect(got.history).toHaveLength(1);
+          const full = await client.getTask({ id: sent.id } as never);
+          expect(textOf(full.history[0]?.parts)).toBe("remember me");
+        });
+
+        it("cancels a running task; the engine is asked to stop the run", async () => {
+          const stream = client.sendMessageStream({ message: userMessage("slow work") } as never);
+          const first = await stream.next();
+          const task =
+            first.value?.payload?.$case === "task" ? first.value.payload.value : undefined;
+          expect(task).toBeDefined();
+          const canceled = await client.cancelTask({ id: task?.id ?? "" } as never);
+          expect(canceled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+          const rest: StreamResponse[] = [];
+          for await (const event of stream) rest.push(event);
+          expect(stateOf(rest.at(-1) as StreamResponse)).toBe(TaskState.TASK_STATE_CANCELED);
+          expect(h.engine.cancels.at(-1)?.reason).toBe("canceled by the caller");
+          const stored = await client.getTask({ id: task?.id ?? "" } as never);
+          expect(stored.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+        });
+
+        it("resubscribes to a running task and sees it finish", async () => {
+          const stream = client.sendMessageStream({ message: userMessage("gate open") } as never);
+          const first = await stream.next();
+          const taskId = first.value?.payload?.$case === "task" ? first.value.payload.value.id : "";
+          const again = client.resubscribeTask({ id: taskId } as never);
+          const snapshot = await again.next();
+          expect(snapshot.value?.payload?.$case).toBe("task");
+          h.engine.release(taskId, "all done");
+          const rest = await collect(again);
+          expect(stateOf(rest.at(-1) as StreamResponse)).toBe(TaskState.TASK_STATE_COMPLETED);
+          const original = await collect(stream);
+          expect(stateOf(original.at(-1) as StreamResponse)).toBe(TaskState.TASK_STATE_COMPLETED);
+          const done = await client.getTask({ id: taskId } as never);
+          expect(textOf(done.artifacts[0]?.parts)).toBe("all done");
+        });
+
+        it("gets the extended card with the caller's skills", async () => {
+          const card = await client.getAgentCard();
+          expect(card.name).toBe("test-peer");
+          expect(card.version).toBe("2.3.4");
+          expect(card.skills.map((s) => s.id)).toEqual(["echo", "time"]);
+        });
+
+        it("continues a conversation: a new message in the same context sees the earlier turn", async () => {
+          const first = asTask(
+            await client.sendMessage({ message: userMessage("my name is Ada") } as never),
+          );
+          const second = asTask(
+            await client.sendMessage({
+              message: userMessage("what is my name?", { contextId: first.contextId }),
+            } as never),
+          );
+          expect(second.contextId).toBe(first.contextId);
+          expect(second.id).not.toBe(first.id);
+          expect(h.engine.starts.at(-1)?.messages).toEqual([
+            { role: "user", content: "my name is Ada" },
+            { role: "assistant", content: "echo: my name is Ada" },
+            { role: "user", content: "what is my name?" },
+          ]);
+        });
+      });
+    }
+
+    it("lists only the caller's own tasks (1.0), filtered by context and paged", async () => {
+      const client = await h.client("carol");
+      const a = asTask(await client.sendMessage({ message: userMessage("one") } as never));
+      await client.sendMessage({
+        message: userMessage("two", { contextId: a.contextId }),
+      } as never);
+      await client.sendMessage({ message: userMessage("three") } as never);
+      const bob = await h.client("bob");
+      await bob.sendMessage({ message: userMessage("bob's") } as never);
+
+      const all = await client.listTasks(listRequest({ pageSize: 2 }));
+      expect(all.totalSize).toBe(3);
+      expect(all.tasks).toHaveLength(2);
+      expect(all.nextPageToken).not.toBe("");
+      const rest = await client.listTasks(
+        listRequest({ pageSize: 2, pageToken: all.nextPageToken }),
+      );
+      expect(rest.tasks).toHaveLength(1);
+      const ids = new Set([...all.tasks, ...rest.tasks].map((t) => t.id));
+      expect(ids.size).toBe(3);
+      expect(all.tasks[0]?.artifacts).toEqual([]);
+
+      const inContext = await client.listTasks(
+        listRequest({ contextId: a.contextId, includeArtifacts: true }),
+      );
+      expect(inContext.tasks).toHaveLength(2);
+      expect(inContext.tasks.every((t) => t.contextId === a.contextId)).toBe(true);
+      expect(inContext.tasks[0]?.artifacts).toHaveLength(1);
+
+      const completed = await client.listTasks(
+        listRequest({ status: TaskState.TASK_STATE_COMPLETED }),
+      );
+      expect(completed.totalSize).toBe(3);
+      const failed = await client.listTasks(listRequest({ status: TaskState.TASK_STATE_FAILED }));
+      expect(failed.totalSize).toBe(0);
+    });
+
+    it("shows a parked run as AUTH_REQUIRED with a message that an operator must approve", async () => {
+      const client = await h.client("dave");
+      const task = asTask(await client.sendMessage({ message: userMessage("park here") } as never));
+      expect(task.status?.state).toBe(TaskState.TASK_STATE_AUTH_REQUIRED);
+      const note = textOf(task.status?.message?.parts);
+      expect(note).toContain("operator");
+      expect(note).toContain("web_fetch");
+      const stored = await client.getTask({ id: task.id } as never);
+      expect(stored.status?.state).toBe(TaskState.TASK_STATE_AUTH_REQUIRED);
+
+      // The operator approves; the run finishes elsewhere and is settled into the task.
+      const runId = (stored.metadata?.peergate as { runId?: string } | undefined)?.runId;
+      expect(runId).toBe((await waitFor(() => h.engine.starts.at(-1)))?.a2a && runId);
+      await h.a2a.settleRun({
+        callerId: h.callers.get("dave")?.id ?? "",
+        taskId: task.id,
+        outcome: { runId: runId ?? "", status: "completed", text: "fetched and done" },
+      });
+      const done = await client.getTask({ id: task.id } as never);
+      expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+      expect(textOf(done.artifacts[0]?.parts)).toBe("fetched and done");
+    });
+
+    it("streams a parked run to AUTH_REQUIRED and closes the stream there", async () => {
+      const client = await h.client("dave");
+      const events = await collect(
+        client.sendMessageStream({ message: userMessage("park now") } as never),
+      );
+      expect(stateOf(events.at(-1) as StreamResponse)).toBe(TaskState.TASK_STATE_AUTH_REQUIRED);
+    });
+
+    it("reports a failed run as FAILED with the run's message", async () => {
+      const client = await h.client("dave");
+      const task = asTask(
+        await client.sendMessage({ message: userMessage("fail please") } as never),
+      );
+      expect(task.status?.state).toBe(TaskState.TASK_STATE_FAILED);
+      expect(textOf(task.status?.message?.parts)).toBe(
+        "The run stopped: its token budget ran out.",
+      );
+    });
+
+    it("fails a task whose run cannot start, without leaking the internal message", async () => {
+      const client = await h.client("dave");
+      const task = asTask(await client.sendMessage({ message: userMessage("boom") } as never));
+      expect(task.status?.state).toBe(TaskState.TASK_STATE_FAILED);
+      expect(JSON.stringify(task)).not.toContain("secret-internal-detail");
+    });
+  },
+  { fresh: "suite" },
+);
