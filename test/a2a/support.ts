@@ -17,7 +17,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { type Message, Role } from "@a2a-js/sdk";
+import { type AgentCard, type Message, Role } from "@a2a-js/sdk";
 import {
   type Client,
   ClientFactory,
@@ -290,7 +290,10 @@ export async function startHarness(
         cardResolver: new DefaultAgentCardResolver({ fetchImpl, legacyCompat: { enabled: true } }),
       }),
     );
-    const card = await (await fetch(`${baseUrl}/.well-known/agent-card.json`)).json();
+    // The v0.3 card (no A2A-Version header); the resolver's normalizeAgentCard translates it.
+    const card = (await (
+      await fetch(`${baseUrl}/.well-known/agent-card.json`)
+    ).json()) as AgentCard;
     return factory.createFromAgentCard(card);
   };
 
