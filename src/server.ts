@@ -89,6 +89,8 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     });
 
     const publicUrlDefault = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${config.port}`;
+    const directory = await openCallerDirectory({ database, logger });
+    cleanups.push(() => directory.close());
     const services: ServiceContext = {
       database,
       db: database.db,
@@ -98,6 +100,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       ceilings: createCeilingCache(),
       secretKey,
       publicUrl: config.publicUrl ?? publicUrlDefault,
+      callerChanged: (event) => directory.forget(event.callerId),
     };
 
     const admin = await ensureAdminToken({ ctx: services, configured: config.adminToken });
@@ -119,8 +122,6 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       logger.warn("the admin token is not known on this machine: set PEERGATE_ADMIN_TOKEN", {});
     }
 
-    const directory = await openCallerDirectory({ database, logger });
-    cleanups.push(() => directory.close());
     const limiter = createRateLimiter({ maxFailures: 20, windowMs: 60_000 });
 
     const metrics = createMetrics();

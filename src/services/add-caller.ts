@@ -4,7 +4,7 @@ import { eq } from "drizzle-orm";
 import { appendAuditEvent } from "../db/audit.ts";
 import { callers, credentials } from "../db/schema.ts";
 import { ConflictError } from "../errors.ts";
-import { announceCallerChange } from "./caller-events.ts";
+import { changeCaller } from "./caller-events.ts";
 import { checkKindRules, createCallerSchema, defaultBudgets, parseInput } from "./caller-input.ts";
 import type { Actor, ServiceContext } from "./context.ts";
 import { isUniqueViolation } from "./db-errors.ts";
@@ -23,7 +23,7 @@ export async function addCaller({
   const data = parseInput(createCallerSchema, input);
   checkKindRules(data);
   try {
-    return await ctx.db.transaction(async (tx) => {
+    return await changeCaller(ctx, async (tx, announce) => {
       const [caller] = await tx
         .insert(callers)
         .values({
@@ -53,7 +53,7 @@ export async function addCaller({
           credential: { id: credential.id, prefix: credential.prefix },
         },
       });
-      await announceCallerChange(tx, {
+      await announce({
         callerId: caller.id,
         name: caller.name,
         version: caller.version,

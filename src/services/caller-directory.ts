@@ -20,6 +20,8 @@ export type CallerDirectory = {
   findByJwtIssuer(issuer: string): Promise<Caller[]>;
   /** Called for every caller event, on this instance, after the cache dropped the caller. */
   onCallerEvent(listener: (event: CallerEvent) => void): () => void;
+  /** Drops what is cached for one caller (a change committed on this instance). */
+  forget(callerId: string): void;
   /** True while cached entries may be used. */
   readonly trusted: boolean;
   readonly size: number;
@@ -146,6 +148,9 @@ export async function openCallerDirectory(options: {
         .from(callers)
         .where(and(eq(callers.kind, "peer")));
       return rows.filter((c) => c.jwt?.issuer === issuer);
+    },
+    forget(callerId) {
+      dropCaller(callerId);
     },
     onCallerEvent(listener) {
       listeners.add(listener);

@@ -2,7 +2,7 @@
 // NOTIFY is delivered at commit, so no instance hears of a change that rolled back, and every
 // instance sharing the database hears of every change that committed (DESIGN §6).
 import { sql } from "drizzle-orm";
-import type { DbTransaction } from "../db/client.ts";
+import type { Db, DbTransaction } from "../db/client.ts";
 
 export const callerChannel = "peergate_callers";
 
@@ -27,4 +27,24 @@ export function parseCallerEvent(payload: string): CallerEvent | undefined {
     // A malformed payload is ignored here; the watcher treats any event as "drop the cache".
   }
   return undefined;
+}
+
+/**
+ * Runs a caller change in one transaction. `announce` NOTIFYs every instance at commit; after the
+ * commit, `callerChanged` tells this instance at once, so a revocation made here is refused here
+ * by the very next request rather than when the notification comes back.
+ */
+export async function changeCaller<T>(
+  ctx: { db: Db; callerChanged?: ((event: CallerEvent) => void) | undefined },
+  work: (tx: DbTransaction, announce: (event: CallerEvent) => Promise<void>) => Promise<T>,
+): Promise<T> {
+  const events: CallerEvent[] = [];
+  const result = await ctx.db.transaction((tx) =>
+    work(tx, async (event) => {
+      await announceCallerChange(tx, event);
+      events.push(event);
+    }),
+  );
+  for (const event of events) ctx.callerChanged?.(event);
+  return result;
 }

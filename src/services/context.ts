@@ -5,6 +5,7 @@ import type { Database, Db } from "../db/client.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
 import type { CeilingCache } from "../policy/ceiling-cache.ts";
+import type { CallerEvent } from "./caller-events.ts";
 
 export type ServiceContext = {
   readonly database: Database;
@@ -17,6 +18,8 @@ export type ServiceContext = {
   readonly secretKey: SecretKey;
   /** The URL callers reach this server at, for IFTTT URLs and the agent card. No trailing slash. */
   readonly publicUrl: string;
+  /** Told after a caller change commits on this instance (the caller directory forgets it). */
+  readonly callerChanged?: ((event: CallerEvent) => void) | undefined;
 };
 
 /** Who performs an admin action, as the audit trail records it. */

@@ -5,7 +5,7 @@ import { z } from "zod";
 import { appendAuditEvent } from "../db/audit.ts";
 import { callers } from "../db/schema.ts";
 import { ConflictError } from "../errors.ts";
-import { announceCallerChange } from "./caller-events.ts";
+import { changeCaller } from "./caller-events.ts";
 import { parseInput, settableTiers } from "./caller-input.ts";
 import type { Actor, ServiceContext } from "./context.ts";
 import { type CallerView, describeCaller } from "./describe-caller.ts";
@@ -28,7 +28,7 @@ export async function restoreCaller({
   actor: Actor;
 }): Promise<{ caller: CallerView; credential: IssuedCredential }> {
   const { tier } = parseInput(restoreSchema, input);
-  return ctx.db.transaction(async (tx) => {
+  return changeCaller(ctx, async (tx, announce) => {
     const current = await findCallerRow(tx, name);
     if (current.revokedAt === null) {
       throw new ConflictError(`caller ${name} is not revoked; use PATCH to change its tier`);
@@ -52,7 +52,7 @@ export async function restoreCaller({
         credential: { id: credential.id, prefix: credential.prefix },
       },
     });
-    await announceCallerChange(tx, {
+    await announce({
       callerId: current.id,
       name,
       version: updated.version,

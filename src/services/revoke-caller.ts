@@ -4,7 +4,7 @@
 import { and, eq, isNull, sql } from "drizzle-orm";
 import { appendAuditEvent } from "../db/audit.ts";
 import { callers, credentials, runs } from "../db/schema.ts";
-import { announceCallerChange } from "./caller-events.ts";
+import { changeCaller } from "./caller-events.ts";
 import type { Actor, ServiceContext } from "./context.ts";
 import { type CallerView, describeCaller } from "./describe-caller.ts";
 import { findCallerRow, listCredentialRows } from "./find-caller.ts";
@@ -21,7 +21,7 @@ export async function revokeCaller({
   actor: Actor;
 }): Promise<{ caller: CallerView; credentialsRevoked: number; parkedRunsRejected: number }> {
   const note = reason?.slice(0, 500);
-  return ctx.db.transaction(async (tx) => {
+  return changeCaller(ctx, async (tx, announce) => {
     const current = await findCallerRow(tx, name);
     const now = ctx.now();
     const [updated] = await tx
@@ -68,7 +68,7 @@ export async function revokeCaller({
         ...(note ? { reason: note } : {}),
       },
     });
-    await announceCallerChange(tx, {
+    await announce({
       callerId: current.id,
       name,
       version: updated.version,

@@ -5,7 +5,7 @@ import { z } from "zod";
 import { appendAuditEvent } from "../db/audit.ts";
 import { callers, credentials } from "../db/schema.ts";
 import { ConflictError } from "../errors.ts";
-import { announceCallerChange } from "./caller-events.ts";
+import { changeCaller } from "./caller-events.ts";
 import { parseInput } from "./caller-input.ts";
 import type { Actor, ServiceContext } from "./context.ts";
 import { type CallerView, describeCaller } from "./describe-caller.ts";
@@ -33,7 +33,7 @@ export async function rotateCredential({
   actor: Actor;
 }): Promise<{ caller: CallerView; credential: IssuedCredential; oldCredentialsExpireAt: string }> {
   const { graceSeconds } = parseInput(rotateSchema, input ?? {});
-  return ctx.db.transaction(async (tx) => {
+  return changeCaller(ctx, async (tx, announce) => {
     const current = await findCallerRow(tx, name);
     if (current.revokedAt !== null) {
       throw new ConflictError(`caller ${name} is revoked; restore it to issue a new credential`);
@@ -70,7 +70,7 @@ export async function rotateCredential({
         oldCredentials: old.map((c) => ({ id: c.id, prefix: c.prefix })),
       },
     });
-    await announceCallerChange(tx, {
+    await announce({
       callerId: current.id,
       name,
       version: updated.version,

@@ -5,7 +5,7 @@ import { and, eq, sql } from "drizzle-orm";
 import { appendAuditEvent } from "../db/audit.ts";
 import { type Caller, callers } from "../db/schema.ts";
 import { ConflictError } from "../errors.ts";
-import { announceCallerChange } from "./caller-events.ts";
+import { changeCaller } from "./caller-events.ts";
 import { checkKindRules, parseInput, updateCallerSchema } from "./caller-input.ts";
 import type { Actor, ServiceContext } from "./context.ts";
 import { type CallerView, describeCaller } from "./describe-caller.ts";
@@ -23,7 +23,7 @@ export async function updateCaller({
   actor: Actor;
 }): Promise<{ caller: CallerView; changed: string[]; unknownAllowEntries: string[] }> {
   const data = parseInput(updateCallerSchema, input);
-  return ctx.db.transaction(async (tx) => {
+  return changeCaller(ctx, async (tx, announce) => {
     const current = await findCallerRow(tx, name);
     if (data.expectedVersion !== undefined && data.expectedVersion !== current.version) {
       throw new ConflictError(
@@ -77,7 +77,7 @@ export async function updateCaller({
         ),
       },
     });
-    await announceCallerChange(tx, {
+    await announce({
       callerId: updated.id,
       name,
       version: updated.version,

@@ -1,0 +1,135 @@
+// A whole peergate app on a test database, without listening on a port (use `hono.request`), or
+// served on 127.0.0.1 when a real client is needed. The run engine is a recording fake unless a
+// test passes a real one, so caller and webhook tests do not depend on models or tools.
+import path from "node:path";
+import type { Hono } from "hono";
+import { createJwksCache } from "../../src/auth/jwt.ts";
+import { createRateLimiter, type RateLimiter } from "../../src/auth/rate-limit.ts";
+import { generateSecretKeyText, parseSecretKey } from "../../src/auth/sealed-secrets.ts";
+import { generateSecret } from "../../src/auth/secrets.ts";
+import type { Database } from "../../src/db/client.ts";
+import { runs } from "../../src/db/schema.ts";
+import { createApp } from "../../src/http/app.ts";
+import { loadPolicies } from "../../src/load-policies.ts";
+import { createLogger, type Logger } from "../../src/log.ts";
+import { createMetrics } from "../../src/metrics.ts";
+import { createCeilingCache } from "../../src/policy/ceiling-cache.ts";
+import type { RunEngine, StartRunRequest } from "../../src/runs/types.ts";
+import { ensureAdminToken } from "../../src/services/admin-credentials.ts";
+import type { AuthDeps } from "../../src/services/authenticate-caller.ts";
+import { type CallerDirectory, openCallerDirectory } from "../../src/services/caller-directory.ts";
+import type { ServiceContext } from "../../src/services/context.ts";
+
+export const repoPoliciesDir = path.resolve(import.meta.dirname, "../../policies");
+
+/** A run engine that records what it was asked and starts nothing. */
+export type FakeRunEngine = RunEngine & { started: StartRunRequest[]; canceled: string[] };
+
+export function createFakeRunEngine(database: Database): FakeRunEngine {
+  const started: StartRunRequest[] = [];
+  const canceled: string[] = [];
+  return {
+    started,
+    canceled,
+    async start(request) {
+      const runId = crypto.randomUUID();
+      // Like the real engine: the run row and the surface's hook commit together or not at all.
+      await database.db.transaction(async (tx) => {
+        await tx.insert(runs).values({
+          id: runId,
+          callerId: request.caller.id,
+          origin: request.origin,
+          approvalPolicy: request.caller.approvalPolicy,
+          toolSet: [],
+        });
+        await request.inCreateTransaction?.(tx, runId);
+      });
+      started.push(request);
+      return {
+        runId,
+        outcome: Promise.resolve({ runId, status: "completed", messages: request.messages }),
+      };
+    },
+    async cancel(runId) {
+      canceled.push(runId);
+      return false;
+    },
+  };
+}
+
+export type TestApp = {
+  hono: Hono;
+  services: ServiceContext;
+  auth: AuthDeps;
+  directory: CallerDirectory;
+  adminToken: string;
+  runs: RunEngine;
+  limiter: RateLimiter;
+  logLines: string[];
+  close(): Promise<void>;
+};
+
+export async function createTestApp(
+  database: Database,
+  options: { runs?: RunEngine; logger?: Logger; limiter?: RateLimiter; now?: () => Date } = {},
+): Promise<TestApp> {
+  const logLines: string[] = [];
+  const logger =
+    options.logger ?? createLogger({ level: "debug", write: (line) => logLines.push(line) });
+  const key = parseSecretKey(generateSecretKeyText());
+  if (!key) throw new Error("secret key");
+  const directory = await openCallerDirectory({ database, logger });
+  const services: ServiceContext = {
+    database,
+    db: database.db,
+    now: options.now ?? (() => new Date()),
+    logger,
+    policies: await loadPolicies(repoPoliciesDir),
+    ceilings: createCeilingCache(),
+    secretKey: key,
+    publicUrl: "http://127.0.0.1:9",
+    callerChanged: (event) => directory.forget(event.callerId),
+  };
+  const adminToken = generateSecret("adminToken");
+  await ensureAdminToken({ ctx: services, configured: adminToken });
+  const auth: AuthDeps = { ctx: services, directory, jwks: createJwksCache() };
+  const limiter = options.limiter ?? createRateLimiter({ maxFailures: 1000, windowMs: 60_000 });
+  const engine = options.runs ?? createFakeRunEngine(database);
+  const app = createApp({
+    logger,
+    metrics: createMetrics({ processMetrics: false }),
+    checkReadiness: async () => ({ ready: true, checks: [] }),
+    admin: { services, limiter },
+    webhooks: { auth, limiter, runs: engine },
+  });
+  return {
+    hono: app.hono,
+    services,
+    auth,
+    directory,
+    adminToken,
+    runs: engine,
+    limiter,
+    logLines,
+    close: () => directory.close(),
+  };
+}
+
+/** Calls the admin API as the admin. */
+export function adminRequest(
+  app: TestApp,
+  method: string,
+  pathname: string,
+  body?: unknown,
+): Promise<Response> {
+  return Promise.resolve(
+    app.hono.request(`/admin/v1${pathname}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${app.adminToken}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    }),
+  );
+}
