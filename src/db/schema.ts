@@ -78,7 +78,11 @@ export const runStatuses = [
 ] as const;
 export type RunStatus = (typeof runStatuses)[number];
 
-/** `running` is the in-flight state; a crash leaves it there for recovery to mark `interrupted`. */
+/**
+ * `running` is the in-flight state; a crash leaves it there for recovery to mark `interrupted`.
+ * `parked`: waits for an operator (it has not run); `rejected`: an operator turned it down.
+ * `refused`: the executor's gate refused it (outside the run's set, a hidden half).
+ */
 export const toolCallStatuses = [
   "running",
   "completed",
@@ -86,6 +90,8 @@ export const toolCallStatuses = [
   "not-started",
   "refused",
   "failed",
+  "parked",
+  "rejected",
 ] as const;
 export type ToolCallStatus = (typeof toolCallStatuses)[number];
 
@@ -122,10 +128,36 @@ export type RunBudgetUsed = { tokens: number; costUsd: number; durationMs: numbe
 /** The one call a parked run waits on; approving must name `callId` and `argsDigest`. */
 export type PendingApproval = {
   callId: string;
+  /** The name that runs once approved: a plain tool, or the hidden half of a two-phase tool. */
   tool: string;
+  /** SHA-256 of the canonical JSON of `args`: what approving binds to. */
   argsDigest: string;
   args: unknown;
   requestedAt: string;
+  /** The tool the model called (canonical name), its risk, and what the tool said it would do. */
+  calledTool?: string;
+  risk?: string;
+  summary?: string;
+  previewDiff?: string;
+};
+
+/**
+ * A call of a parked run's tool batch waiting for an operator (the first is `pendingApproval`).
+ * `toolCallId` and `toolName` are the model's, for the result the model reads.
+ */
+export type QueuedApproval = PendingApproval & {
+  toolCallId: string;
+  toolName: string;
+  runs: "tool" | "execute-half";
+};
+
+/**
+ * The unfinished tool batch of a parked run: the results of the batch's other calls (AI SDK
+ * tool-result parts, in call order) and the calls still waiting for an operator, first one first.
+ */
+export type PendingBatch = {
+  results: { index: number; part: Record<string, unknown> }[];
+  approvals: (QueuedApproval & { index: number })[];
 };
 
 export type RunError = { code: string; message: string };
@@ -211,6 +243,15 @@ export const runs = pgTable(
       .notNull()
       .default({ tokens: 0, costUsd: 0, durationMs: 0, steps: 0 }),
     pendingApproval: jsonb("pending_approval").$type<PendingApproval>(),
+    /** While parked: the rest of the tool batch the pending call belongs to. */
+    pendingBatch: jsonb("pending_batch").$type<PendingBatch>(),
+    /**
+     * The conversation so far (AI SDK ModelMessages without the system prompt): the caller's input,
+     * then every model turn and tool result, so a parked run can resume on any instance.
+     */
+    messages: jsonb("messages").$type<unknown[]>().notNull().default([]),
+    /** The model the run last used (`provider:model`), for prices and the admin view. */
+    modelId: text("model_id"),
     /** A parked run expires (is rejected) at this time. */
     parkedUntil: timestamptz("parked_until"),
     /** The instance executing the run and its last heartbeat; a stale heartbeat means orphaned. */
@@ -221,6 +262,8 @@ export const runs = pgTable(
     createdAt: createdAt(),
     updatedAt: updatedAt(),
     startedAt: timestamptz("started_at"),
+    /** When the current segment started; recovery charges its wall time up to the last heartbeat. */
+    segmentStartedAt: timestamptz("segment_started_at"),
     finishedAt: timestamptz("finished_at"),
   },
   (t) => [
@@ -228,6 +271,9 @@ export const runs = pgTable(
     index("runs_status_parked_until_idx").on(t.status, t.parkedUntil),
     index("runs_owner_instance_idx").on(t.ownerInstanceId),
     index("runs_a2a_task_idx").on(t.a2aTaskId),
+    // listRuns: newest first, for everyone or for one caller.
+    index("runs_created_at_idx").on(t.createdAt),
+    index("runs_caller_created_at_idx").on(t.callerId, t.createdAt),
     check("runs_origin_check", isOneOf("origin", runOrigins)),
     check("runs_status_check", isOneOf("status", runStatuses)),
     check("runs_approval_policy_check", isOneOf("approval_policy", approvalPolicies)),
@@ -245,6 +291,10 @@ export const toolCalls = pgTable(
     tool: text("tool").notNull(),
     argsDigest: text("args_digest").notNull(),
     status: text("status").$type<ToolCallStatus>().notNull(),
+    /** Why it failed or was refused (`tool-unavailable`, `hidden-half`, `timeout` …). */
+    code: text("code"),
+    /** The run segment that made the call (a resumed run starts a new one). */
+    segment: integer("segment").notNull().default(1),
     outputTruncated: boolean("output_truncated").notNull().default(false),
     createdAt: createdAt(),
     startedAt: timestamptz("started_at"),
