@@ -180,9 +180,7 @@ describeEachDatabase(
         const reply = await call(
           sendBody("nulls", { contextId: null, taskId: null, metadata: null }),
         );
-        expect((reply.result?.task as { status: { state: string } }).status.state).toBe(
-          "TASK_STATE_COMPLETED",
-        );
+        expect(reply.result?.task).toMatchObject({ status: { state: "TASK_STATE_COMPLETED" } });
       });
     });
 
