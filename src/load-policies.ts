@@ -32,6 +32,8 @@ export type LoadedPolicies = {
   /** The parsed agent.yaml; `version` is its content hash (what the ceiling cache keys on). */
   readonly agent: VersionedAgentPolicy;
   readonly inventory: Inventory;
+  /** The parsed tools.yaml (empty lists without one): what src/tools needs to run declared tools. */
+  readonly toolsPolicy: ToolsPolicy;
   /** Same as `inventory.version`: a hash of every tool descriptor, built-ins included. */
   readonly inventoryVersion: string;
   /** Same as `agent.version`. */
@@ -125,5 +127,11 @@ export async function loadPolicies(policiesDir: string): Promise<LoadedPolicies>
     version: agentVersion,
     declaredVersion: agentPolicy.version,
   });
-  return { agent, inventory, inventoryVersion: inventory.version, agentVersion };
+  return {
+    agent,
+    inventory,
+    toolsPolicy,
+    inventoryVersion: inventory.version,
+    agentVersion,
+  };
 }

@@ -60,6 +60,8 @@ export type ToolImplementation = {
   readonly executeHalf?: {
     readonly name: string;
     readonly inputSchema: z.ZodType;
+    /** Default: the tool's own `timeoutMs`. A command's half runs far longer than its proposal. */
+    readonly timeoutMs?: number;
     execute(args: unknown, ctx: ToolCallContext): Promise<ToolSuccess | ToolFailure>;
   };
 };
@@ -67,6 +69,11 @@ export type ToolImplementation = {
 /** Every implemented tool of this process, by canonical name. */
 export type ToolRuntime = {
   readonly tools: ReadonlyMap<string, ToolImplementation>;
+  /**
+   * The resolved workspace root (realpath) the tools are confined to; pass it as
+   * `ToolCallContext.workspace`. File tools refuse a call whose context names another root.
+   */
+  readonly workspace?: string;
   /** Stops MCP servers and anything else the runtime started. Idempotent. */
   close(): Promise<void>;
 };

@@ -1,0 +1,109 @@
+// find (alias glob): paths below a workspace directory whose name or relative path matches a
+// glob. A pattern without a slash matches names at any depth (`*.ts`); with a slash it matches
+// the path relative to the starting directory (`src/**/*.test.ts`). Bounded in entries visited,
+// results and time; `truncated` says the list may not be exhaustive.
+import path from "node:path";
+import { z } from "zod";
+import { quotePath, runGuarded, ToolCallError } from "./tool-call-error.ts";
+import type { ToolImplementation } from "./types.ts";
+import { type WalkState, walkTree } from "./walk-tree.ts";
+import { checkCallWorkspace, type Workspace } from "./workspace.ts";
+
+export const findLimits = {
+  defaultResults: 200,
+  maxResults: 1000,
+  maxEntries: 100_000,
+  maxDepth: 32,
+  timeMs: 10_000,
+};
+
+const inputSchema = z.strictObject({
+  pattern: z
+    .string()
+    .min(1)
+    .max(1024)
+    .describe(
+      "Glob: without a slash it matches names at any depth (*.md); with one, paths relative to `path` (src/**/*.ts).",
+    ),
+  path: z
+    .string()
+    .min(1)
+    .max(4096)
+    .optional()
+    .describe("Directory to search, relative to the workspace (default: the workspace)."),
+  limit: z
+    .number()
+    .int()
+    .min(1)
+    .max(findLimits.maxResults)
+    .optional()
+    .describe(`Most results to return (default ${findLimits.defaultResults}).`),
+});
+
+/** Whether a walked entry matches the pattern (see the module comment). */
+export function matchPattern(pattern: string, name: string, fromStart: string): boolean {
+  const normalized = pattern.startsWith("./") ? pattern.slice(2) : pattern;
+  try {
+    return normalized.includes("/")
+      ? path.posix.matchesGlob(fromStart, normalized)
+      : path.posix.matchesGlob(name, normalized);
+  } catch {
+    return false;
+  }
+}
+
+export function createFindFilesTool(workspace: Workspace): ToolImplementation {
+  return {
+    name: "find",
+    description:
+      "Find files and directories in the workspace by glob pattern. Directories end with '/'. Symbolic links are not followed.",
+    inputSchema,
+    timeoutMs: 30_000,
+    execute: (args, ctx) =>
+      runGuarded(ctx, async () => {
+        checkCallWorkspace(ctx.workspace, workspace);
+        const input = inputSchema.parse(args);
+        const limit = input.limit ?? findLimits.defaultResults;
+        const confined = await workspace.resolveExisting(input.path ?? ".");
+        if (!confined.stats.isDirectory()) {
+          throw new ToolCallError(
+            "invalid-input",
+            `The path ${quotePath(confined.given)} is not a directory.`,
+          );
+        }
+        const state: WalkState = { stoppedBy: undefined, visited: 0 };
+        const matches: string[] = [];
+        let truncated = false;
+        const walk = walkTree(
+          workspace,
+          confined,
+          {
+            maxDepth: findLimits.maxDepth,
+            maxEntries: findLimits.maxEntries,
+            deadline: Date.now() + findLimits.timeMs,
+            signal: ctx.signal,
+          },
+          state,
+        );
+        for await (const entry of walk) {
+          if (!matchPattern(input.pattern, entry.name, entry.fromStart)) continue;
+          if (matches.length >= limit) {
+            truncated = true;
+            break;
+          }
+          matches.push(entry.type === "directory" ? `${entry.relative}/` : entry.relative);
+        }
+        if (state.stoppedBy !== undefined) truncated = true;
+        return {
+          ok: true as const,
+          content: {
+            path: confined.relative,
+            pattern: input.pattern,
+            matches,
+            ...(state.stoppedBy === undefined ? {} : { stoppedBy: state.stoppedBy }),
+          },
+          truncated,
+        };
+      }),
+  };
+}

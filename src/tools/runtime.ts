@@ -1,0 +1,191 @@
+// The tool runtime: one implementation for every tool in the inventory that a caller run can
+// ever use (built-ins, declared command tools, MCP tools), keyed by canonical name. The run
+// engine decides whether a call may run (src/policy/check-tool-call.ts); this only does the work.
+//
+// Built once at start-up. Anything that would make a tool misbehave later (an unreachable
+// workspace, a missing or changed program, an inventory tool without an implementation) is a
+// ConfigError now, naming the tool.
+
+import { ConfigError, type Problem } from "../errors.ts";
+import type { LoadedPolicies } from "../load-policies.ts";
+import type { Logger } from "../log.ts";
+import type { ToolDescriptor } from "../policy/tools.ts";
+import { createCommandTools } from "./command-tools.ts";
+import { createEditFileTool } from "./edit-file.ts";
+import { createExecuteCommandTool } from "./execute-command.ts";
+import { createFindFilesTool } from "./find-files.ts";
+import { createGetTimeTool } from "./get-time.ts";
+import { createGrepTool } from "./grep.ts";
+import { createListDirectoryTool } from "./list-directory.ts";
+import { createMakeDirectoryTool } from "./make-directory.ts";
+import { createMcpTools } from "./mcp-tools.ts";
+import { createReadFileTool } from "./read-file.ts";
+import { scrubEnvironment } from "./scrub-environment.ts";
+import { createStatTool } from "./stat-path.ts";
+import type { ToolImplementation, ToolRuntime } from "./types.ts";
+import type { WebFetchOptions } from "./web-fetch.ts";
+import { createWebFetchTool } from "./web-fetch.ts";
+import { createWorkspace, type Workspace } from "./workspace.ts";
+import { createWriteFileTool } from "./write-file.ts";
+
+export type ToolRuntimeOptions = {
+  /** The loaded policy files: the inventory and the tools.yaml declarations behind it. */
+  readonly policies: Pick<LoadedPolicies, "inventory" | "toolsPolicy">;
+  /** Absolute path of the workspace (created if missing, resolved with realpath once). */
+  readonly workspace: string;
+  /** peergate's data directory: refused to every tool, wherever it lies. */
+  readonly dataDir: string;
+  /** The parent environment commands inherit, scrubbed of secrets (never read from process.env here). */
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Variable names commands may see although they look secret (never SSH_*). */
+  readonly envAllowlist?: readonly string[];
+  readonly webFetch?: WebFetchOptions;
+  /** grep's deadline for one call (default 10 s). */
+  readonly grep?: { readonly timeMs?: number };
+  /** SIGTERM → SIGKILL grace for commands (default 3 s; tests shorten it). */
+  readonly killGraceMs?: number;
+  readonly logger: Logger;
+};
+
+/** Built-ins implemented here; ask_user_question and manage_memory never reach caller runs. */
+type BuiltinFactory = (descriptor: ToolDescriptor) => ToolImplementation;
+
+function requireHalf(descriptor: ToolDescriptor): string {
+  if (descriptor.executeHalf === undefined) {
+    throw new Error(
+      `${descriptor.name} is implemented as two-phase but its descriptor has no hidden half`,
+    );
+  }
+  return descriptor.executeHalf;
+}
+
+function buildBuiltins(
+  workspace: Workspace,
+  env: Record<string, string>,
+  options: ToolRuntimeOptions,
+): ReadonlyMap<string, BuiltinFactory> {
+  const killGrace = options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs };
+  return new Map<string, BuiltinFactory>([
+    ["read_file", () => createReadFileTool(workspace)],
+    ["ls", () => createListDirectoryTool(workspace)],
+    ["find", () => createFindFilesTool(workspace)],
+    ["grep", () => createGrepTool(workspace, options.grep ?? {})],
+    ["stat", () => createStatTool(workspace)],
+    ["get_time", () => createGetTimeTool()],
+    ["web_fetch", () => createWebFetchTool(options.webFetch ?? {})],
+    ["write_file", (d) => createWriteFileTool(workspace, requireHalf(d))],
+    ["edit_file", (d) => createEditFileTool(workspace, requireHalf(d))],
+    ["mkdir", () => createMakeDirectoryTool(workspace)],
+    [
+      "execute_command",
+      (d) =>
+        createExecuteCommandTool({ workspace, executeHalfName: requireHalf(d), env, ...killGrace }),
+    ],
+  ]);
+}
+
+/**
+ * Builds every tool implementation. Throws ConfigError when the workspace cannot be used, a
+ * declared program is missing or fails its SHA-256 pin, or the inventory and the
+ * implementations disagree.
+ */
+export async function createToolRuntime(options: ToolRuntimeOptions): Promise<ToolRuntime> {
+  let workspace: Workspace;
+  try {
+    workspace = await createWorkspace({ root: options.workspace, dataDir: options.dataDir });
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new ConfigError(
+      [
+        {
+          field: "PEERGATE_WORKSPACE",
+          value: options.workspace,
+          message: `PEERGATE_WORKSPACE=${JSON.stringify(options.workspace)}: ${reason}`,
+        },
+      ],
+      "peergate cannot start: the workspace cannot be used",
+    );
+  }
+  const env = scrubEnvironment(options.env, options.envAllowlist);
+  const builtins = buildBuiltins(workspace, env, options);
+  const { inventory, toolsPolicy } = options.policies;
+
+  const tools = new Map<string, ToolImplementation>();
+  const problems: Problem[] = [];
+  const add = (tool: ToolImplementation) => tools.set(tool.name, tool);
+
+  for (const descriptor of inventory.tools) {
+    if (descriptor.category === "custom" || descriptor.category === "mcp") continue;
+    if (descriptor.needsPerson || descriptor.persistsOperatorState) continue;
+    const factory = builtins.get(descriptor.name);
+    if (factory === undefined) {
+      problems.push({
+        field: descriptor.name,
+        message: `built-in tool ${descriptor.name} has no implementation`,
+      });
+      continue;
+    }
+    add(factory(descriptor));
+  }
+
+  for (const tool of await createCommandTools({
+    commands: toolsPolicy.commands,
+    workspace,
+    env,
+    pathVariable: options.env.PATH,
+    ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
+  })) {
+    add(tool);
+  }
+  const mcp = createMcpTools({
+    servers: toolsPolicy.mcpServers,
+    workspace,
+    env: options.env,
+    logger: options.logger,
+  });
+  for (const tool of mcp.tools) add(tool);
+
+  // The implementations and the inventory must describe the same tools, halves included.
+  for (const tool of tools.values()) {
+    const entry = inventory.names.get(tool.name);
+    if (entry === undefined || entry.kind !== "tool") {
+      problems.push({
+        field: tool.name,
+        message: `tool ${tool.name} is implemented but not in the inventory`,
+      });
+      continue;
+    }
+    if (entry.tool.executeHalf !== tool.executeHalf?.name) {
+      problems.push({
+        field: tool.name,
+        message: `tool ${tool.name}: its hidden half (${tool.executeHalf?.name ?? "none"}) differs from the inventory's (${entry.tool.executeHalf ?? "none"})`,
+      });
+    }
+  }
+  for (const descriptor of inventory.tools) {
+    if (descriptor.needsPerson || descriptor.persistsOperatorState) continue;
+    if (!tools.has(descriptor.name)) {
+      problems.push({
+        field: descriptor.name,
+        message: `tool ${descriptor.name} is in the inventory but has no implementation`,
+      });
+    }
+  }
+  if (problems.length > 0) {
+    await mcp.close();
+    throw new ConfigError(
+      problems,
+      "peergate cannot start: the tool implementations do not match the inventory",
+    );
+  }
+
+  let closing: Promise<void> | undefined;
+  return {
+    tools,
+    workspace: workspace.root,
+    close: () => {
+      closing ??= mcp.close();
+      return closing;
+    },
+  };
+}
