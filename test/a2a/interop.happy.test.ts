@@ -1,10 +1,13 @@
 // The real @a2a-js/sdk client against the real routes, in A2A 1.0 and in the client's v0.3
 // compat mode: send, stream, get, list, cancel, resubscribe, the extended card, multi-turn.
+
+import { randomUUID } from "node:crypto";
 import { type ListTasksRequest, type StreamResponse, type Task, TaskState } from "@a2a-js/sdk";
 import type { Client } from "@a2a-js/sdk/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { a2aTasks } from "../../src/db/schema.ts";
 import { describeEachDatabase } from "../support/databases.ts";
-import { type Harness, startHarness, userMessage, waitFor } from "./support.ts";
+import { type Harness, sendBody, startHarness, userMessage, waitFor } from "./support.ts";
 
 function textOf(parts: { content?: { $case: string; value: unknown } }[] | undefined): string {
   return (parts ?? [])
@@ -247,6 +250,64 @@ describeEachDatabase(
       expect(textOf(task.status?.message?.parts)).toBe(
         "The run stopped: its token budget ran out.",
       );
+    });
+
+    describe("a task waiting for input", () => {
+      const seed = async (contextId: string) => {
+        const id = randomUUID();
+        const asked = {
+          messageId: randomUUID(),
+          role: "ROLE_USER",
+          parts: [{ text: "weather please" }],
+          contextId,
+          taskId: id,
+        };
+        const question = {
+          messageId: randomUUID(),
+          role: "ROLE_AGENT",
+          parts: [{ text: "Which city?" }],
+          contextId,
+          taskId: id,
+        };
+        await ctx.db.insert(a2aTasks).values({
+          id,
+          callerId: h.callers.get("dave")?.id ?? "",
+          contextId,
+          task: {
+            id,
+            contextId,
+            status: { state: "TASK_STATE_INPUT_REQUIRED", message: question },
+            history: [asked, question],
+          },
+        });
+        return id;
+      };
+
+      it("continues from the stored history when a message names the task", async () => {
+        const id = await seed("ctx-input");
+        const client = await h.client("dave");
+        const task = asTask(
+          await client.sendMessage({ message: userMessage("Paris", { taskId: id }) } as never),
+        );
+        expect(task.id).toBe(id);
+        expect(task.contextId).toBe("ctx-input");
+        expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+        expect(h.engine.starts.at(-1)?.messages).toEqual([
+          { role: "user", content: "weather please" },
+          { role: "assistant", content: "Which city?" },
+          { role: "user", content: "Paris" },
+        ]);
+      });
+
+      it("leaves the history as it was when the follow-up is refused with 429", async () => {
+        const id = await seed("ctx-limited");
+        const res = await h.rpc("dave", sendBody("limit reached", { taskId: id }));
+        expect(res.status).toBe(429);
+        const client = await h.client("dave");
+        const task = await client.getTask({ id } as never);
+        expect(task.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+        expect(task.history.map((m) => textOf(m.parts))).toEqual(["weather please", "Which city?"]);
+      });
     });
 
     it("fails a task whose run cannot start, without leaking the internal message", async () => {
