@@ -66,7 +66,7 @@ describeEachDatabase(
         const reply = await call("alice", sendBody("alice's secret"));
         aliceTask = reply.result?.task as { id: string; contextId: string };
         const parked = await call("alice", sendBody("park alice"));
-        runningTask = (parked.result?.task as { id: string }).id;
+        runningTask = (parked.result?.task as { id: string } | undefined)?.id ?? "";
       });
 
       const notFound = (reply: RpcReply) => {
@@ -196,7 +196,7 @@ describeEachDatabase(
 
       it("ListTasks shows only the caller's own tasks", async () => {
         const list = await call("bob", { jsonrpc: "2.0", id: 1, method: "ListTasks", params: {} });
-        const ids = (list.result?.tasks as { id: string }[]).map((t) => t.id);
+        const ids = ((list.result?.tasks ?? []) as { id: string }[]).map((t) => t.id);
         expect(ids).not.toContain(aliceTask.id);
         expect(ids).not.toContain(runningTask);
       });
