@@ -215,6 +215,7 @@ export type Harness = {
 export async function startHarness(
   database: Database,
   callerNames: readonly string[] = ["alice", "bob"],
+  options: { keepAliveMs?: number } = {},
 ): Promise<Harness> {
   const dir = await mkdtemp(path.join(os.tmpdir(), "peergate-a2a-"));
   await writeFile(path.join(dir, "agent.yaml"), agentYaml);
@@ -259,7 +260,7 @@ export async function startHarness(
   });
   const app = new Hono();
   app.use(requestId());
-  app.route("/", a2aRoutes({ a2a, authenticate, keepAliveMs: 60_000 }));
+  app.route("/", a2aRoutes({ a2a, authenticate, keepAliveMs: options.keepAliveMs ?? 60_000 }));
   app.onError(createErrorHandler(silentLogger));
   fetchHandler = (request) => app.fetch(request);
 
