@@ -88,7 +88,26 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       migrationsApplied: applied,
     });
 
-    const publicUrlDefault = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${config.port}`;
+    // Listen before the services exist, so the default public URL can name the port actually bound
+    // (PEERGATE_PORT=0); until the app is in place every request gets 503 "starting".
+    let handle: (request: Request, env: unknown) => Response | Promise<Response> = () =>
+      new Response(JSON.stringify({ status: "starting" }), {
+        status: 503,
+        headers: { "content-type": "application/json", "retry-after": "1" },
+      });
+    const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
+      const s = serve(
+        { fetch: (request, env) => handle(request, env), hostname: config.host, port: config.port },
+        () => resolve(s),
+      );
+      s.once("error", reject);
+    });
+    const address = server.address();
+    const port = typeof address === "object" && address ? address.port : config.port;
+    const host = config.host.includes(":") ? `[${config.host}]` : config.host;
+    const url = `http://${host}:${port}`;
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
     const directory = await openCallerDirectory({ database, logger });
     cleanups.push(() => directory.close());
     const services: ServiceContext = {
@@ -99,7 +118,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       policies,
       ceilings: createCeilingCache(),
       secretKey,
-      publicUrl: config.publicUrl ?? publicUrlDefault,
+      publicUrl: config.publicUrl ?? url,
       callerChanged: (event) => directory.forget(event.callerId),
     };
 
@@ -132,16 +151,7 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
       admin: { services, limiter },
     });
 
-    const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
-      const s = serve({ fetch: app.hono.fetch, hostname: config.host, port: config.port }, () =>
-        resolve(s),
-      );
-      s.once("error", reject);
-    });
-    const address = server.address();
-    const port = typeof address === "object" && address ? address.port : config.port;
-    const host = config.host.includes(":") ? `[${config.host}]` : config.host;
-    const url = `http://${host}:${port}`;
+    handle = app.hono.fetch;
     logger.info("listening", { url });
 
     let stopping: Promise<void> | undefined;

@@ -1,10 +1,23 @@
 // `peergate audit verify`: walks the audit hash chain and reports the first broken link.
 import { loadConfig } from "../config.ts";
-import { verifyAuditChain } from "../db/audit.ts";
+import { type AuditChainVerification, verifyAuditChain } from "../db/audit.ts";
 import { openDatabase } from "../db/client.ts";
 import { migrationStatus } from "../db/migrate.ts";
 import { describeDatabase, resolveDatabaseOptions } from "../db/open-configured.ts";
-import { type Command, exitCodes } from "./command.ts";
+import { UnavailableError } from "../errors.ts";
+import { ApiError, createAdminClient } from "./admin-client.ts";
+import { type CliContext, type Command, exitCodes } from "./command.ts";
+
+function report(result: AuditChainVerification, json: boolean, ctx: CliContext): number {
+  if (json) {
+    ctx.io.out(JSON.stringify(result));
+  } else if (result.ok) {
+    ctx.io.out(`audit chain intact: ${result.count} events (last hash ${result.lastHash})`);
+  } else {
+    ctx.io.err(`audit chain BROKEN at event ${result.seq}: ${result.problem}`);
+  }
+  return result.ok ? exitCodes.ok : exitCodes.failed;
+}
 
 export const auditVerifyCommand: Command = {
   words: ["audit", "verify"],
@@ -15,7 +28,8 @@ export const auditVerifyCommand: Command = {
     "Walks every audit event in order and checks that each one's hash matches its content and",
     "the hash of the event before it. Exits 0 when the chain is intact, 1 naming the first",
     "broken event otherwise (edited, deleted, reordered or inserted).",
-    "The embedded database can be open in one process only; stop the server first.",
+    "Reads the database directly; when the embedded database is held by a running server, asks",
+    "that server (PEERGATE_URL, admin token) instead.",
     "",
     "Options:",
     '  --json  print the result as JSON: {"ok": true, "count", "lastHash"} or',
@@ -25,7 +39,22 @@ export const auditVerifyCommand: Command = {
   async run(args, ctx) {
     const config = loadConfig(ctx.env, ctx.cwd);
     const options = resolveDatabaseOptions(config);
-    const database = await openDatabase(options);
+    let database: Awaited<ReturnType<typeof openDatabase>>;
+    try {
+      database = await openDatabase(options);
+    } catch (error) {
+      // The embedded database is held by a running server: ask that server instead.
+      if (!(error instanceof UnavailableError) || options.kind !== "pglite") throw error;
+      const result = await (await createAdminClient(ctx))
+        .request<AuditChainVerification>("GET", "/audit/verify")
+        .catch((apiError: unknown) => {
+          if (apiError instanceof ApiError && apiError.status === 409) {
+            return apiError.body as AuditChainVerification;
+          }
+          throw apiError;
+        });
+      return report(result, args.values.json === true, ctx);
+    }
     try {
       const status = await migrationStatus(database);
       if (status.pending.length > 0) {
@@ -35,15 +64,7 @@ export const auditVerifyCommand: Command = {
         );
         return exitCodes.failed;
       }
-      const result = await verifyAuditChain(database.db);
-      if (args.values.json) {
-        ctx.io.out(JSON.stringify(result));
-      } else if (result.ok) {
-        ctx.io.out(`audit chain intact: ${result.count} events (last hash ${result.lastHash})`);
-      } else {
-        ctx.io.err(`audit chain BROKEN at event ${result.seq}: ${result.problem}`);
-      }
-      return result.ok ? exitCodes.ok : exitCodes.failed;
+      return report(await verifyAuditChain(database.db), args.values.json === true, ctx);
     } finally {
       await database.close();
     }

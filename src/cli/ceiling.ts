@@ -1,11 +1,13 @@
-// `peergate ceiling`: explains the ceiling a hypothetical caller would get, tool by tool, from
-// the policy files alone (no server, no database). The tier is taken as typed, so a typo shows
-// exactly what the server would do with it: fail closed.
+// `peergate ceiling`: explains a ceiling tool by tool. `ceiling <name>` asks the running server
+// about a real caller; `ceiling --tier T` computes one for a hypothetical caller from the policy
+// files alone (no server, no database). The tier is taken as typed, so a typo shows exactly what
+// the server would do with it: fail closed.
 import { loadConfig } from "../config.ts";
 import { loadPolicies } from "../load-policies.ts";
-import { reportCeiling } from "../policy/explain.ts";
+import { type CeilingReport, reportCeiling } from "../policy/explain.ts";
 import { quoteUntrusted } from "../policy/quote.ts";
 import { tiers } from "../policy/tools.ts";
+import { createAdminClient } from "./admin-client.ts";
 import { type Command, exitCodes, UsageError } from "./command.ts";
 import { formatTable } from "./format-table.ts";
 
@@ -17,11 +19,13 @@ function readAllow(value: unknown): string[] {
 
 export const ceilingCommand: Command = {
   words: ["ceiling"],
-  summary: "explain which tools a hypothetical caller would get, and why",
+  summary: "explain which tools a caller (or a hypothetical one) gets, and why",
   help: [
-    "--tier T [--allow a,b] [--json]",
+    "<name> [--json]",
+    "       peergate ceiling --tier T [--allow a,b] [--json]",
     "",
-    "Computes the ceiling for a caller with tier T and the given allow list, from the policy",
+    "With a caller name: asks the running server (PEERGATE_URL) for that caller's ceiling.",
+    "With --tier: computes the ceiling for a caller with tier T and the given allow list, from the policy",
     "files in $PEERGATE_POLICIES_DIR (agent.yaml, tools.yaml). Prints every tool, whether it is",
     "admitted, and the one reason why; then allow entries that name no tool.",
     "",
@@ -32,35 +36,50 @@ export const ceilingCommand: Command = {
     "  --json     print {caller, inventoryVersion, agentVersion, admitted, decisions,",
     "             unknownAllowEntries, runNames} as JSON",
   ].join("\n"),
+  positionals: { min: 0, max: 1, names: "at most one caller name" },
   options: {
     tier: { type: "string" },
     allow: { type: "string", multiple: true },
     json: { type: "boolean" },
   },
   async run(args, ctx) {
+    const name = args.positionals[0];
     const tier = args.values.tier;
-    if (typeof tier !== "string") {
-      throw new UsageError(`--tier is required: one of ${tiers.join(", ")}`);
+    let report: CeilingReport;
+    let heading: string;
+    if (name !== undefined) {
+      if (tier !== undefined || args.values.allow !== undefined) {
+        throw new UsageError("give a caller name or --tier/--allow, not both");
+      }
+      const client = await createAdminClient(ctx);
+      report = await client.request<CeilingReport>(
+        "GET",
+        `/callers/${encodeURIComponent(name)}/ceiling`,
+      );
+      heading = `Ceiling of caller ${quoteUntrusted(name)}`;
+    } else {
+      if (typeof tier !== "string") {
+        throw new UsageError(`give a caller name, or --tier: one of ${tiers.join(", ")}`);
+      }
+      const { agent, inventory } = await loadPolicies(loadConfig(ctx.env, ctx.cwd).policiesDir);
+      report = reportCeiling(inventory, agent, {
+        name: "(hypothetical)",
+        tier,
+        allow: readAllow(args.values.allow),
+        version: 0,
+      });
+      heading = `Ceiling for a hypothetical caller; agent ${quoteUntrusted(agent.name)}, ${inventory.tools.length} tools in the inventory`;
     }
-    const allow = readAllow(args.values.allow);
-    const { agent, inventory } = await loadPolicies(loadConfig(ctx.env, ctx.cwd).policiesDir);
-    const report = reportCeiling(inventory, agent, {
-      name: "(hypothetical)",
-      tier,
-      allow,
-      version: 0,
-    });
     if (args.values.json) {
       ctx.io.out(JSON.stringify(report));
       return exitCodes.ok;
     }
 
+    const allow = report.caller.allow;
     const allowShown =
       allow.length === 0 ? "(empty)" : allow.map((e) => quoteUntrusted(e)).join(", ");
-    ctx.io.out(`Ceiling for a caller with tier ${quoteUntrusted(tier)} and allow ${allowShown}`);
-    ctx.io.out(
-      `Agent ${quoteUntrusted(agent.name)}, ${inventory.tools.length} tools in the inventory\n`,
-    );
+    ctx.io.out(heading);
+    ctx.io.out(`tier ${quoteUntrusted(report.caller.tier)}, allow ${allowShown}\n`);
     ctx.io.out(
       formatTable(
         ["TOOL", "ADMITTED", "REASON", "WHY"],

@@ -1,15 +1,37 @@
 // The list of every `peergate` verb. Add a verb by adding its file and one line here.
+import { auditListCommand } from "./audit-list.ts";
 import { auditVerifyCommand } from "./audit-verify.ts";
+import {
+  callersAddCommand,
+  callersListCommand,
+  callersRestoreCommand,
+  callersRevokeCommand,
+  callersRotateCommand,
+  callersSetCommand,
+  callersShowCommand,
+} from "./callers.ts";
+import { callersApplyCommand } from "./callers-apply.ts";
 import { ceilingCommand } from "./ceiling.ts";
 import type { Command } from "./command.ts";
 import { migrateCommand } from "./migrate.ts";
+import { operatorTokenCreateCommand } from "./operator-token.ts";
 import { serveCommand } from "./serve.ts";
 import { toolsCommand } from "./tools.ts";
 
 export const commands: readonly Command[] = [
   serveCommand,
   migrateCommand,
+  auditListCommand,
   auditVerifyCommand,
+  callersAddCommand,
+  callersListCommand,
+  callersShowCommand,
+  callersSetCommand,
+  callersRevokeCommand,
+  callersRestoreCommand,
+  callersRotateCommand,
+  callersApplyCommand,
   ceilingCommand,
   toolsCommand,
+  operatorTokenCreateCommand,
 ];

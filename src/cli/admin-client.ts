@@ -1,0 +1,75 @@
+// The CLI's way to a running server: the admin API at PEERGATE_URL (default
+// http://127.0.0.1:8080) with the admin token from PEERGATE_ADMIN_TOKEN or, on the server's own
+// machine, `<data dir>/admin-token`. Errors from the API come back as problem+json and are
+// printed as the server phrased them, field problems included.
+import { loadConfig } from "../config.ts";
+import { adminTokenFile, readSecretFile } from "../secret-files.ts";
+import type { CliContext } from "./command.ts";
+
+export class ApiError extends Error {
+  readonly code = "api-error";
+  readonly status: number;
+  readonly body: unknown;
+  constructor(status: number, body: unknown, message: string) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+    this.body = body;
+  }
+}
+
+export type AdminClient = {
+  readonly baseUrl: string;
+  request<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<T>;
+};
+
+export async function createAdminClient(ctx: CliContext): Promise<AdminClient> {
+  const config = loadConfig(ctx.env, ctx.cwd);
+  const baseUrl = (ctx.env.PEERGATE_URL ?? `http://127.0.0.1:${config.port}`).replace(/\/+$/, "");
+  const token = config.adminToken ?? (await readSecretFile(config.dataDir, adminTokenFile));
+  if (!token) {
+    throw new Error(
+      `no admin token: set PEERGATE_ADMIN_TOKEN, or run this on the server's machine where ${config.dataDir}/${adminTokenFile} exists`,
+    );
+  }
+  return {
+    baseUrl,
+    async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+      let res: Response;
+      try {
+        res = await fetch(`${baseUrl}/admin/v1${path}`, {
+          method,
+          headers: {
+            authorization: `Bearer ${token}`,
+            ...(body === undefined ? {} : { "content-type": "application/json" }),
+          },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+          signal: AbortSignal.timeout(30_000),
+        });
+      } catch (error) {
+        throw new Error(
+          `cannot reach the peergate server at ${baseUrl} (${(error as Error).message}); is it running? Set PEERGATE_URL if it listens elsewhere`,
+        );
+      }
+      const text = await res.text();
+      let parsed: unknown;
+      try {
+        parsed = text ? JSON.parse(text) : {};
+      } catch {
+        parsed = text;
+      }
+      if (!res.ok) throw new ApiError(res.status, parsed, describeProblem(res.status, parsed));
+      return parsed as T;
+    },
+  };
+}
+
+function describeProblem(status: number, body: unknown): string {
+  if (body && typeof body === "object") {
+    const p = body as { detail?: string; title?: string; problems?: { message: string }[] };
+    const lines = [`${status} ${p.title ?? ""}: ${p.detail ?? ""}`.trim()];
+    for (const problem of p.problems ?? []) lines.push(`  - ${problem.message}`);
+    return lines.join("\n");
+  }
+  return `${status}: ${String(body).slice(0, 200)}`;
+}

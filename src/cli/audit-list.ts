@@ -1,0 +1,68 @@
+// `peergate audit`: read the audit trail through the admin API, a page at a time.
+import { quoteUntrusted } from "../policy/quote.ts";
+import { createAdminClient } from "./admin-client.ts";
+import { type Command, exitCodes } from "./command.ts";
+import { formatTable } from "./format-table.ts";
+
+type Event = {
+  seq: number;
+  createdAt: string;
+  actor: string;
+  kind: string;
+  subject: string | null;
+  data: unknown;
+};
+
+export const auditListCommand: Command = {
+  words: ["audit"],
+  summary: "list audit events (see also: audit verify)",
+  help: [
+    "[--after SEQ] [--limit N] [--kind K] [--subject S] [--json]",
+    "",
+    "Prints audit events in order, oldest first, from the running server's admin API.",
+    "",
+    "Options:",
+    "  --after SEQ   events after this sequence number (default 0)",
+    "  --limit N     at most N events (default 100, at most 1000)",
+    "  --kind K      only events of this kind, e.g. caller.revoked or auth.failed",
+    "  --subject S   only events about this subject, e.g. caller:<id> or run:<id>",
+    "  --json        print {events, next} as JSON",
+  ].join("\n"),
+  options: {
+    after: { type: "string" },
+    limit: { type: "string" },
+    kind: { type: "string" },
+    subject: { type: "string" },
+    json: { type: "boolean" },
+  },
+  async run(args, ctx) {
+    const query = new URLSearchParams();
+    for (const key of ["after", "limit", "kind", "subject"] as const) {
+      const value = args.values[key];
+      if (typeof value === "string") query.set(key, value);
+    }
+    const result = await (await createAdminClient(ctx)).request<{
+      events: Event[];
+      next: number | null;
+    }>("GET", `/audit?${query}`);
+    if (args.values.json) {
+      ctx.io.out(JSON.stringify(result));
+      return exitCodes.ok;
+    }
+    ctx.io.out(
+      formatTable(
+        ["SEQ", "TIME", "ACTOR", "KIND", "SUBJECT", "DATA"],
+        result.events.map((e) => [
+          String(e.seq),
+          e.createdAt,
+          quoteUntrusted(e.actor),
+          e.kind,
+          e.subject ?? "-",
+          quoteUntrusted(JSON.stringify(e.data), 160),
+        ]),
+      ),
+    );
+    if (result.next !== null) ctx.io.out(`\nmore: peergate audit --after ${result.next}`);
+    return exitCodes.ok;
+  },
+};

@@ -1,0 +1,378 @@
+// `peergate callers …`: the admin API's caller verbs from a terminal. Human output is a short
+// summary; `--json` prints exactly what the API returned. A created, rotated or restored
+// credential is printed once, here, and never again.
+import { readFile } from "node:fs/promises";
+import { quoteUntrusted } from "../policy/quote.ts";
+import { createAdminClient } from "./admin-client.ts";
+import {
+  type CliContext,
+  type Command,
+  exitCodes,
+  type ParsedArgs,
+  UsageError,
+} from "./command.ts";
+import { formatTable } from "./format-table.ts";
+
+type Json = Record<string, unknown>;
+type CallerView = {
+  name: string;
+  kind: string;
+  tier: string;
+  revoked: boolean;
+  allow: string[];
+  approvalPolicy: string;
+  version: number;
+  budgets: Json;
+  promptTemplate: string | null;
+  eventFilter: string[] | null;
+  credentials: {
+    id: string;
+    kind: string;
+    prefix: string;
+    active: boolean;
+    expiresAt: string | null;
+  }[];
+};
+type IssuedCredential = { secret: string; prefix: string; usage: string; url?: string };
+
+const list = (value: unknown): string[] | undefined => {
+  if (value === undefined) return undefined;
+  const values = Array.isArray(value) ? value : [value];
+  return values.flatMap((v) => String(v).split(",")).filter((v) => v !== "");
+};
+
+/** `--budget tokens=1000 --budget daily.costUsd=5` → { tokens: 1000, daily: { costUsd: 5 } }. */
+function readBudgets(value: unknown): Json | undefined {
+  const entries = list(value);
+  if (!entries) return undefined;
+  const budgets: Json = {};
+  for (const entry of entries) {
+    const match = /^(daily\.)?([A-Za-z]+)=([0-9]+(\.[0-9]+)?)$/.exec(entry);
+    if (!match?.[2] || !match[3]) {
+      throw new UsageError(
+        `--budget ${JSON.stringify(entry)}: expected name=number, e.g. tokens=100000 or daily.costUsd=5`,
+      );
+    }
+    if (match[1] && budgets.daily === undefined) budgets.daily = {};
+    const target = match[1] ? (budgets.daily as Json) : budgets;
+    target[match[2]] = Number(match[3]);
+  }
+  return budgets;
+}
+
+async function readPrompt(args: ParsedArgs): Promise<string | undefined> {
+  const { prompt, "prompt-file": file } = args.values;
+  if (typeof prompt === "string" && typeof file === "string") {
+    throw new UsageError("give --prompt or --prompt-file, not both");
+  }
+  if (typeof file === "string") return readFile(file, "utf8");
+  return typeof prompt === "string" ? prompt : undefined;
+}
+
+async function readJwt(args: ParsedArgs): Promise<Json | undefined> {
+  const v = args.values;
+  const issuer = v["jwt-issuer"];
+  if (typeof issuer !== "string") return undefined;
+  const jwt: Json = {
+    issuer,
+    audience: typeof v["jwt-audience"] === "string" ? v["jwt-audience"] : "peergate",
+    algorithms: list(v["jwt-alg"]) ?? ["ES256"],
+  };
+  if (typeof v["jwt-jwks-url"] === "string") jwt.jwksUrl = v["jwt-jwks-url"];
+  if (typeof v["jwt-jwk-file"] === "string")
+    jwt.jwk = JSON.parse(await readFile(v["jwt-jwk-file"], "utf8"));
+  if (typeof v["jwt-pem-file"] === "string") jwt.pem = await readFile(v["jwt-pem-file"], "utf8");
+  return jwt;
+}
+
+function describeCaller(c: CallerView): string {
+  const active = c.credentials.filter((k) => k.active);
+  return [
+    `${c.name}  (${c.kind}, version ${c.version})${c.revoked ? "  REVOKED" : ""}`,
+    `  tier:      ${c.tier}`,
+    `  allow:     ${c.allow.length ? c.allow.map((a) => quoteUntrusted(a)).join(", ") : "(none)"}`,
+    `  approval:  ${c.approvalPolicy}`,
+    `  budgets:   ${JSON.stringify(c.budgets)}`,
+    ...(c.promptTemplate !== null ? [`  prompt:    ${quoteUntrusted(c.promptTemplate, 200)}`] : []),
+    ...(c.eventFilter ? [`  events:    ${c.eventFilter.join(", ")}`] : []),
+    `  credentials: ${active.length ? active.map((k) => `${k.prefix}${k.expiresAt ? ` (until ${k.expiresAt})` : ""}`).join(", ") : "none active"}`,
+  ].join("\n");
+}
+
+function printCredential(ctx: CliContext, credential: IssuedCredential): void {
+  ctx.io.out("");
+  ctx.io.out("Credential (shown once; peergate keeps only its hash):");
+  ctx.io.out(`  ${credential.url ?? credential.secret}`);
+  ctx.io.out(`  ${credential.usage}`);
+}
+
+const callerFields = {
+  tier: { type: "string" },
+  allow: { type: "string", multiple: true },
+  approval: { type: "string" },
+  prompt: { type: "string" },
+  "prompt-file": { type: "string" },
+  events: { type: "string", multiple: true },
+  budget: { type: "string", multiple: true },
+  json: { type: "boolean" },
+} as const;
+
+const callerFieldsHelp = [
+  "  --tier T          public, internal or private",
+  "  --allow a,b       tools admitted by name (repeatable); acting and egress tools need this",
+  "  --approval P      auto (default), read-only or low-risk: calls above it park for an operator",
+  "  --prompt TEXT     webhook callers: the fixed prompt; {{payload}} marks where the body goes",
+  "  --prompt-file F   the same, read from a file",
+  "  --events e,f      github callers: events that fire a run (issues, issues.opened …)",
+  "  --budget k=v      tokens, costUsd, durationMs, steps, concurrentRuns, daily.tokens,",
+  "                    daily.costUsd, daily.runs (repeatable)",
+  "  --json            print the API's answer as JSON",
+];
+
+async function buildFields(args: ParsedArgs): Promise<Json> {
+  const v = args.values;
+  const body: Json = {};
+  if (typeof v.tier === "string") body.tier = v.tier;
+  const allow = list(v.allow);
+  if (allow) body.allow = allow;
+  if (typeof v.approval === "string") body.approvalPolicy = v.approval;
+  const prompt = await readPrompt(args);
+  if (prompt !== undefined) body.promptTemplate = prompt;
+  const events = list(v.events);
+  if (events) body.eventFilter = events;
+  const budgets = readBudgets(v.budget);
+  if (budgets) body.budgets = budgets;
+  return body;
+}
+
+function nameOf(args: ParsedArgs): string {
+  const name = args.positionals[0];
+  if (!name) throw new UsageError("expected a caller name");
+  return name;
+}
+
+export const callersAddCommand: Command = {
+  words: ["callers", "add"],
+  summary: "create a caller and print its credential once",
+  help: [
+    "<name> --kind peer|github|ifttt|webhook [options]",
+    "",
+    "Creates a caller and prints its credential: a bearer token (peer, webhook), the secret to",
+    "paste into GitHub's webhook settings (github), or the full URL for the IFTTT applet (ifttt).",
+    "",
+    "Options:",
+    "  --kind K          peer, github, ifttt or webhook (required)",
+    ...callerFieldsHelp,
+    "  --jwt-issuer I    peer: accept JWTs from this issuer (with --jwt-alg, --jwt-audience and",
+    "                    one of --jwt-jwks-url URL, --jwt-jwk-file F, --jwt-pem-file F)",
+  ].join("\n"),
+  positionals: { min: 1, max: 1, names: "a caller name" },
+  options: {
+    kind: { type: "string" },
+    ...callerFields,
+    "jwt-issuer": { type: "string" },
+    "jwt-audience": { type: "string" },
+    "jwt-alg": { type: "string", multiple: true },
+    "jwt-jwks-url": { type: "string" },
+    "jwt-jwk-file": { type: "string" },
+    "jwt-pem-file": { type: "string" },
+  },
+  async run(args, ctx) {
+    if (typeof args.values.kind !== "string")
+      throw new UsageError("--kind is required: peer, github, ifttt or webhook");
+    const body: Json = { name: nameOf(args), kind: args.values.kind, ...(await buildFields(args)) };
+    const jwt = await readJwt(args);
+    if (jwt) body.jwt = jwt;
+    const client = await createAdminClient(ctx);
+    const result = await client.request<{
+      caller: CallerView;
+      credential: IssuedCredential;
+      unknownAllowEntries: string[];
+    }>("POST", "/callers", body);
+    if (args.values.json) {
+      ctx.io.out(JSON.stringify(result));
+      return exitCodes.ok;
+    }
+    ctx.io.out(`created ${describeCaller(result.caller)}`);
+    if (result.unknownAllowEntries.length) {
+      ctx.io.out(
+        `note: allow entries that name no tool: ${result.unknownAllowEntries.map((e) => quoteUntrusted(e)).join(", ")}`,
+      );
+    }
+    printCredential(ctx, result.credential);
+    return exitCodes.ok;
+  },
+};
+
+export const callersListCommand: Command = {
+  words: ["callers", "list"],
+  summary: "list callers",
+  help: "[--json]\n\nOne line per caller: name, kind, tier, state, allow list, active credentials.",
+  options: { json: { type: "boolean" } },
+  async run(args, ctx) {
+    const { callers } = await (await createAdminClient(ctx)).request<{ callers: CallerView[] }>(
+      "GET",
+      "/callers",
+    );
+    if (args.values.json) {
+      ctx.io.out(JSON.stringify({ callers }));
+      return exitCodes.ok;
+    }
+    if (callers.length === 0) {
+      ctx.io.out("no callers yet; add one with `peergate callers add <name> --kind peer`");
+      return exitCodes.ok;
+    }
+    ctx.io.out(
+      formatTable(
+        ["NAME", "KIND", "TIER", "STATE", "ALLOW", "CREDENTIALS"],
+        callers.map((c) => [
+          c.name,
+          c.kind,
+          c.tier,
+          c.revoked ? "revoked" : "active",
+          c.allow.length ? c.allow.map((a) => quoteUntrusted(a)).join(",") : "-",
+          c.credentials
+            .filter((k) => k.active)
+            .map((k) => k.prefix)
+            .join(",") || "-",
+        ]),
+      ),
+    );
+    return exitCodes.ok;
+  },
+};
+
+export const callersShowCommand: Command = {
+  words: ["callers", "show"],
+  summary: "show one caller",
+  help: "<name> [--json]",
+  positionals: { min: 1, max: 1, names: "a caller name" },
+  options: { json: { type: "boolean" } },
+  async run(args, ctx) {
+    const result = await (await createAdminClient(ctx)).request<{ caller: CallerView }>(
+      "GET",
+      `/callers/${encodeURIComponent(nameOf(args))}`,
+    );
+    ctx.io.out(args.values.json ? JSON.stringify(result) : describeCaller(result.caller));
+    return exitCodes.ok;
+  },
+};
+
+export const callersSetCommand: Command = {
+  words: ["callers", "set"],
+  summary: "change a caller's tier, allow list, approval policy, prompt or budgets",
+  help: [
+    "<name> [options]",
+    "",
+    "Only the options given change. A revoked caller gets a tier back only through `callers restore`.",
+    "",
+    "Options:",
+    ...callerFieldsHelp,
+  ].join("\n"),
+  positionals: { min: 1, max: 1, names: "a caller name" },
+  options: callerFields,
+  async run(args, ctx) {
+    const body = await buildFields(args);
+    if (Object.keys(body).length === 0)
+      throw new UsageError("nothing to change: give at least one option");
+    const result = await (await createAdminClient(ctx)).request<{
+      caller: CallerView;
+      changed: string[];
+      unknownAllowEntries: string[];
+    }>("PATCH", `/callers/${encodeURIComponent(nameOf(args))}`, body);
+    if (args.values.json) ctx.io.out(JSON.stringify(result));
+    else {
+      ctx.io.out(
+        result.changed.length ? `changed ${result.changed.join(", ")}` : "nothing changed",
+      );
+      ctx.io.out(describeCaller(result.caller));
+      if (result.unknownAllowEntries.length)
+        ctx.io.out(
+          `note: allow entries that name no tool: ${result.unknownAllowEntries.join(", ")}`,
+        );
+    }
+    return exitCodes.ok;
+  },
+};
+
+export const callersRevokeCommand: Command = {
+  words: ["callers", "revoke"],
+  summary: "revoke a caller at once, everywhere",
+  help: [
+    "<name> [--reason TEXT] [--json]",
+    "",
+    "Sets the tier to none, kills every credential, stops the caller's runs in flight and",
+    "rejects its parked runs, on every instance sharing the database.",
+  ].join("\n"),
+  positionals: { min: 1, max: 1, names: "a caller name" },
+  options: { reason: { type: "string" }, json: { type: "boolean" } },
+  async run(args, ctx) {
+    const result = await (await createAdminClient(ctx)).request<{
+      caller: CallerView;
+      credentialsRevoked: number;
+      parkedRunsRejected: number;
+    }>(
+      "POST",
+      `/callers/${encodeURIComponent(nameOf(args))}/revoke`,
+      typeof args.values.reason === "string" ? { reason: args.values.reason } : {},
+    );
+    if (args.values.json) ctx.io.out(JSON.stringify(result));
+    else
+      ctx.io.out(
+        `revoked ${result.caller.name}: ${result.credentialsRevoked} credential(s) killed, ${result.parkedRunsRejected} parked run(s) rejected`,
+      );
+    return exitCodes.ok;
+  },
+};
+
+export const callersRestoreCommand: Command = {
+  words: ["callers", "restore"],
+  summary: "bring a revoked caller back with a new credential",
+  help: "<name> --tier T [--json]",
+  positionals: { min: 1, max: 1, names: "a caller name" },
+  options: { tier: { type: "string" }, json: { type: "boolean" } },
+  async run(args, ctx) {
+    if (typeof args.values.tier !== "string")
+      throw new UsageError("--tier is required: public, internal or private");
+    const result = await (await createAdminClient(ctx)).request<{
+      caller: CallerView;
+      credential: IssuedCredential;
+    }>("POST", `/callers/${encodeURIComponent(nameOf(args))}/restore`, { tier: args.values.tier });
+    if (args.values.json) ctx.io.out(JSON.stringify(result));
+    else {
+      ctx.io.out(`restored ${describeCaller(result.caller)}`);
+      printCredential(ctx, result.credential);
+    }
+    return exitCodes.ok;
+  },
+};
+
+export const callersRotateCommand: Command = {
+  words: ["callers", "rotate"],
+  summary: "issue a new credential; the old one dies now or after --grace",
+  help: "<name> [--grace SECONDS] [--json]",
+  positionals: { min: 1, max: 1, names: "a caller name" },
+  options: { grace: { type: "string" }, json: { type: "boolean" } },
+  async run(args, ctx) {
+    const grace = args.values.grace === undefined ? 0 : Number(args.values.grace);
+    if (!Number.isInteger(grace) || grace < 0)
+      throw new UsageError(
+        `--grace ${JSON.stringify(args.values.grace)}: expected whole seconds ≥ 0`,
+      );
+    const result = await (await createAdminClient(ctx)).request<{
+      caller: CallerView;
+      credential: IssuedCredential;
+      oldCredentialsExpireAt: string;
+    }>("POST", `/callers/${encodeURIComponent(nameOf(args))}/rotate`, { graceSeconds: grace });
+    if (args.values.json) ctx.io.out(JSON.stringify(result));
+    else {
+      ctx.io.out(
+        grace === 0
+          ? "old credentials revoked now"
+          : `old credentials work until ${result.oldCredentialsExpireAt}`,
+      );
+      printCredential(ctx, result.credential);
+    }
+    return exitCodes.ok;
+  },
+};

@@ -1,0 +1,202 @@
+// The CLI drives the whole life of a caller of each kind against a real running server.
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { commands } from "../../src/cli/commands.ts";
+import { runCli } from "../../src/cli/run-cli.ts";
+import { loadConfig } from "../../src/config.ts";
+import { silentLogger } from "../../src/log.ts";
+import { type RunningServer, startServer } from "../../src/server.ts";
+import { repoPoliciesDir } from "../support/app.ts";
+import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+
+const variants = [
+  { kind: "pglite", skip: undefined as string | undefined },
+  { kind: "postgres", skip: postgresSkipReason() },
+];
+
+for (const variant of variants) {
+  describe.skipIf(variant.skip !== undefined)(`peergate callers (${variant.kind})`, () => {
+    let dir: string;
+    let server: RunningServer;
+    let env: Record<string, string>;
+    let dropDb: (() => Promise<void>) | undefined;
+
+    beforeAll(async () => {
+      dir = await mkdtemp(path.join(tmpdir(), "peergate-cli-"));
+      env = {
+        PEERGATE_DATA_DIR: path.join(dir, "data"),
+        PEERGATE_POLICIES_DIR: repoPoliciesDir,
+        PEERGATE_PORT: "0",
+        PEERGATE_LOG_LEVEL: "silent",
+      };
+      if (variant.kind === "postgres") {
+        const db = await createPostgresTestDatabase();
+        env.DATABASE_URL = db.url;
+        dropDb = db.drop;
+      }
+      server = await startServer(loadConfig(env, dir), silentLogger);
+      env.PEERGATE_URL = server.url;
+    });
+    afterAll(async () => {
+      await server?.stop();
+      await dropDb?.();
+      await rm(dir, { recursive: true, force: true });
+    });
+
+    const cli = async (...argv: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await runCli(commands, argv, {
+        env,
+        cwd: dir,
+        io: { out: (t) => out.push(t), err: (t) => err.push(t) },
+        signal: new AbortController().signal,
+      });
+      return { code, out: out.join("\n"), err: err.join("\n") };
+    };
+    const json = async (...argv: string[]) => {
+      const r = await cli(...argv, "--json");
+      expect(r.err).toBe("");
+      expect(r.code).toBe(0);
+      return JSON.parse(r.out) as any;
+    };
+
+    it("adds a caller of each kind and prints each credential once", async () => {
+      const peer = await cli(
+        "callers",
+        "add",
+        "alice",
+        "--kind",
+        "peer",
+        "--tier",
+        "internal",
+        "--allow",
+        "web_fetch",
+      );
+      expect(peer.code).toBe(0);
+      expect(peer.out).toMatch(/Credential \(shown once.*\n {2}pg_[A-Za-z0-9_-]{43}/);
+      const gh = await json(
+        "callers",
+        "add",
+        "repo",
+        "--kind",
+        "github",
+        "--prompt",
+        "Triage {{event}}: {{payload}}",
+        "--events",
+        "issues.opened",
+      );
+      expect(gh.credential.secret).toMatch(/^pgh_/);
+      const ifttt = await cli(
+        "callers",
+        "add",
+        "phone",
+        "--kind",
+        "ifttt",
+        "--prompt",
+        "Note: {{payload}}",
+      );
+      expect(ifttt.out).toContain(`${server.url}/webhooks/ifttt/phone/pgi_`);
+      const hook = await json(
+        "callers",
+        "add",
+        "ci",
+        "--kind",
+        "webhook",
+        "--prompt",
+        "CI: {{payload}}",
+        "--budget",
+        "steps=5",
+        "--budget",
+        "daily.runs=10",
+      );
+      expect(hook.caller.budgets).toMatchObject({ steps: 5, daily: { runs: 10 } });
+
+      const list = await cli("callers", "list");
+      expect(list.out.split("\n")[0]).toMatch(/^NAME\s+KIND\s+TIER\s+STATE/);
+      for (const name of ["alice", "repo", "phone", "ci"]) expect(list.out).toContain(name);
+      expect(list.out).not.toMatch(/pg[a-z]?_[A-Za-z0-9_-]{20}/);
+    });
+
+    it("shows, narrows, explains, rotates, revokes and restores", async () => {
+      const shown = await cli("callers", "show", "alice");
+      expect(shown.out).toContain("tier:      internal");
+      const set = await json(
+        "callers",
+        "set",
+        "alice",
+        "--tier",
+        "public",
+        "--allow",
+        "web_fetch,write_file",
+      );
+      expect(set.changed.sort()).toEqual(["allow", "tier"]);
+      const ceiling = await cli("ceiling", "alice");
+      expect(ceiling.code).toBe(0);
+      expect(ceiling.out).toMatch(/write_file\s+yes\s+named-in-allow/);
+      expect(ceiling.out).toMatch(/read_file\s+no\s+disclosure-above-tier/);
+      const rotated = await cli("callers", "rotate", "alice", "--grace", "60");
+      expect(rotated.out).toMatch(/old credentials work until \d{4}-/);
+      const revoked = await cli("callers", "revoke", "alice", "--reason", "test");
+      expect(revoked.out).toBe("revoked alice: 2 credential(s) killed, 0 parked run(s) rejected");
+      const emptied = await json("ceiling", "alice");
+      expect(emptied.admitted).toEqual([]);
+      const refused = await cli("callers", "set", "alice", "--tier", "private");
+      expect(refused.code).toBe(1);
+      expect(refused.err).toContain("409");
+      const restored = await cli("callers", "restore", "alice", "--tier", "public");
+      expect(restored.out).toMatch(/pg_[A-Za-z0-9_-]{43}/);
+    });
+
+    it("applies a callers file idempotently and reports drift", async () => {
+      const file = path.join(dir, "callers.yaml");
+      await writeFile(
+        file,
+        [
+          "callers:",
+          "  - name: bob",
+          "    kind: peer",
+          "    tier: internal",
+          "    allow: [web_fetch]",
+          "  - name: ci",
+          "    kind: webhook",
+          "    promptTemplate: 'CI changed: {{payload}}'",
+        ].join("\n"),
+      );
+      const first = await json("callers", "apply", "-f", file);
+      const actions = Object.fromEntries(first.actions.map((a: any) => [a.name, a.action]));
+      expect(actions).toMatchObject({ bob: "create", ci: "update", alice: "drift", repo: "drift" });
+      expect(first.credentials.map((c: any) => c.name)).toEqual(["bob"]);
+      const second = await json("callers", "apply", "-f", file);
+      expect(
+        second.actions.filter((a: any) => a.action === "create" || a.action === "update"),
+      ).toEqual([]);
+      expect(second.credentials).toEqual([]);
+
+      await writeFile(file, "callers:\n  - name: eve\n    kind: peer\n    token: pg_stolen\n");
+      const secret = await cli("callers", "apply", "-f", file);
+      expect(secret.code).toBe(2);
+      expect(secret.err).toContain("must not hold secrets");
+    });
+
+    it("lists and verifies the audit trail through the running server", async () => {
+      const audit = await json("audit", "--kind", "caller.revoked");
+      expect(audit.events).toHaveLength(1);
+      const verify = await cli("audit", "verify");
+      expect(verify.code).toBe(0);
+      expect(verify.out).toMatch(/^audit chain intact: \d+ events/);
+    });
+
+    it("explains bad usage with the command's help and exit code 2", async () => {
+      const r = await cli("callers", "add", "x");
+      expect(r.code).toBe(2);
+      expect(r.err).toContain("--kind is required");
+      expect(r.err).toContain("Usage: peergate callers add");
+      const bad = await cli("callers", "add", "Bad Name", "--kind", "peer");
+      expect(bad.code).toBe(1);
+      expect(bad.err).toContain("name: got");
+    });
+  });
+}
