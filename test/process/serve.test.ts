@@ -1,0 +1,144 @@
+// `peergate serve` as an operator runs it: a real process, the embedded database in a data dir
+// (and a real PostgreSQL), ready within seconds, data kept across a restart, and a clean exit 0
+// on SIGTERM and SIGINT.
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { repoPoliciesDir } from "../support/app.ts";
+import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+
+const mainScript = path.resolve(import.meta.dirname, "../../src/main.ts");
+
+type Started = { child: ChildProcess; url: string; logs: string[] };
+
+async function startServe(env: Record<string, string>): Promise<Started> {
+  const child = spawn(process.execPath, [mainScript, "serve"], {
+    env: { PATH: process.env.PATH ?? "", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const logs: string[] = [];
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`no "listening" line:\n${logs.join("\n")}`)),
+      20_000,
+    );
+    let buffer = "";
+    child.stdout?.on("data", (chunk: Buffer) => {
+      buffer += chunk.toString();
+      for (let i = buffer.indexOf("\n"); i >= 0; i = buffer.indexOf("\n")) {
+        const line = buffer.slice(0, i);
+        buffer = buffer.slice(i + 1);
+        logs.push(line);
+        try {
+          const record = JSON.parse(line) as { msg?: string; url?: string };
+          if (record.msg === "listening" && record.url) {
+            clearTimeout(timer);
+            resolve(record.url);
+          }
+        } catch {
+          // not a log line
+        }
+      }
+    });
+    child.stderr?.on("data", (chunk: Buffer) => logs.push(chunk.toString()));
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`serve exited with ${code}:\n${logs.join("\n")}`));
+    });
+  });
+  return { child, url, logs };
+}
+
+async function stop(
+  started: Started,
+  signal: NodeJS.Signals,
+): Promise<{ code: number | null; ms: number }> {
+  const t0 = performance.now();
+  const exited = new Promise<number | null>((resolve) =>
+    started.child.once("exit", (code) => resolve(code)),
+  );
+  started.child.kill(signal);
+  const code = await exited;
+  return { code, ms: performance.now() - t0 };
+}
+
+const variants = [
+  { kind: "pglite", skip: undefined as string | undefined },
+  { kind: "postgres", skip: postgresSkipReason() },
+];
+
+for (const variant of variants) {
+  describe.skipIf(variant.skip !== undefined)(`peergate serve (${variant.kind})`, () => {
+    let dir: string;
+    let env: Record<string, string>;
+    let drop: (() => Promise<void>) | undefined;
+    beforeAll(async () => {
+      dir = await mkdtemp(path.join(tmpdir(), "peergate-serve-"));
+      env = {
+        PEERGATE_DATA_DIR: path.join(dir, "data"),
+        PEERGATE_POLICIES_DIR: repoPoliciesDir,
+        PEERGATE_PORT: "0",
+      };
+      if (variant.kind === "postgres") {
+        const db = await createPostgresTestDatabase();
+        env.DATABASE_URL = db.url;
+        drop = db.drop;
+      }
+    });
+    afterAll(async () => {
+      await drop?.();
+      await rm(dir, { recursive: true, force: true });
+    });
+
+    it("is ready within seconds, keeps its data across a restart, and exits 0 on SIGTERM/SIGINT", async () => {
+      const t0 = performance.now();
+      const first = await startServe(env);
+      const ready = await fetch(`${first.url}/readyz`);
+      expect(ready.status).toBe(200);
+      expect(performance.now() - t0).toBeLessThan(15_000);
+      const token = (
+        await readFile(path.join(env.PEERGATE_DATA_DIR as string, "admin-token"), "utf8")
+      ).trim();
+      const created = await fetch(`${first.url}/admin/v1/callers`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ name: "kept", kind: "peer" }),
+      });
+      expect(created.status).toBe(201);
+      const stopped = await stop(first, "SIGTERM");
+      expect(stopped.code).toBe(0);
+      expect(stopped.ms).toBeLessThan(10_000);
+      expect(first.logs.join("\n")).not.toContain(token);
+
+      const second = await startServe(env);
+      const show = await fetch(`${second.url}/admin/v1/callers/kept`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      expect(show.status).toBe(200);
+      const again = await stop(second, "SIGINT");
+      expect(again.code).toBe(0);
+    });
+
+    it("stops at once with a clear message when the configuration is bad", async () => {
+      const child = spawn(process.execPath, [mainScript, "serve"], {
+        env: {
+          PATH: process.env.PATH ?? "",
+          ...env,
+          PEERGATE_PORT: "99999",
+          PEERGATE_LOG_LEVEL: "loud",
+        },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let stderr = "";
+      child.stderr?.on("data", (c: Buffer) => {
+        stderr += c.toString();
+      });
+      const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+      expect(code).toBe(1);
+      expect(stderr).toContain('PEERGATE_PORT="99999"');
+      expect(stderr).toContain('PEERGATE_LOG_LEVEL="loud"');
+    });
+  });
+}
