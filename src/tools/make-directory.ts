@@ -68,7 +68,13 @@ export function createMakeDirectoryTool(workspace: Workspace): ToolImplementatio
             } else {
               // It exists: follow it only if it resolves inside the workspace (a symlink to a
               // directory inside is fine; one pointing out is refused by resolveExisting).
-              const existing = await workspace.resolveExisting(relative);
+              const existing = await workspace.resolveExisting(relative).catch((error: unknown) => {
+                if (!(error instanceof ToolCallError) || relative === input.path) throw error;
+                throw new ToolCallError(
+                  error.code,
+                  `Cannot create ${quotePath(input.path)}: ${error.message}`,
+                );
+              });
               if (!existing.stats.isDirectory()) {
                 throw new ToolCallError(
                   "invalid-input",

@@ -1,5 +1,6 @@
 // Deciding whether bytes are text a model should read, and naming what they are when not.
 import { createHash } from "node:crypto";
+import { TextDecoder } from "node:util";
 
 const magic: readonly (readonly [string, readonly number[]])[] = [
   ["PNG image", [0x89, 0x50, 0x4e, 0x47]],
@@ -16,21 +17,17 @@ const magic: readonly (readonly [string, readonly number[]])[] = [
 /** How many leading bytes decide binary or text. */
 export const sniffBytes = 8192;
 
-const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
-
-/** True when the bytes hold a NUL or are not UTF-8 (a cut multi-byte character at the end is fine). */
+/** True when the bytes hold a NUL or are not UTF-8 (a character cut at the end is fine). */
 export function isBinary(sample: Uint8Array): boolean {
   if (sample.includes(0)) return true;
-  // Drop up to 3 trailing bytes of a character the sample boundary may have cut.
-  for (let cut = 0; cut <= 3 && cut < sample.length + 1; cut++) {
-    try {
-      strictUtf8.decode(sample.subarray(0, sample.length - cut));
-      return false;
-    } catch {
-      // try a shorter prefix
-    }
+  try {
+    // Streaming mode tolerates an incomplete sequence at the very end (the sample boundary may
+    // cut a character) but not an invalid byte anywhere.
+    new TextDecoder("utf-8", { fatal: true }).decode(sample, { stream: true });
+    return false;
+  } catch {
+    return true;
   }
-  return true;
 }
 
 /** A short human description of binary bytes: "PNG image" or "binary data". */

@@ -183,12 +183,30 @@ export async function createWorkspace(options: {
     }
   };
 
+  /**
+   * For a path that does not exist: if its deepest existing ancestor lies outside (through a
+   * symlink), refuse rather than say "not found", or a model could probe what exists outside.
+   */
+  const checkMissing = async (given: string, absolute: string): Promise<void> => {
+    let probe = path.dirname(absolute);
+    for (;;) {
+      const real = await realpath(probe).catch(() => undefined);
+      if (real !== undefined) {
+        checkReal(given, real);
+        return;
+      }
+      if (probe === root || probe === path.dirname(probe)) return;
+      probe = path.dirname(probe);
+    }
+  };
+
   const resolveReal = async (given: string, absolute: string): Promise<string> => {
     try {
       return await realpath(absolute);
     } catch (error) {
       const code = errnoOf(error);
       if (code === "ENOENT" || code === "ENOTDIR") {
+        await checkMissing(given, absolute);
         throw new ToolCallError("not-found", `Nothing exists at ${quotePath(given)}.`);
       }
       if (code === "ELOOP") {
@@ -244,16 +262,18 @@ export async function createWorkspace(options: {
         `The path ${quotePath(given)} is a symbolic link to something that does not exist.`,
       );
     }
-    const parentReal = await realpath(path.dirname(absolute)).catch((error: unknown) => {
+    let parentReal: string;
+    try {
+      parentReal = await realpath(path.dirname(absolute));
+    } catch (error) {
       const code = errnoOf(error);
-      if (code === "ENOENT" || code === "ENOTDIR") {
-        throw new ToolCallError(
-          "not-found",
-          `The directory for ${quotePath(given)} does not exist (create it with mkdir first).`,
-        );
-      }
-      throw error;
-    });
+      if (code !== "ENOENT" && code !== "ENOTDIR") throw error;
+      await checkMissing(given, path.dirname(absolute));
+      throw new ToolCallError(
+        "not-found",
+        `The directory for ${quotePath(given)} does not exist (create it with mkdir first).`,
+      );
+    }
     checkReal(given, parentReal);
     const parentStats = await stat(parentReal);
     if (!parentStats.isDirectory()) {
@@ -345,14 +365,17 @@ export async function createWorkspace(options: {
     close: () => handle.close(),
   });
 
+  /** O_DIRECTORY|O_NOFOLLOW on a symlink fails with ENOTDIR: tell a swap from a plain file. */
+  const notDirectoryError = async (target: string, given: string) => {
+    const own = await lstat(target).catch(() => undefined);
+    return own === undefined || own.isSymbolicLink()
+      ? changedError(given)
+      : new ToolCallError("invalid-input", `The path ${quotePath(given)} is not a directory.`);
+  };
+
   const openDirectory = async (confined: ConfinedPath): Promise<OpenDirectory> => {
     const handle = await openWith(confined.absolute, directoryFlags, confined.given);
-    if (handle === undefined) {
-      throw new ToolCallError(
-        "invalid-input",
-        `The path ${quotePath(confined.given)} is not a directory.`,
-      );
-    }
+    if (handle === undefined) throw await notDirectoryError(confined.absolute, confined.given);
     try {
       await verifyOpened(handle, confined);
       return wrapDirectory(handle, confined.absolute);
@@ -384,12 +407,7 @@ export async function createWorkspace(options: {
   ): Promise<OpenDirectory> => {
     const absolute = path.join(dir.absolute, name);
     const handle = await openWith(dir.at(name), directoryFlags, relative);
-    if (handle === undefined) {
-      throw new ToolCallError(
-        "invalid-input",
-        `The path ${quotePath(relative)} is not a directory.`,
-      );
-    }
+    if (handle === undefined) throw await notDirectoryError(dir.at(name), relative);
     return wrapDirectory(handle, absolute);
   };
 
