@@ -30,6 +30,7 @@ import {
   DefaultExecutionEventBusManager,
   JsonRpcTransportHandler,
   ResultManager,
+  type ServerCallContext,
 } from "@a2a-js/sdk/server";
 import type { Database } from "../db/client.ts";
 import type { Caller } from "../db/schema.ts";
@@ -46,7 +47,6 @@ import {
   CallerUser,
   createCallContext,
   type ProtocolVersion,
-  type readCallerId,
   readEscalated,
 } from "./call-context.ts";
 import { createStreamRegistry, pumpEvents } from "./event-stream.ts";
@@ -195,7 +195,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       version: ProtocolVersion;
       callerId: string;
       where: Record<string, unknown>;
-      context: Parameters<typeof readCallerId>[0];
+      context: ServerCallContext;
     },
   ): Promise<A2aReply> {
     const events = pumpEvents(source);
