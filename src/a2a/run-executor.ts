@@ -286,16 +286,18 @@ export function createRunExecutor(deps: RunExecutorDeps): RunExecutor {
     const publishTask = (runId: string | undefined) => {
       const metadata = runId ? { [peergateMetaKey]: { runId } } : {};
       const existing = requestContext.task;
+      // A follow-up resubmits its task: every run's stream starts with the task submitted.
+      const status = {
+        state: TaskStates.TASK_STATE_SUBMITTED,
+        message: undefined,
+        timestamp: new Date().toISOString(),
+      };
       const task: Task = existing
-        ? { ...existing, metadata: { ...existing.metadata, ...metadata } }
+        ? { ...existing, status, metadata: { ...existing.metadata, ...metadata } }
         : {
             id: ids.taskId,
             contextId: ids.contextId,
-            status: {
-              state: TaskStates.TASK_STATE_SUBMITTED,
-              message: undefined,
-              timestamp: new Date().toISOString(),
-            },
+            status,
             artifacts: [],
             history: [requestContext.userMessage],
             metadata,
