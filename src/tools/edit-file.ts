@@ -131,7 +131,7 @@ export function createEditFileTool(
     description:
       "Replace exact text in a file in the workspace. oldString must occur exactly once unless replaceAll is set. Shows the diff for approval first.",
     inputSchema,
-    timeoutMs: 30_000,
+    timeoutMs: 60_000,
     execute: (args, ctx) =>
       runGuarded(ctx, async (): Promise<ApprovalRequest> => {
         checkCallWorkspace(ctx.workspace, workspace);

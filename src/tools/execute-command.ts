@@ -183,7 +183,8 @@ export function createExecuteCommandTool(options: {
     description:
       "Run a program with arguments in the workspace (no shell: args are passed literally). Shows the command for approval first. Returns exit code, stdout and stderr (each cut at 256 KiB).",
     inputSchema,
-    timeoutMs: 30_000,
+    // Also the bound the engine may apply to the hidden half, which runs the command.
+    timeoutMs: commandLimits.maxTimeoutMs + 15_000,
     execute: (args, ctx) =>
       runGuarded(ctx, async (): Promise<ApprovalRequest> => {
         checkCallWorkspace(ctx.workspace, workspace);

@@ -407,12 +407,22 @@ function readWord(st: State): MutableWord {
       continue;
     }
     if (c === "~" && st.i === start) note(st, word, "tilde");
-    if (c === "*" || c === "?" || c === "[") note(st, word, "glob");
+    if (c === "*" || c === "?" || (c === "[" && closesBracket(src, st.i))) note(st, word, "glob");
     if (c === "{" && hasBraceExpansion(src, st.i)) note(st, word, "brace");
     word.text += c;
     st.i++;
   }
   return word;
+}
+
+/** A `]` later in the same word: `[ab]` is a glob, the `[` and `[[` commands are not. */
+function closesBracket(src: string, at: number): boolean {
+  for (let j = at + 1; j < src.length; j++) {
+    const c = src[j] as string;
+    if (metaChars.has(c)) return false;
+    if (c === "]") return true;
+  }
+  return false;
 }
 
 /** `{a,b}` or `{1..3}` from this `{` on, before the word ends. */

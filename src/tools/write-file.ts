@@ -67,7 +67,7 @@ export function createWriteFileTool(
     description:
       "Create or overwrite a text file in the workspace with the given content. Shows the diff for approval first; the directory must exist.",
     inputSchema,
-    timeoutMs: 30_000,
+    timeoutMs: 60_000,
     execute: (args, ctx) =>
       runGuarded(ctx, async (): Promise<ApprovalRequest> => {
         checkCallWorkspace(ctx.workspace, workspace);
