@@ -160,7 +160,8 @@ export type PendingBatch = {
   approvals: (QueuedApproval & { index: number })[];
 };
 
-export type RunError = { code: string; message: string };
+/** Why a run ended badly; `budget` names the budget a `budget-exceeded` run hit. */
+export type RunError = { code: string; message: string; budget?: string };
 
 export const callers = pgTable(
   "callers",

@@ -1,0 +1,317 @@
+// One segment of a run: model step, tool batch, model step … until the model answers, a budget
+// stops it, it is stopped from outside, or a call needs an operator (the run parks). A resumed
+// segment first answers the call it parked on and finishes that batch.
+//
+// Each step is one AI SDK `streamText` call with `isStepCount(1)` and tools that have no
+// `execute`: the SDK streams text and reports the calls, and the engine decides everything about
+// them (tool-batch.ts). The SDK's own results for calls it could not match ("unavailable tool …
+// Available tools: …") are dropped, so the model only ever reads the executor's words.
+import {
+  isStepCount,
+  type LanguageModel,
+  type LanguageModelUsage,
+  type ModelMessage,
+  streamText,
+  type ToolModelMessage,
+  type ToolSet,
+} from "ai";
+import type { PendingBatch, QueuedApproval, RunBudgetUsed, RunError } from "../db/schema.ts";
+import type { Logger } from "../log.ts";
+import { digestArgs } from "./args-digest.ts";
+import type { BudgetMeters, BudgetName } from "./budgets.ts";
+import { computeCostUsd, type ModelPrice } from "./prices.ts";
+import {
+  type ApprovalDecision,
+  answerApproval,
+  type BatchDeps,
+  executeToolBatch,
+  type IndexedApproval,
+  type IndexedResult,
+  type ModelToolCall,
+} from "./tool-batch.ts";
+import { errorResult, notStartedText } from "./tool-results.ts";
+
+export type SegmentContext = {
+  readonly model: LanguageModel;
+  readonly price: ModelPrice | undefined;
+  readonly instructions: string;
+  readonly tools: ToolSet;
+  /** Model-facing names of renamed offered tools → canonical names. */
+  readonly renamed: ReadonlyMap<string, string>;
+  readonly batch: BatchDeps;
+  readonly meters: BudgetMeters;
+  /** Cumulative over the run's segments; updated as steps are charged. */
+  readonly used: RunBudgetUsed;
+  /** The conversation; appended to as the segment goes. */
+  readonly messages: ModelMessage[];
+  readonly signal: AbortSignal;
+  readonly maxRetries: number;
+  readonly logger: Logger;
+  readonly resume?: { batch: PendingBatch; decision: ApprovalDecision };
+  /** Persists a charged step (usage, heartbeat, daily totals). */
+  chargeStep(delta: { tokens: number; costUsd: number }): Promise<void>;
+  /** Persists the conversation after a finished batch. */
+  checkpoint(): Promise<void>;
+  onTextDelta(delta: string): void;
+};
+
+export type SegmentEnd =
+  | { kind: "completed"; text: string }
+  | { kind: "failed"; error: RunError; text?: string }
+  | { kind: "budget"; budget: BudgetName; text?: string }
+  /** Stopped from outside (cancel, revocation, deadline, shutdown): the engine knows why. */
+  | { kind: "stopped" }
+  | { kind: "parked"; pending: QueuedApproval; batch: PendingBatch };
+
+/** Runs one segment. Throws only for peergate's own failures (database, bugs). */
+export async function runSegment(ctx: SegmentContext): Promise<SegmentEnd> {
+  if (ctx.resume) {
+    const end = await finishParkedBatch(ctx, ctx.resume.batch, ctx.resume.decision);
+    if (end) return end;
+  }
+  for (;;) {
+    if (ctx.signal.aborted) return { kind: "stopped" };
+    const spent = ctx.meters.exhausted();
+    if (spent) return { kind: "budget", budget: spent };
+
+    const step = await callModel(ctx);
+    if (step.kind === "stopped") return step;
+    if (step.kind === "failed") return step;
+
+    const calls = step.calls;
+    const over = calls.length > 0 ? ctx.meters.exhausted() : undefined;
+    ctx.messages.push(...step.assistant);
+    if (calls.length === 0) {
+      if (step.capped && ctx.meters.exhausted()) {
+        return { kind: "budget", budget: ctx.meters.exhausted() as BudgetName, text: step.text };
+      }
+      return { kind: "completed", text: step.text };
+    }
+    if (over) {
+      // No step is left to read the results: nothing runs, every call is answered "not started".
+      await ctx.batch.recorder.open(
+        calls.map((call) => ({
+          recordId: ctx.batch.takeRecordId(call.toolCallId),
+          tool: String(call.toolName).slice(0, 128),
+          argsDigest: digestArgs(call.input),
+          status: "not-started" as const,
+          code: "budget-exceeded",
+        })),
+      );
+      ctx.messages.push(
+        toolMessage(
+          calls.map((call, index) => ({ index, part: errorResult(call, notStartedText) })),
+        ),
+      );
+      return { kind: "budget", budget: over };
+    }
+
+    const outcome = await executeToolBatch(ctx.batch, calls);
+    if (outcome.approvals.length > 0) {
+      return park(outcome.results, outcome.approvals);
+    }
+    ctx.messages.push(toolMessage(outcome.results));
+    if (outcome.stopped) return { kind: "stopped" };
+    await ctx.checkpoint();
+  }
+}
+
+/** Answers the call a resumed run parked on, then the rest of its batch (which may park again). */
+async function finishParkedBatch(
+  ctx: SegmentContext,
+  batch: PendingBatch,
+  decision: ApprovalDecision,
+): Promise<SegmentEnd | undefined> {
+  const [head, ...rest] = batch.approvals;
+  const results: IndexedResult[] = batch.results.map((r) => ({
+    index: r.index,
+    part: r.part as unknown as IndexedResult["part"],
+  }));
+  if (head === undefined) {
+    ctx.messages.push(toolMessage(results));
+    return undefined;
+  }
+  const answered = await answerApproval(ctx.batch, head, decision);
+  results.push({ index: head.index, part: answered.part });
+  if (answered.stopped || ctx.signal.aborted) {
+    for (const next of rest) {
+      await ctx.batch.recorder.finish(next.callId, { status: "not-started" });
+      results.push({ index: next.index, part: errorResult(next, notStartedText) });
+    }
+    ctx.messages.push(toolMessage(results));
+    return { kind: "stopped" };
+  }
+  if (rest.length > 0) return park(results, rest);
+  ctx.messages.push(toolMessage(results));
+  await ctx.checkpoint();
+  return undefined;
+}
+
+function park(results: IndexedResult[], approvals: IndexedApproval[]): SegmentEnd {
+  const [pending] = approvals;
+  if (pending === undefined) throw new Error("park needs an approval");
+  return {
+    kind: "parked",
+    pending,
+    batch: {
+      results: results.map((r) => ({
+        index: r.index,
+        part: r.part as unknown as Record<string, unknown>,
+      })),
+      approvals,
+    },
+  };
+}
+
+function toolMessage(results: readonly IndexedResult[]): ToolModelMessage {
+  return {
+    role: "tool",
+    content: [...results].sort((a, b) => a.index - b.index).map((r) => r.part),
+  };
+}
+
+type StepOutcome =
+  | {
+      kind: "step";
+      text: string;
+      calls: ModelToolCall[];
+      assistant: ModelMessage[];
+      /** The step ended at an output cap a budget set. */
+      capped: boolean;
+    }
+  | { kind: "failed"; error: RunError }
+  | { kind: "stopped" };
+
+async function callModel(ctx: SegmentContext): Promise<StepOutcome> {
+  const maxOutputTokens = ctx.meters.maxOutputTokens(ctx.price);
+  const hasTools = Object.keys(ctx.tools).length > 0;
+  let text = "";
+  let streamError: unknown;
+  let usage: LanguageModelUsage | undefined;
+  let calls: ModelToolCall[] = [];
+  let assistant: ModelMessage[] = [];
+  let finishReason: string | undefined;
+  try {
+    const result = streamText({
+      model: ctx.model,
+      ...(ctx.instructions.trim() === "" ? {} : { instructions: ctx.instructions }),
+      messages: ctx.messages,
+      ...(hasTools ? { tools: ctx.tools } : {}),
+      abortSignal: ctx.signal,
+      maxRetries: ctx.maxRetries,
+      ...(maxOutputTokens === undefined ? {} : { maxOutputTokens }),
+      stopWhen: isStepCount(1),
+      // Errors are read from the stream below; the default handler would print them.
+      onError: () => {},
+    });
+    for await (const part of result.fullStream) {
+      if (part.type === "text-delta") {
+        text += part.text;
+        ctx.onTextDelta(part.text);
+      } else if (part.type === "error") {
+        streamError ??= part.error;
+      }
+    }
+    if (ctx.signal.aborted) return { kind: "stopped" };
+    if (streamError === undefined) {
+      usage = await result.usage;
+      finishReason = await result.finishReason;
+      calls = (await result.toolCalls)
+        .filter((call) => call.providerExecuted !== true)
+        .map((call) => readToolCall(call, ctx.renamed));
+      assistant = (await result.responseMessages).filter((m) => m.role === "assistant");
+    }
+  } catch (error) {
+    if (ctx.signal.aborted) return { kind: "stopped" };
+    streamError ??= error;
+  }
+  if (ctx.signal.aborted) return { kind: "stopped" };
+  if (streamError !== undefined || usage === undefined) {
+    ctx.logger.warn("the model call failed", { error: streamError });
+    return {
+      kind: "failed",
+      error: { code: "model-error", message: describeModelError(streamError) },
+    };
+  }
+
+  const tokens = readTokens(usage);
+  if (tokens === undefined && ctx.meters.metersUsage) {
+    return {
+      kind: "failed",
+      error: {
+        code: "usage-unknown",
+        message:
+          "the model reported no token usage, so this caller's token or cost budget cannot be enforced",
+      },
+    };
+  }
+  const delta = {
+    steps: 1,
+    tokens: tokens?.total ?? 0,
+    costUsd: ctx.price && tokens ? computeCostUsd(ctx.price, tokens) : 0,
+  };
+  ctx.meters.charge(delta);
+  ctx.used.steps += 1;
+  ctx.used.tokens += delta.tokens;
+  ctx.used.costUsd += delta.costUsd;
+  await ctx.chargeStep({ tokens: delta.tokens, costUsd: delta.costUsd });
+  return {
+    kind: "step",
+    text,
+    calls,
+    assistant,
+    capped: finishReason === "length" && maxOutputTokens !== undefined,
+  };
+}
+
+function readTokens(
+  usage: LanguageModelUsage,
+): { input: number; output: number; total: number } | undefined {
+  if (
+    usage.inputTokens === undefined &&
+    usage.outputTokens === undefined &&
+    usage.totalTokens === undefined
+  ) {
+    return undefined;
+  }
+  const input = usage.inputTokens ?? 0;
+  const output = usage.outputTokens ?? 0;
+  return { input, output, total: usage.totalTokens ?? input + output };
+}
+
+type SdkToolCall = {
+  toolCallId: string;
+  toolName: string;
+  input: unknown;
+  invalid?: boolean;
+  error?: unknown;
+};
+
+function readToolCall(call: SdkToolCall, renamed: ReadonlyMap<string, string>): ModelToolCall {
+  const errorName = (call.error as { name?: unknown } | undefined)?.name;
+  return {
+    toolCallId: String(call.toolCallId),
+    toolName: renamed.get(call.toolName) ?? call.toolName,
+    input: call.input,
+    unparsable:
+      call.invalid === true &&
+      typeof call.input === "string" &&
+      errorName === "AI_InvalidToolInputError",
+  };
+}
+
+function describeModelError(error: unknown): string {
+  const detail =
+    error instanceof Error
+      ? [
+          (error as { statusCode?: unknown }).statusCode
+            ? `HTTP ${(error as { statusCode?: unknown }).statusCode}`
+            : undefined,
+          error.message,
+        ]
+          .filter(Boolean)
+          .join(": ")
+      : String(error ?? "no response");
+  const line = detail.replace(/\s+/g, " ").trim();
+  return `the model call failed: ${line.length > 300 ? `${line.slice(0, 300)}…` : line}`;
+}

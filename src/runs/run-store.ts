@@ -1,0 +1,560 @@
+// The run engine's reads and writes. Every state change of a run commits together with its audit
+// event; every compare-and-set names the state it expects (a run another instance already moved
+// on is left alone, never overwritten).
+import { and, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
+import { appendAuditEvent } from "../db/audit.ts";
+import type { DbOrTx, DbTransaction } from "../db/client.ts";
+import { runReservationLockSpace } from "../db/locks.ts";
+import {
+  type Caller,
+  callers,
+  dailyUsage,
+  instances,
+  type NewRun,
+  type PendingApproval,
+  type PendingBatch,
+  type Run,
+  type RunBudgetUsed,
+  type RunError,
+  type RunStatus,
+  runs,
+  toolCalls,
+} from "../db/schema.ts";
+import type { DailyTotals } from "./budgets.ts";
+import type { CallEnd, OpenedCall, ToolCallRecorder } from "./tool-batch.ts";
+
+/** Statuses that hold a concurrency slot. */
+export const activeStatuses: readonly RunStatus[] = ["submitted", "working"];
+
+export function isCallerRevoked(caller: Pick<Caller, "tier" | "revokedAt">): boolean {
+  return caller.revokedAt !== null || caller.tier === "none";
+}
+
+/** Serialises run starts of one caller across instances (held until the transaction ends). */
+export async function lockCallerRuns(tx: DbTransaction, callerId: string): Promise<void> {
+  await tx.execute(
+    sql`select pg_advisory_xact_lock(${runReservationLockSpace}, hashtext(${callerId}))`,
+  );
+}
+
+export async function readCaller(db: DbOrTx, callerId: string): Promise<Caller | undefined> {
+  const [row] = await db.select().from(callers).where(eq(callers.id, callerId)).limit(1);
+  return row;
+}
+
+export async function countActiveRuns(db: DbOrTx, callerId: string): Promise<number> {
+  const [row] = await db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(runs)
+    .where(and(eq(runs.callerId, callerId), inArray(runs.status, [...activeStatuses])));
+  return Number(row?.n ?? 0);
+}
+
+export async function readDailyTotals(
+  db: DbOrTx,
+  callerId: string,
+  day: string,
+): Promise<DailyTotals> {
+  const [row] = await db
+    .select()
+    .from(dailyUsage)
+    .where(and(eq(dailyUsage.callerId, callerId), eq(dailyUsage.day, day)))
+    .limit(1);
+  return {
+    tokens: Number(row?.tokens ?? 0),
+    costUsd: Number(row?.costUsd ?? 0),
+    runs: Number(row?.runs ?? 0),
+  };
+}
+
+export async function addDailyUsage(
+  db: DbOrTx,
+  callerId: string,
+  day: string,
+  delta: { tokens?: number; costUsd?: number; runs?: number },
+): Promise<void> {
+  const tokens = Math.round(delta.tokens ?? 0);
+  const costUsd = delta.costUsd ?? 0;
+  const runCount = delta.runs ?? 0;
+  if (tokens === 0 && costUsd === 0 && runCount === 0) return;
+  await db
+    .insert(dailyUsage)
+    .values({ callerId, day, tokens, costUsd, runs: runCount })
+    .onConflictDoUpdate({
+      target: [dailyUsage.callerId, dailyUsage.day],
+      set: {
+        tokens: sql`${dailyUsage.tokens} + ${tokens}`,
+        costUsd: sql`${dailyUsage.costUsd} + ${costUsd.toFixed(6)}::numeric`,
+        runs: sql`${dailyUsage.runs} + ${runCount}`,
+      },
+    });
+}
+
+export async function insertRun(tx: DbTransaction, values: NewRun): Promise<Run> {
+  const [row] = await tx.insert(runs).values(values).returning();
+  if (!row) throw new Error("inserting a run returned no row");
+  return row;
+}
+
+export async function readRun(db: DbOrTx, runId: string): Promise<Run | undefined> {
+  if (!isUuid(runId)) return undefined;
+  const [row] = await db.select().from(runs).where(eq(runs.id, runId)).limit(1);
+  return row;
+}
+
+export async function lockRun(tx: DbTransaction, runId: string): Promise<Run | undefined> {
+  if (!isUuid(runId)) return undefined;
+  const [row] = await tx.select().from(runs).where(eq(runs.id, runId)).limit(1).for("update");
+  return row;
+}
+
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Run ids are uuids; anything else names no run (and must not reach a uuid column). */
+export function isUuid(text: string): boolean {
+  return typeof text === "string" && uuidPattern.test(text);
+}
+
+/** Charges one model step: the run's usage, its heartbeat and the caller's daily totals. */
+export async function chargeStep(
+  db: DbOrTx,
+  input: {
+    runId: string;
+    callerId: string;
+    instanceId: string;
+    day: string;
+    used: RunBudgetUsed;
+    delta: { tokens: number; costUsd: number };
+    at: Date;
+  },
+): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx
+      .update(runs)
+      .set({ budgetUsed: input.used, heartbeatAt: input.at, updatedAt: input.at })
+      .where(and(eq(runs.id, input.runId), eq(runs.ownerInstanceId, input.instanceId)));
+    await addDailyUsage(tx, input.callerId, input.day, input.delta);
+  });
+}
+
+export async function saveMessages(
+  db: DbOrTx,
+  runId: string,
+  instanceId: string,
+  messages: unknown[],
+  at: Date,
+): Promise<void> {
+  await db
+    .update(runs)
+    .set({ messages, heartbeatAt: at, updatedAt: at })
+    .where(and(eq(runs.id, runId), eq(runs.ownerInstanceId, instanceId)));
+}
+
+/** Tool call rows of one run segment, with their audit events. */
+export function createToolCallRecorder(input: {
+  db: DbOrTx;
+  runId: string;
+  segment: number;
+  actor: string;
+  now: () => Date;
+}): ToolCallRecorder {
+  const { db, runId, segment, actor, now } = input;
+  const subject = `run:${runId}`;
+  return {
+    async open(rows: readonly OpenedCall[]) {
+      if (rows.length === 0) return;
+      const at = now();
+      await db.transaction(async (tx) => {
+        await tx.insert(toolCalls).values(
+          rows.map((row) => ({
+            runId,
+            callId: row.recordId,
+            tool: row.tool,
+            argsDigest: row.argsDigest,
+            status: row.status,
+            code: row.code ?? null,
+            segment,
+            createdAt: at,
+            ...(row.status === "refused" || row.status === "failed" ? { finishedAt: at } : {}),
+          })),
+        );
+        for (const row of rows) {
+          if (row.status !== "refused") continue;
+          // The name is the model's (untrusted, cut to 128 characters); never the arguments.
+          await appendAuditEvent(tx, {
+            actor,
+            kind: "tool.refused",
+            subject,
+            data: { runId, callId: row.recordId, tool: row.tool, code: row.code ?? "refused" },
+          });
+        }
+      });
+    },
+    async start(recordId) {
+      await db
+        .update(toolCalls)
+        .set({ status: "running", startedAt: now(), segment })
+        .where(and(eq(toolCalls.runId, runId), eq(toolCalls.callId, recordId)));
+    },
+    async finish(recordId: string, end: CallEnd) {
+      const at = now();
+      await db.transaction(async (tx) => {
+        const [row] = await tx
+          .update(toolCalls)
+          .set({
+            status: end.status,
+            code: end.code ?? null,
+            outputTruncated: end.truncated === true,
+            ...(end.status === "parked" ? {} : { finishedAt: at }),
+          })
+          .where(and(eq(toolCalls.runId, runId), eq(toolCalls.callId, recordId)))
+          .returning({ tool: toolCalls.tool, argsDigest: toolCalls.argsDigest });
+        if (end.status === "parked" || end.status === "not-started") return;
+        await appendAuditEvent(tx, {
+          actor,
+          kind: end.status === "refused" ? "tool.refused" : "tool.called",
+          subject,
+          data: {
+            runId,
+            callId: recordId,
+            tool: row?.tool ?? null,
+            ...(end.ran ? { ran: end.ran } : {}),
+            status: end.status,
+            ...(end.code ? { code: end.code } : {}),
+            argsDigest: row?.argsDigest ?? null,
+          },
+        });
+      });
+    },
+  };
+}
+
+/** Every tool call row the run has, for unique row ids across segments. */
+export async function listCallIds(db: DbOrTx, runId: string): Promise<string[]> {
+  const rows = await db
+    .select({ callId: toolCalls.callId })
+    .from(toolCalls)
+    .where(eq(toolCalls.runId, runId));
+  return rows.map((r) => r.callId);
+}
+
+/** Parks a working run on `pending`; false when this instance no longer owns it. */
+export async function parkRun(
+  db: DbOrTx,
+  input: {
+    runId: string;
+    instanceId: string;
+    pending: PendingApproval;
+    batch: PendingBatch;
+    messages: unknown[];
+    used: RunBudgetUsed;
+    parkedUntil: Date;
+    at: Date;
+  },
+): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(runs)
+      .set({
+        status: "parked",
+        pendingApproval: input.pending,
+        pendingBatch: input.batch,
+        messages: input.messages,
+        budgetUsed: input.used,
+        parkedUntil: input.parkedUntil,
+        ownerInstanceId: null,
+        heartbeatAt: null,
+        updatedAt: input.at,
+      })
+      .where(
+        and(
+          eq(runs.id, input.runId),
+          eq(runs.status, "working"),
+          eq(runs.ownerInstanceId, input.instanceId),
+        ),
+      )
+      .returning({ id: runs.id });
+    if (!row) return false;
+    await appendAuditEvent(tx, {
+      actor: `instance:${input.instanceId}`,
+      kind: "run.parked",
+      subject: `run:${input.runId}`,
+      data: {
+        runId: input.runId,
+        callId: input.pending.callId,
+        tool: input.pending.tool,
+        argsDigest: input.pending.argsDigest,
+        parkedUntil: input.parkedUntil.toISOString(),
+      },
+    });
+    return true;
+  });
+}
+
+/** Ends a working run this instance owns; false when another instance already moved it on. */
+export async function finishRun(
+  db: DbOrTx,
+  input: {
+    runId: string;
+    instanceId: string;
+    status: RunStatus;
+    text?: string | undefined;
+    error?: RunError | undefined;
+    messages: unknown[];
+    used: RunBudgetUsed;
+    at: Date;
+  },
+): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(runs)
+      .set({
+        status: input.status,
+        result: input.text === undefined ? null : { text: input.text },
+        error: input.error ?? null,
+        messages: input.messages,
+        budgetUsed: input.used,
+        pendingApproval: null,
+        pendingBatch: null,
+        ownerInstanceId: null,
+        heartbeatAt: null,
+        finishedAt: input.at,
+        updatedAt: input.at,
+      })
+      .where(
+        and(
+          eq(runs.id, input.runId),
+          eq(runs.status, "working"),
+          eq(runs.ownerInstanceId, input.instanceId),
+        ),
+      )
+      .returning({ id: runs.id });
+    if (!row) return false;
+    // Calls still marked running belong to this run's stop: they were interrupted. Calls still
+    // waiting for an operator never ran.
+    await tx
+      .update(toolCalls)
+      .set({ status: "interrupted", code: "interrupted", finishedAt: input.at })
+      .where(and(eq(toolCalls.runId, input.runId), eq(toolCalls.status, "running")));
+    await tx
+      .update(toolCalls)
+      .set({ status: "not-started", finishedAt: input.at })
+      .where(and(eq(toolCalls.runId, input.runId), eq(toolCalls.status, "parked")));
+    await appendAuditEvent(tx, {
+      actor: `instance:${input.instanceId}`,
+      kind: `run.${input.status}`,
+      subject: `run:${input.runId}`,
+      data: {
+        runId: input.runId,
+        status: input.status,
+        used: input.used,
+        ...(input.error ? { error: { code: input.error.code, budget: input.error.budget } } : {}),
+      },
+    });
+    return true;
+  });
+}
+
+/** Moves a parked run (locked by the caller) back to working, owned by this instance. */
+export async function claimParkedRun(
+  tx: DbTransaction,
+  input: { run: Run; instanceId: string; at: Date },
+): Promise<Run | undefined> {
+  const { run, at } = input;
+  const [claimed] = await tx
+    .update(runs)
+    .set({
+      status: "working",
+      ownerInstanceId: input.instanceId,
+      heartbeatAt: at,
+      segments: run.segments + 1,
+      segmentStartedAt: at,
+      parkedUntil: null,
+      pendingApproval: null,
+      updatedAt: at,
+    })
+    .where(and(eq(runs.id, run.id), eq(runs.status, "parked")))
+    .returning();
+  return claimed;
+}
+
+/** Ends a parked run without resuming it (cancel, expiry, revoked caller). */
+export async function closeParkedRun(
+  tx: DbTransaction,
+  input: {
+    run: Run;
+    status: "canceled" | "expired" | "rejected";
+    error: RunError;
+    actor: string;
+    at: Date;
+  },
+): Promise<void> {
+  const { run, at } = input;
+  await tx
+    .update(runs)
+    .set({
+      status: input.status,
+      error: input.error,
+      pendingApproval: null,
+      pendingBatch: null,
+      finishedAt: at,
+      updatedAt: at,
+    })
+    .where(and(eq(runs.id, run.id), eq(runs.status, "parked")));
+  await tx
+    .update(toolCalls)
+    .set({ status: "not-started", finishedAt: at })
+    .where(and(eq(toolCalls.runId, run.id), eq(toolCalls.status, "parked")));
+  await appendAuditEvent(tx, {
+    actor: input.actor,
+    kind: `run.${input.status}`,
+    subject: `run:${run.id}`,
+    data: {
+      runId: run.id,
+      status: input.status,
+      error: { code: input.error.code },
+      callId: run.pendingApproval?.callId ?? null,
+    },
+  });
+}
+
+/** Registers (or re-registers) this instance. */
+export async function registerInstance(
+  db: DbOrTx,
+  input: { id: string; hostname: string; pid: number; at: Date },
+): Promise<void> {
+  await db
+    .insert(instances)
+    .values({
+      id: input.id,
+      hostname: input.hostname,
+      pid: input.pid,
+      startedAt: input.at,
+      heartbeatAt: input.at,
+    })
+    .onConflictDoUpdate({
+      target: instances.id,
+      set: { hostname: input.hostname, pid: input.pid, startedAt: input.at, heartbeatAt: input.at },
+    });
+}
+
+export async function removeInstance(db: DbOrTx, id: string): Promise<void> {
+  await db.delete(instances).where(eq(instances.id, id));
+}
+
+/** Heartbeats this instance and the runs it is executing. */
+export async function heartbeat(
+  db: DbOrTx,
+  input: { instanceId: string; runIds: readonly string[]; at: Date },
+): Promise<void> {
+  await db
+    .update(instances)
+    .set({ heartbeatAt: input.at })
+    .where(eq(instances.id, input.instanceId));
+  if (input.runIds.length === 0) return;
+  await db
+    .update(runs)
+    .set({ heartbeatAt: input.at })
+    .where(
+      and(
+        inArray(runs.id, [...input.runIds]),
+        eq(runs.ownerInstanceId, input.instanceId),
+        inArray(runs.status, [...activeStatuses]),
+      ),
+    );
+}
+
+/**
+ * Marks runs `interrupted` whose owner stopped heartbeating (or is this instance, restarted, and
+ * does not hold them): their running tool calls are interrupted, their wall time up to the last
+ * heartbeat is charged, and each gets an audit event. Returns the runs it marked.
+ */
+export async function recoverOrphanedRuns(
+  db: DbOrTx,
+  input: {
+    instanceId: string;
+    staleBefore: Date;
+    localRunIds: ReadonlySet<string>;
+    at: Date;
+  },
+): Promise<Run[]> {
+  const candidates = await db
+    .select()
+    .from(runs)
+    .where(
+      and(
+        inArray(runs.status, [...activeStatuses]),
+        or(
+          lt(runs.heartbeatAt, input.staleBefore),
+          and(isNull(runs.heartbeatAt), lt(runs.updatedAt, input.staleBefore)),
+          eq(runs.ownerInstanceId, input.instanceId),
+        ),
+      ),
+    )
+    .limit(500);
+  const recovered: Run[] = [];
+  for (const candidate of candidates) {
+    if (input.localRunIds.has(candidate.id)) continue;
+    const row = await db.transaction(async (tx) => {
+      const run = await lockRun(tx, candidate.id);
+      if (!run || !activeStatuses.includes(run.status)) return undefined;
+      const stale =
+        run.ownerInstanceId === input.instanceId ||
+        (run.heartbeatAt ?? run.updatedAt).getTime() < input.staleBefore.getTime();
+      if (!stale) return undefined;
+      const lastSeen = run.heartbeatAt ?? run.updatedAt;
+      const segmentStart = run.segmentStartedAt ?? run.startedAt ?? run.createdAt;
+      const wall = Math.max(0, lastSeen.getTime() - segmentStart.getTime());
+      const used: RunBudgetUsed = {
+        ...run.budgetUsed,
+        durationMs: run.budgetUsed.durationMs + wall,
+      };
+      const error: RunError = {
+        code: "interrupted",
+        message: "the instance running this run stopped before it finished",
+      };
+      const [updated] = await tx
+        .update(runs)
+        .set({
+          status: "interrupted",
+          error,
+          budgetUsed: used,
+          ownerInstanceId: null,
+          heartbeatAt: null,
+          finishedAt: input.at,
+          updatedAt: input.at,
+        })
+        .where(eq(runs.id, run.id))
+        .returning();
+      const interrupted = await tx
+        .update(toolCalls)
+        .set({ status: "interrupted", code: "interrupted", finishedAt: input.at })
+        .where(and(eq(toolCalls.runId, run.id), eq(toolCalls.status, "running")))
+        .returning({ callId: toolCalls.callId });
+      await appendAuditEvent(tx, {
+        actor: `instance:${input.instanceId}`,
+        kind: "run.interrupted",
+        subject: `run:${run.id}`,
+        data: {
+          runId: run.id,
+          previousOwner: run.ownerInstanceId,
+          lastHeartbeat: lastSeen.toISOString(),
+          used,
+          interruptedCalls: interrupted.map((c) => c.callId),
+        },
+      });
+      return updated;
+    });
+    if (row) recovered.push(row);
+  }
+  return recovered;
+}
+
+/** Parked runs whose approval window closed. */
+export async function listExpiredParkedRuns(db: DbOrTx, at: Date): Promise<Run[]> {
+  return db
+    .select()
+    .from(runs)
+    .where(and(eq(runs.status, "parked"), lt(runs.parkedUntil, at)))
+    .limit(500);
+}

@@ -1,0 +1,559 @@
+// The executor (DESIGN §4-5) for the tool calls of one model step, a "batch".
+//
+// 1. Every call is checked against the run's effective set before anything else is asked
+//    (checkToolCall). A name outside the set, a hidden execute half and a name nothing implements
+//    all get the same words and run nothing; the row says `refused` and the audit says why.
+// 2. Arguments are validated with the tool's own schema; bad ones are a failed result.
+// 3. A plain tool above the approval policy never starts: the executor raises the request itself.
+//    A two-phase tool proposes first (changing nothing); its approval request is honoured only
+//    when the tool is registered to make it (checkApprovalRequest). Under `auto` the hidden half
+//    runs at once; otherwise the request waits for an operator.
+// 4. The rest run concurrently (bounded), each with its own timeout and the run's AbortSignal.
+//    A timeout is a failed result and the run goes on; a stopped run records each call as
+//    completed, interrupted (it was running) or not started.
+//
+// Approval requests are gathered for the whole batch before the run parks, so parking never
+// waits on a half-done operation; the run then parks on them one at a time, first one first.
+import type { ToolResultPart } from "ai";
+import type { z } from "zod";
+import type { ApprovalPolicy, QueuedApproval, ToolCallStatus } from "../db/schema.ts";
+import type { Logger } from "../log.ts";
+import { checkApprovalRequest, checkToolCall } from "../policy/check-tool-call.ts";
+import type { EffectiveToolSet } from "../policy/effective-set.ts";
+import { quoteUntrusted } from "../policy/quote.ts";
+import type { ToolDescriptor } from "../policy/tools.ts";
+import {
+  isApprovalRequest,
+  type ToolCallContext,
+  type ToolFailure,
+  type ToolImplementation,
+  type ToolResult,
+  type ToolSuccess,
+} from "../tools/types.ts";
+import { isAutoApproved } from "./approval-policy.ts";
+import { digestArgs } from "./args-digest.ts";
+import {
+  describeToolResult,
+  errorResult,
+  interruptedText,
+  notStartedText,
+  rejectedText,
+} from "./tool-results.ts";
+import type { RunEvent } from "./types.ts";
+
+/** A tool call as the model made it. `input` is parsed JSON, or the raw text when unparsable. */
+export type ModelToolCall = {
+  readonly toolCallId: string;
+  readonly toolName: string;
+  readonly input: unknown;
+  readonly unparsable: boolean;
+};
+
+/** How a tool call row is opened, moved on and closed (src/runs/run-store.ts writes them). */
+export type ToolCallRecorder = {
+  open(rows: readonly OpenedCall[]): Promise<void>;
+  start(recordId: string): Promise<void>;
+  finish(recordId: string, end: CallEnd): Promise<void>;
+};
+
+export type OpenedCall = {
+  readonly recordId: string;
+  /** As the model named it (cut to 128 characters for a refused name). */
+  readonly tool: string;
+  readonly argsDigest: string;
+  readonly status: ToolCallStatus;
+  readonly code?: string;
+};
+
+export type CallEnd = {
+  readonly status: ToolCallStatus;
+  readonly code?: string;
+  readonly truncated?: boolean;
+  /** The name that actually ran, when it differs from the one called (a hidden half). */
+  readonly ran?: string;
+};
+
+export type BatchDeps = {
+  readonly set: EffectiveToolSet;
+  readonly tools: ReadonlyMap<string, ToolImplementation>;
+  readonly policy: ApprovalPolicy;
+  readonly signal: AbortSignal;
+  readonly workspace: string;
+  readonly now: () => Date;
+  readonly recorder: ToolCallRecorder;
+  readonly emit: (event: RunEvent) => void;
+  readonly logger: Logger;
+  /** A unique row id for the model's call id (models may reuse ids across steps). */
+  readonly takeRecordId: (toolCallId: string) => string;
+  readonly maxConcurrency: number;
+  readonly defaultTimeoutMs: number;
+  /** How long a stopped or timed-out tool gets to settle before it is left behind. */
+  readonly stopGraceMs: number;
+};
+
+export type IndexedResult = { readonly index: number; readonly part: ToolResultPart };
+export type IndexedApproval = QueuedApproval & { readonly index: number };
+
+export type BatchOutcome = {
+  readonly results: IndexedResult[];
+  /** Calls waiting for an operator, in call order (empty unless the run must park). */
+  readonly approvals: IndexedApproval[];
+  /** The run was stopped: every call has a result, approvals included (not started). */
+  readonly stopped: boolean;
+};
+
+const emptySet: EffectiveToolSet = { offered: [], names: new Map() };
+
+/** The words for a tool the run cannot use, identical to a name that exists nowhere. */
+function unavailableMessage(name: string): string {
+  const check = checkToolCall(emptySet, name, "model");
+  return check.allowed ? "" : check.message;
+}
+
+type CallPlan = {
+  index: number;
+  call: ModelToolCall;
+  recordId: string;
+  tool: ToolDescriptor;
+  impl: ToolImplementation;
+  args: unknown;
+};
+
+/** `run`: runs now; `propose`: a two-phase tool's first half; `approve`: parks before running. */
+type RunnablePlan = CallPlan & { kind: "run" | "propose" };
+type Planned =
+  | { kind: "done"; index: number; part: ToolResultPart }
+  | RunnablePlan
+  | (CallPlan & { kind: "approve" });
+
+/** Runs the executor over one step's tool calls. Never throws for anything a tool does. */
+export async function executeToolBatch(
+  deps: BatchDeps,
+  calls: readonly ModelToolCall[],
+): Promise<BatchOutcome> {
+  const planned: Planned[] = [];
+  const rows: OpenedCall[] = [];
+  for (const [index, call] of calls.entries()) {
+    const recordId = deps.takeRecordId(call.toolCallId);
+    const plan = planCall(deps, call, index, recordId, rows);
+    planned.push(plan);
+  }
+  await deps.recorder.open(rows);
+
+  const results: IndexedResult[] = [];
+  const approvals: IndexedApproval[] = [];
+  const running: RunnablePlan[] = [];
+  for (const plan of planned) {
+    if (plan.kind === "done") results.push({ index: plan.index, part: plan.part });
+    else if (plan.kind === "approve") approvals.push(plainApproval(deps, plan));
+    else running.push(plan);
+  }
+
+  await runBounded(running, deps.maxConcurrency, async (plan) => {
+    const outcome = await runPlanned(deps, plan);
+    if ("approval" in outcome) approvals.push(outcome.approval);
+    else results.push({ index: plan.index, part: outcome.part });
+  });
+  approvals.sort((a, b) => a.index - b.index);
+
+  if (deps.signal.aborted) {
+    // Nothing waits for an operator once the run is stopped: those calls never started.
+    for (const approval of approvals) {
+      await deps.recorder.finish(approval.callId, { status: "not-started" });
+      results.push({ index: approval.index, part: errorResult(approval, notStartedText) });
+    }
+    return { results: sortResults(results), approvals: [], stopped: true };
+  }
+  for (const approval of approvals) {
+    deps.emit({
+      type: "tool-call",
+      callId: approval.callId,
+      tool: approval.calledTool ?? approval.tool,
+      state: "parked",
+    });
+  }
+  return { results: sortResults(results), approvals, stopped: false };
+}
+
+function sortResults(results: IndexedResult[]): IndexedResult[] {
+  return results.sort((a, b) => a.index - b.index);
+}
+
+function planCall(
+  deps: BatchDeps,
+  call: ModelToolCall,
+  index: number,
+  recordId: string,
+  rows: OpenedCall[],
+): Planned {
+  const ref = { toolCallId: call.toolCallId, toolName: call.toolName };
+  const argsDigest = digestArgs(call.input);
+  const refuse = (code: string, message: string): Planned => {
+    rows.push({
+      recordId,
+      tool: String(call.toolName).slice(0, 128),
+      argsDigest,
+      status: "refused",
+      code,
+    });
+    return { kind: "done", index, part: errorResult(ref, message) };
+  };
+
+  const check = checkToolCall(deps.set, call.toolName, "model");
+  if (!check.allowed) return refuse(check.code, check.message);
+  const tool = check.tool;
+  const impl = deps.tools.get(tool.name);
+  // In the set but not implemented in this process: to the model, it does not exist.
+  if (impl === undefined) return refuse("not-implemented", unavailableMessage(call.toolName));
+
+  const fail = (message: string): Planned => {
+    rows.push({ recordId, tool: tool.name, argsDigest, status: "failed", code: "invalid-input" });
+    return { kind: "done", index, part: errorResult(ref, message) };
+  };
+  if (call.unparsable) {
+    return fail(`The arguments for ${tool.name} are not valid JSON; nothing was run.`);
+  }
+  const parsed = impl.inputSchema.safeParse(call.input);
+  if (!parsed.success) {
+    return fail(
+      `Invalid arguments for ${tool.name}: ${describeIssues(parsed.error)}. Nothing was run.`,
+    );
+  }
+
+  const twoPhase = tool.executeHalf !== undefined && impl.executeHalf !== undefined;
+  const plan: CallPlan = { index, call, recordId, tool, impl, args: parsed.data };
+  if (!twoPhase && !isAutoApproved(deps.policy, tool.risk)) {
+    rows.push({ recordId, tool: tool.name, argsDigest, status: "parked" });
+    return { ...plan, kind: "approve" };
+  }
+  rows.push({ recordId, tool: tool.name, argsDigest, status: "not-started" });
+  return { ...plan, kind: twoPhase ? "propose" : "run" };
+}
+
+function describeIssues(error: z.ZodError): string {
+  const text = error.issues
+    .slice(0, 5)
+    .map((issue) => {
+      const at = issue.path.length > 0 ? issue.path.map(String).join(".") : "(arguments)";
+      return `${quoteUntrusted(at, 64)}: ${issue.message}`;
+    })
+    .join("; ");
+  return text.length > 1_000 ? `${text.slice(0, 1_000)}…` : text;
+}
+
+/** A plain tool above the policy: the executor raises the request on its behalf. */
+function plainApproval(deps: BatchDeps, plan: CallPlan): IndexedApproval {
+  return {
+    index: plan.index,
+    callId: plan.recordId,
+    toolCallId: plan.call.toolCallId,
+    toolName: plan.call.toolName,
+    tool: plan.tool.name,
+    runs: "tool",
+    args: plan.args,
+    argsDigest: digestArgs(plan.args),
+    requestedAt: deps.now().toISOString(),
+    calledTool: plan.tool.name,
+    risk: plan.tool.risk,
+    summary: `Run ${plan.tool.name} (risk: ${plan.tool.risk}) with the arguments shown.`,
+  };
+}
+
+type RunOutcome = { part: ToolResultPart } | { approval: IndexedApproval };
+
+async function runPlanned(deps: BatchDeps, plan: RunnablePlan): Promise<RunOutcome> {
+  const ref = { toolCallId: plan.call.toolCallId, toolName: plan.call.toolName };
+  if (deps.signal.aborted) {
+    await deps.recorder.finish(plan.recordId, { status: "not-started" });
+    return { part: errorResult(ref, notStartedText) };
+  }
+  await deps.recorder.start(plan.recordId);
+  deps.emit({ type: "tool-call", callId: plan.recordId, tool: plan.tool.name, state: "started" });
+
+  const first = await invokeTool(deps, plan.impl, plan.args, plan.recordId, plan.impl.timeoutMs);
+  if (first.end !== "returned" || !isApprovalRequest(first.result)) {
+    return { part: await closeCall(deps, plan.recordId, plan.tool, ref, first) };
+  }
+
+  // An approval request: honoured only from the tool registered to make it.
+  const request = first.result;
+  const bound = checkApprovalRequest(deps.set, plan.tool.name, request.executeToolName);
+  if (!bound.allowed || plan.kind !== "propose") {
+    const message = bound.allowed
+      ? `Tool ${quoteUntrusted(plan.tool.name)} returned an approval request it is not registered to make; nothing was run.`
+      : bound.message;
+    await deps.recorder.finish(plan.recordId, { status: "failed", code: "approval-not-bound" });
+    deps.emit({ type: "tool-call", callId: plan.recordId, tool: plan.tool.name, state: "failed" });
+    return { part: errorResult(ref, message) };
+  }
+  const executeArgs = request.executeArgs;
+  if (isAutoApproved(deps.policy, plan.tool.risk)) {
+    return { part: await runExecuteHalf(deps, plan, ref, request.executeToolName, executeArgs) };
+  }
+  await deps.recorder.finish(plan.recordId, { status: "parked" });
+  return {
+    approval: {
+      index: plan.index,
+      callId: plan.recordId,
+      toolCallId: plan.call.toolCallId,
+      toolName: plan.call.toolName,
+      tool: request.executeToolName,
+      runs: "execute-half",
+      args: executeArgs,
+      argsDigest: digestArgs(executeArgs),
+      requestedAt: deps.now().toISOString(),
+      calledTool: plan.tool.name,
+      risk: plan.tool.risk,
+      summary: String(request.summary ?? "").slice(0, 2_000),
+      ...(typeof request.previewDiff === "string"
+        ? { previewDiff: request.previewDiff.slice(0, 64 * 1024) }
+        : {}),
+    },
+  };
+}
+
+/** Auto-approved second phase: the hidden half, through the approval path's own gate. */
+async function runExecuteHalf(
+  deps: BatchDeps,
+  plan: { recordId: string; tool: ToolDescriptor; impl: ToolImplementation },
+  ref: { toolCallId: string; toolName: string },
+  executeToolName: string,
+  executeArgs: unknown,
+): Promise<ToolResultPart> {
+  const gate = checkToolCall(deps.set, executeToolName, "approval");
+  const half = plan.impl.executeHalf;
+  if (!gate.allowed || gate.kind !== "execute-half" || half === undefined) {
+    await deps.recorder.finish(plan.recordId, { status: "refused", code: "tool-unavailable" });
+    deps.emit({ type: "tool-call", callId: plan.recordId, tool: plan.tool.name, state: "failed" });
+    return errorResult(ref, unavailableMessage(executeToolName));
+  }
+  const parsed = half.inputSchema.safeParse(executeArgs);
+  if (!parsed.success) {
+    await deps.recorder.finish(plan.recordId, { status: "failed", code: "invalid-input" });
+    deps.emit({ type: "tool-call", callId: plan.recordId, tool: plan.tool.name, state: "failed" });
+    return errorResult(ref, `The approved call to ${plan.tool.name} had invalid arguments.`);
+  }
+  const outcome = await invokeTool(deps, half, parsed.data, plan.recordId, plan.impl.timeoutMs);
+  return closeCall(deps, plan.recordId, plan.tool, ref, outcome, executeToolName);
+}
+
+export type ApprovalDecision =
+  | { readonly approved: true }
+  | { readonly approved: false; readonly reason?: string };
+
+/**
+ * Runs (or turns down) the call a parked run waited on, on whichever instance resumed it. The
+ * set is the resumed run's (recomputed ceiling ∩ the set it started with), so a call the ceiling
+ * no longer admits gets the same refusal as any other call outside the set.
+ */
+export async function answerApproval(
+  deps: BatchDeps,
+  approval: QueuedApproval,
+  decision: ApprovalDecision,
+): Promise<{ part: ToolResultPart; stopped: boolean }> {
+  const ref = { toolCallId: approval.toolCallId, toolName: approval.toolName };
+  const shown = approval.calledTool ?? approval.tool;
+  if (!decision.approved) {
+    await deps.recorder.finish(approval.callId, { status: "rejected", code: "rejected" });
+    deps.emit({ type: "tool-call", callId: approval.callId, tool: shown, state: "failed" });
+    return { part: errorResult(ref, rejectedText(decision.reason)), stopped: false };
+  }
+  if (deps.signal.aborted) {
+    await deps.recorder.finish(approval.callId, { status: "not-started" });
+    return { part: errorResult(ref, notStartedText), stopped: true };
+  }
+  const gate = checkToolCall(deps.set, approval.tool, "approval");
+  const wanted = approval.runs === "execute-half" ? "execute-half" : "tool";
+  const impl = gate.allowed ? deps.tools.get(gate.tool.name) : undefined;
+  const target = approval.runs === "execute-half" ? impl?.executeHalf : impl;
+  if (!gate.allowed || gate.kind !== wanted || impl === undefined || target === undefined) {
+    await deps.recorder.finish(approval.callId, {
+      status: "refused",
+      code: gate.allowed ? "not-implemented" : gate.code,
+    });
+    return { part: errorResult(ref, unavailableMessage(approval.toolName)), stopped: false };
+  }
+  const parsed = target.inputSchema.safeParse(approval.args);
+  if (!parsed.success) {
+    await deps.recorder.finish(approval.callId, { status: "failed", code: "invalid-input" });
+    return {
+      part: errorResult(ref, `The approved call to ${shown} had invalid arguments.`),
+      stopped: false,
+    };
+  }
+  await deps.recorder.start(approval.callId);
+  deps.emit({ type: "tool-call", callId: approval.callId, tool: gate.tool.name, state: "started" });
+  const outcome = await invokeTool(deps, target, parsed.data, approval.callId, impl.timeoutMs);
+  if (outcome.end === "returned" && isApprovalRequest(outcome.result)) {
+    // An approved plain tool asking again (or a half asking at all) is not honoured.
+    await deps.recorder.finish(approval.callId, { status: "failed", code: "approval-not-bound" });
+    deps.emit({ type: "tool-call", callId: approval.callId, tool: shown, state: "failed" });
+    return {
+      part: errorResult(
+        ref,
+        `Tool ${quoteUntrusted(shown)} returned an approval request it is not registered to make; nothing was run.`,
+      ),
+      stopped: false,
+    };
+  }
+  const part = await closeCall(
+    deps,
+    approval.callId,
+    gate.tool,
+    ref,
+    outcome,
+    approval.runs === "execute-half" ? approval.tool : undefined,
+  );
+  return { part, stopped: outcome.end === "stopped" };
+}
+
+type Invocation =
+  | { end: "returned"; result: ToolResult }
+  | { end: "timeout"; timeoutMs: number; result?: ToolSuccess | ToolFailure }
+  | { end: "stopped"; result?: ToolSuccess | ToolFailure }
+  | { end: "threw"; error: unknown };
+
+type Executable = { execute(args: unknown, ctx: ToolCallContext): Promise<ToolResult> };
+
+/**
+ * Calls a tool with the run's signal and its own timeout. When either fires, the tool gets
+ * `stopGraceMs` to wind down (a command's SIGTERM, then SIGKILL after 3 s) before it is left.
+ */
+async function invokeTool(
+  deps: BatchDeps,
+  tool: Executable,
+  args: unknown,
+  callId: string,
+  timeoutMs: number | undefined,
+): Promise<Invocation> {
+  const limitMs = timeoutMs ?? deps.defaultTimeoutMs;
+  const own = new AbortController();
+  const signal = AbortSignal.any([deps.signal, own.signal]);
+  const ctx: ToolCallContext = { signal, workspace: deps.workspace, callId, now: deps.now };
+  const work: Promise<Invocation> = Promise.resolve()
+    .then(() => tool.execute(args, ctx))
+    .then(
+      (result): Invocation => ({ end: "returned", result }),
+      (error: unknown): Invocation => ({ end: "threw", error }),
+    );
+  let onAbort: (() => void) | undefined;
+  const stopped = new Promise<"stopped">((resolve) => {
+    onAbort = () => resolve("stopped");
+    if (signal.aborted) resolve("stopped");
+    else signal.addEventListener("abort", onAbort, { once: true });
+  });
+  const timer = setTimeout(() => own.abort(new Error(`timed out after ${limitMs} ms`)), limitMs);
+  try {
+    const first = await Promise.race([work, stopped]);
+    if (first !== "stopped") return first;
+    let grace: NodeJS.Timeout | undefined;
+    const late = await Promise.race([
+      work,
+      new Promise<undefined>((resolve) => {
+        grace = setTimeout(() => resolve(undefined), deps.stopGraceMs);
+      }),
+    ]);
+    clearTimeout(grace);
+    if (late === undefined) {
+      deps.logger.warn("a tool did not stop within its grace period; leaving it behind", {
+        callId,
+      });
+    }
+    const settled =
+      late?.end === "returned" && !isApprovalRequest(late.result) ? late.result : undefined;
+    if (deps.signal.aborted) return { end: "stopped", result: settled };
+    return { end: "timeout", timeoutMs: limitMs, result: settled };
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) signal.removeEventListener("abort", onAbort);
+  }
+}
+
+/** Records how a call ended, tells the observer, and gives the model its result. */
+async function closeCall(
+  deps: BatchDeps,
+  recordId: string,
+  tool: ToolDescriptor,
+  ref: { toolCallId: string; toolName: string },
+  outcome: Invocation,
+  ran?: string,
+): Promise<ToolResultPart> {
+  const extra = ran === undefined ? {} : { ran };
+  const emit = (state: "completed" | "failed") =>
+    deps.emit({ type: "tool-call", callId: recordId, tool: tool.name, state });
+  switch (outcome.end) {
+    case "returned": {
+      const result = outcome.result;
+      if (isApprovalRequest(result)) throw new Error("unreachable: approval handled by caller");
+      await deps.recorder.finish(recordId, {
+        status: result.ok ? "completed" : "failed",
+        ...(result.ok ? {} : { code: String(result.code).slice(0, 64) }),
+        truncated: result.truncated === true,
+        ...extra,
+      });
+      emit(result.ok ? "completed" : "failed");
+      return describeToolResult(ref, result);
+    }
+    case "threw": {
+      deps.logger.error("a tool threw instead of returning a failure", {
+        tool: tool.name,
+        callId: recordId,
+        error: outcome.error,
+      });
+      await deps.recorder.finish(recordId, { status: "failed", code: "failed", ...extra });
+      emit("failed");
+      return errorResult(ref, `${tool.name} failed unexpectedly; nothing more is known.`);
+    }
+    case "timeout": {
+      if (outcome.result?.ok === true) {
+        await deps.recorder.finish(recordId, {
+          status: "completed",
+          truncated: outcome.result.truncated === true,
+          ...extra,
+        });
+        emit("completed");
+        return describeToolResult(ref, outcome.result);
+      }
+      await deps.recorder.finish(recordId, { status: "failed", code: "timeout", ...extra });
+      emit("failed");
+      return errorResult(
+        ref,
+        `${tool.name} did not finish within ${outcome.timeoutMs} ms and was stopped.`,
+      );
+    }
+    case "stopped": {
+      if (outcome.result?.ok === true) {
+        await deps.recorder.finish(recordId, {
+          status: "completed",
+          truncated: outcome.result.truncated === true,
+          ...extra,
+        });
+        emit("completed");
+        return describeToolResult(ref, outcome.result);
+      }
+      await deps.recorder.finish(recordId, {
+        status: "interrupted",
+        code: "interrupted",
+        ...extra,
+      });
+      emit("failed");
+      return errorResult(ref, interruptedText);
+    }
+  }
+}
+
+/** Runs `work` over `items` with at most `limit` in flight. */
+async function runBounded<T>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const lanes = Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, async () => {
+    while (next < items.length) {
+      const item = items[next++] as T;
+      await work(item);
+    }
+  });
+  await Promise.all(lanes);
+}

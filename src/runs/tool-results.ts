@@ -1,0 +1,76 @@
+// What the model reads back for each tool call. Every call the model made gets exactly one result,
+// including calls that were refused, never started or cut short, so the conversation stays valid
+// for the next step and for a later turn.
+import type { JSONValue, ToolResultPart } from "ai";
+import type { ToolResult } from "../tools/types.ts";
+
+/** A tool's content is capped again here, whatever the tool did (the tools bound their own). */
+export const maxResultChars = 512 * 1024;
+
+export const interruptedText =
+  "The call was interrupted when the run was stopped; it may have made part of its changes.";
+export const notStartedText = "The call was not started; it changed nothing.";
+
+export type CallRef = { readonly toolCallId: string; readonly toolName: string };
+
+function toJson(value: unknown): JSONValue {
+  try {
+    return (JSON.parse(JSON.stringify(value ?? null)) as JSONValue) ?? null;
+  } catch {
+    return String(value);
+  }
+}
+
+export function errorResult(call: CallRef, message: string): ToolResultPart {
+  return {
+    type: "tool-result",
+    toolCallId: call.toolCallId,
+    toolName: call.toolName,
+    output: { type: "error-text", value: message },
+  };
+}
+
+/** The result part for a finished call (success or failure; never an approval request). */
+export function describeToolResult(
+  call: CallRef,
+  result: Exclude<ToolResult, { kind: "approval-request" }>,
+): ToolResultPart {
+  if (!result.ok) return errorResult(call, cut(result.error).text);
+  if (typeof result.content === "string") {
+    const { text, wasCut } = cut(result.content);
+    const note =
+      result.truncated === true || wasCut ? "\n[output truncated: it was cut at its bound]" : "";
+    return {
+      type: "tool-result",
+      toolCallId: call.toolCallId,
+      toolName: call.toolName,
+      output: { type: "text", value: `${text}${note}` },
+    };
+  }
+  let value = toJson(result.content);
+  const encoded = JSON.stringify(value);
+  if (encoded.length > maxResultChars) {
+    value = { truncated: true, partialJson: encoded.slice(0, maxResultChars) };
+  } else if (result.truncated === true) {
+    value = { truncated: true, result: value };
+  }
+  return {
+    type: "tool-result",
+    toolCallId: call.toolCallId,
+    toolName: call.toolName,
+    output: { type: "json", value },
+  };
+}
+
+function cut(text: string): { text: string; wasCut: boolean } {
+  return text.length > maxResultChars
+    ? { text: text.slice(0, maxResultChars), wasCut: true }
+    : { text, wasCut: false };
+}
+
+export function rejectedText(reason: string | undefined): string {
+  const trimmed = reason?.trim().slice(0, 2_000);
+  return trimmed
+    ? `An operator rejected this call; it did not run. Their reason: ${trimmed}`
+    : "An operator rejected this call; it did not run.";
+}
