@@ -145,7 +145,7 @@ describe("peergate ceiling", () => {
   it("requires --tier", async () => {
     const { code, err } = await run(["ceiling"]);
     expect(code).toBe(2);
-    expect(err).toContain("--tier is required");
+    expect(err).toContain("give a caller name, or --tier");
   });
 
   it("fails with the file and field when a policy file is bad", async () => {
