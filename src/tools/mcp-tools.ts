@@ -81,7 +81,7 @@ function describeParts(parts: readonly Record<string, unknown>[]): Record<string
       return {
         type: part.type,
         mimeType: part.mimeType,
-        bytes: Math.floor((data.length * 3) / 4),
+        bytes: Buffer.byteLength(data, "base64"),
         note: "binary content not shown",
       };
     }

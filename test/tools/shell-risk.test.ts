@@ -1,3 +1,4 @@
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: these strings are shell source, not templates
 // The deterministic risk floor and the command denylist, table-driven. The floor only raises:
 // a declared level above `high-risk` stays, one below is lifted when the syntax is hazardous.
 import { describe, expect, it } from "vitest";
