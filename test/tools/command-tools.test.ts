@@ -63,9 +63,7 @@ describe("fixed command tools", () => {
     const hostile = ["; rm -rf /", "$(id)", "`id`", "x\ny", "*", "--output=/etc/passwd"];
     const result = expectSuccess(await callTool(rt, "show", { arguments: hostile }));
     expect(result.exitCode).toBe(0);
-    expect(result.stdout).toBe(
-      ["--fixed", "a b", ...hostile].map((a) => `[${a}]`).join("\n") + "\n",
-    );
+    expect(result.stdout).toBe(["--fixed", "a b", ...hostile].map((a) => `[${a}]\n`).join(""));
     expect(lines(expectSuccess(await callTool(rt, "show", {})))).toEqual(["[--fixed]", "[a b]"]);
   });
 
@@ -177,17 +175,15 @@ describe("structured command tools", () => {
     expect(schema?.safeParse({ program: "rm", arguments: ["-rf", "."] }).success).toBe(false);
     expect(schema?.safeParse({ program: "/bin/print-args" }).success).toBe(false);
     // Even a schema bypass cannot pick another program.
-    const forged = await rt.tools
-      .get("tools_run")
-      ?.execute(
-        { program: "rm", arguments: [] },
-        {
-          signal: new AbortController().signal,
-          workspace: rt.workspace ?? "",
-          callId: "c",
-          now: () => new Date(),
-        },
-      );
+    const forged = await rt.tools.get("tools_run")?.execute(
+      { program: "rm", arguments: [] },
+      {
+        signal: new AbortController().signal,
+        workspace: rt.workspace ?? "",
+        callId: "c",
+        now: () => new Date(),
+      },
+    );
     expect(forged).toMatchObject({ ok: false });
   });
 

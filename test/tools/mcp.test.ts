@@ -124,7 +124,7 @@ describe("an MCP server over stdio", () => {
 
   it("forwards arguments to the server, which validates them", async () => {
     const result = await callTool(runtime, "fixture.echo", { wrong: 1 });
-    expect(result.ok).toBe(false);
+    expect(result).toMatchObject({ ok: false, code: "failed" });
   });
 
   it("stops the server on close(), and close() is idempotent", async () => {
