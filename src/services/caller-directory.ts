@@ -50,6 +50,7 @@ export async function openCallerDirectory(options: {
   const heartbeatPayload = JSON.stringify({ heartbeat: nonce });
 
   const byHash = new Map<string, Entry>();
+  const byIssuer = new Map<string, { callers: Caller[]; at: number }>();
   const hashesByCaller = new Map<string, Set<string>>();
   const listeners = new Set<(event: CallerEvent) => void>();
   let lastHeartbeat = Number.NEGATIVE_INFINITY;
@@ -62,10 +63,13 @@ export async function openCallerDirectory(options: {
   const dropAll = () => {
     epoch += 1;
     byHash.clear();
+    byIssuer.clear();
     hashesByCaller.clear();
   };
   const dropCaller = (callerId: string) => {
     epoch += 1;
+    // Issuer entries are few and caller changes rare: forget them all rather than index them.
+    byIssuer.clear();
     for (const hash of hashesByCaller.get(callerId) ?? []) byHash.delete(hash);
     hashesByCaller.delete(callerId);
   };
