@@ -65,3 +65,14 @@ export function escalate(context: ServerCallContext, error: EscalatedError): voi
 export function readEscalated(context: ServerCallContext): EscalatedError | undefined {
   return context.state.get(escalatedKey) as EscalatedError | undefined;
 }
+
+const freshContextKey = "peergate.freshContext";
+
+/** Marks a request whose message named no context: the SDK made a new one, with no history. */
+export function markFreshContext(context: ServerCallContext): void {
+  context.state.set(freshContextKey, true);
+}
+
+export function isFreshContext(context: ServerCallContext): boolean {
+  return context.state.get(freshContextKey) === true;
+}

@@ -44,7 +44,7 @@ import {
 } from "@a2a-js/sdk/server";
 import type { Logger } from "../log.ts";
 import type { RunEngine } from "../runs/types.ts";
-import { readCallerId } from "./call-context.ts";
+import { markFreshContext, readCallerId } from "./call-context.ts";
 import { readRunId } from "./run-executor.ts";
 import type { PostgresTaskStore } from "./task-store.ts";
 
@@ -128,6 +128,7 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
       throw new PushNotificationNotSupportedError("this agent does not send push notifications");
     }
     const callerId = readCallerId(context);
+    if (!message.taskId && !message.contextId) markFreshContext(context);
     if (message.taskId) {
       const task = await this.#store.load(message.taskId, context);
       if (!task) throw new TaskNotFoundError(`Task not found: ${message.taskId}`);

@@ -41,7 +41,7 @@ import {
 import type { RunStatus } from "../db/schema.ts";
 import type { Logger } from "../log.ts";
 import type { RunEngine, RunEvent, RunOutcome } from "../runs/types.ts";
-import { escalate, isEscalated, readCaller } from "./call-context.ts";
+import { escalate, isEscalated, isFreshContext, readCaller } from "./call-context.ts";
 import { buildConversation, type PeergateMessageKind, peergateMetaKey } from "./conversation.ts";
 import type { PostgresTaskStore } from "./task-store.ts";
 
@@ -193,10 +193,13 @@ export function createRunExecutor(deps: RunExecutorDeps): RunExecutor {
   async function buildMessages(requestContext: RequestContext, callerId: string) {
     const message = requestContext.userMessage;
     const [contextTasks, referenced] = await Promise.all([
-      deps.store.listContextTasks(callerId, requestContext.contextId, {
-        excludeTaskId: requestContext.taskId,
-        limit: contextTaskLimit,
-      }),
+      // A context the SDK has just made has no earlier tasks to read.
+      isFreshContext(requestContext.context)
+        ? []
+        : deps.store.listContextTasks(callerId, requestContext.contextId, {
+            excludeTaskId: requestContext.taskId,
+            limit: contextTaskLimit,
+          }),
       deps.store.loadManyForCaller(
         callerId,
         message.referenceTaskIds.filter((id) => id !== requestContext.taskId),

@@ -9,7 +9,8 @@
 //        → { type: "sse", stream }               JSON-RPC responses, one per SSE `data:` line
 //        throws RateLimitedError / UnavailableError: answer 429 + Retry-After / 503 instead
 //   a2a.closeCallerStreams(callerId)             ends the caller's open streams (revocation)
-//   a2a.closeAllStreams()                        ends every open stream (shutdown)
+//   a2a.closeAllStreams()                        ends every open stream
+//   await a2a.close()                            ends streams, writes pending progress (shutdown)
 //   await a2a.settleRun({ callerId, taskId, outcome, pendingTool? })
 //        records the end (or a new park) of a run that finished outside an A2A request: a parked
 //        run resumed after approval, rejected, expired, or an orphan marked interrupted.
@@ -72,6 +73,8 @@ export type A2aServiceDeps = {
   logger: Logger;
   /** Text deltas are gathered this long into one artifact update (default 250 ms). */
   textFlushMs?: number;
+  /** A running task's progress is written to the database within this long (default 200 ms). */
+  progressFlushMs?: number;
 };
 
 /** A stream of JSON-RPC responses that the reader (or a revocation) can end at any time. */
@@ -105,6 +108,8 @@ export type A2aService = {
   closeAllStreams(): number;
   openStreamCount(callerId?: string): number;
   settleRun(input: SettleRunInput): Promise<void>;
+  /** Ends every open stream and writes pending task progress (shutdown, before the database closes). */
+  close(): Promise<void>;
 };
 
 function stripTenant(params: unknown): void {
@@ -122,7 +127,10 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
   const logger = deps.logger.child({ component: "a2a" });
   const agent = deps.policies.agent;
   const cards = buildAgentCards(agent, deps.publicUrl);
-  const store = createTaskStore(deps.database.db);
+  const store = createTaskStore(deps.database.db, {
+    logger,
+    ...(deps.progressFlushMs === undefined ? {} : { progressFlushMs: deps.progressFlushMs }),
+  });
   const buses = new DefaultExecutionEventBusManager();
   const executor = createRunExecutor({
     runs: deps.runs,
@@ -312,5 +320,9 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     closeAllStreams: () => streams.closeAll(),
     openStreamCount: (callerId) => streams.count(callerId),
     settleRun,
+    close: async () => {
+      streams.closeAll();
+      await store.close();
+    },
   };
 }

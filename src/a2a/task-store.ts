@@ -8,6 +8,16 @@
 // cancel on instance B while instance A streams the answer). The upsert therefore refuses to move
 // a task out of a terminal state: once completed, failed, canceled or rejected, a task keeps that
 // state whatever a late writer sends.
+//
+// The SDK also saves on every event (each status and artifact update is a load and a save), so a
+// run with a few tool calls would cost a dozen round trips. Progress is coalesced instead: the
+// first save of a task, and every save that reaches a terminal or interrupted state (completed,
+// failed, canceled, rejected, input-required, auth-required), is written at once; a save that
+// only moves a running task along updates this instance's copy, which is written within
+// `progressFlushMs`. Loads on this instance see the newest copy; another instance may read a
+// running task up to `progressFlushMs` old, and never an old terminal state. Only the instance
+// running a task writes its progress, so the local copy is the newest there; a cancel written by
+// another instance is terminal, and the guard above keeps it.
 import type { ListTasksRequest, ListTasksResponse } from "@a2a-js/sdk";
 import { Task, taskStateToJSON } from "@a2a-js/sdk";
 import { RequestMalformedError } from "@a2a-js/sdk/errors";
@@ -16,7 +26,11 @@ import { and, asc, count, desc, eq, inArray, ne, type SQL, sql } from "drizzle-o
 import type { Db } from "../db/client.ts";
 import { a2aTasks } from "../db/schema.ts";
 import { UnavailableError } from "../errors.ts";
+import type { Logger } from "../log.ts";
 import { escalate, readCallerId } from "./call-context.ts";
+
+/** Interrupted states: the run stopped and waits for someone; written at once, like terminal ones. */
+const interruptedStateNames = ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"];
 
 export const terminalStateNames = [
   "TASK_STATE_COMPLETED",
@@ -50,6 +64,14 @@ function decodePageToken(token: string): { updatedAt: Date; id: string } {
   throw new RequestMalformedError("pageToken is not a token this server issued");
 }
 
+export type TaskStoreOptions = {
+  /** Longest a running task's progress waits before it is written (default 200 ms). */
+  progressFlushMs?: number;
+  /** Progress copies untouched this long are written and dropped (default 10 min). */
+  idleEvictMs?: number;
+  logger?: Logger;
+};
+
 export type PostgresTaskStore = TaskStore & {
   /** A task of `callerId`, or undefined (also when it belongs to someone else). */
   loadForCaller(callerId: string, taskId: string): Promise<Task | undefined>;
@@ -61,6 +83,24 @@ export type PostgresTaskStore = TaskStore & {
   ): Promise<Task[]>;
   /** The caller's tasks among `ids`, oldest first; ids it does not own are left out. */
   loadManyForCaller(callerId: string, ids: readonly string[]): Promise<Task[]>;
+  /** Writes every pending progress copy. */
+  flush(): Promise<void>;
+  /** Writes pending progress and stops the idle sweeper (shutdown). */
+  close(): Promise<void>;
+  /** Progress copies held (for tests). */
+  pendingCount(): number;
+};
+
+/** This instance's copy of a running task, and the write that carries it to the database. */
+type Progress = {
+  callerId: string;
+  contextId: string;
+  json: Record<string, unknown>;
+  dirty: boolean;
+  touchedAt: number;
+  timer?: NodeJS.Timeout;
+  /** The latest write in flight; writes of one task are chained so they land in order. */
+  writing: Promise<void>;
 };
 
 /**
@@ -79,9 +119,15 @@ async function guard<T>(
   }
 }
 
-export function createTaskStore(db: Db): PostgresTaskStore {
+export function createTaskStore(db: Db, options: TaskStoreOptions = {}): PostgresTaskStore {
+  const flushMs = options.progressFlushMs ?? 200;
+  const idleEvictMs = options.idleEvictMs ?? 10 * 60_000;
+  const progress = new Map<string, Progress>();
+
   async function loadForCaller(callerId: string, taskId: string): Promise<Task | undefined> {
     if (taskId === "") return undefined;
+    const held = progress.get(taskId);
+    if (held && held.callerId === callerId) return Task.fromJSON(held.json);
     const rows = await db
       .select({ task: a2aTasks.task })
       .from(a2aTasks)
@@ -91,29 +137,122 @@ export function createTaskStore(db: Db): PostgresTaskStore {
     return row ? decodeTask(row) : undefined;
   }
 
+  async function upsert(
+    id: string,
+    callerId: string,
+    contextId: string,
+    json: Record<string, unknown>,
+  ): Promise<void> {
+    await db
+      .insert(a2aTasks)
+      .values({ id, callerId, contextId, task: json })
+      .onConflictDoUpdate({
+        target: a2aTasks.id,
+        set: {
+          task: sql`excluded.task`,
+          contextId: sql`excluded.context_id`,
+          updatedAt: sql`now()`,
+        },
+        // Never another caller's row; never out of a terminal state.
+        setWhere: sql`"a2a_tasks"."caller_id" = excluded.caller_id and (
+          coalesce("a2a_tasks"."task"->'status'->>'state', '') not in (${sql.join(
+            terminalStateNames.map((name) => sql`${name}`),
+            sql`, `,
+          )})
+          or "a2a_tasks"."task"->'status'->>'state' = excluded.task->'status'->>'state')`,
+      });
+  }
+
+  /** Chains a write of the held copy's current JSON after the writes before it. */
+  function writeHeld(id: string, held: Progress): Promise<void> {
+    if (held.timer) clearTimeout(held.timer);
+    held.timer = undefined;
+    held.dirty = false;
+    const json = held.json;
+    held.writing = held.writing
+      .catch(() => {})
+      .then(() => upsert(id, held.callerId, held.contextId, json));
+    return held.writing;
+  }
+
+  function scheduleFlush(id: string, held: Progress): void {
+    held.timer ??= setTimeout(() => {
+      held.timer = undefined;
+      writeHeld(id, held).catch((error) => {
+        held.dirty = true;
+        options.logger?.error("writing a task's progress failed", { taskId: id, error });
+      });
+    }, flushMs);
+    held.timer.unref();
+  }
+
   async function save(task: Task, context: ServerCallContext): Promise<void> {
     const callerId = readCallerId(context);
     const json = Task.toJSON(task) as Record<string, unknown>;
-    await guard(context, () =>
-      db
-        .insert(a2aTasks)
-        .values({ id: task.id, callerId, contextId: task.contextId, task: json })
-        .onConflictDoUpdate({
-          target: a2aTasks.id,
-          set: {
-            task: sql`excluded.task`,
-            contextId: sql`excluded.context_id`,
-            updatedAt: sql`now()`,
-          },
-          // Never another caller's row; never out of a terminal state.
-          setWhere: sql`"a2a_tasks"."caller_id" = excluded.caller_id and (
-            coalesce("a2a_tasks"."task"->'status'->>'state', '') not in (${sql.join(
-              terminalStateNames.map((name) => sql`${name}`),
-              sql`, `,
-            )})
-            or "a2a_tasks"."task"->'status'->>'state' = excluded.task->'status'->>'state')`,
-        }),
-    );
+    const state = (json.status as { state?: string } | undefined)?.state ?? "";
+    const settles =
+      (terminalStateNames as readonly string[]).includes(state) ||
+      interruptedStateNames.includes(state);
+    const held = progress.get(task.id);
+    const owned = held?.callerId === callerId;
+
+    if (held && owned && !settles) {
+      held.json = json;
+      held.contextId = task.contextId;
+      held.dirty = true;
+      held.touchedAt = Date.now();
+      scheduleFlush(task.id, held);
+      return;
+    }
+    await guard(context, async () => {
+      if (held && owned) {
+        held.json = json;
+        held.contextId = task.contextId;
+        progress.delete(task.id);
+        await writeHeld(task.id, held);
+        return;
+      }
+      await upsert(task.id, callerId, task.contextId, json);
+      if (!settles && !held) {
+        progress.set(task.id, {
+          callerId,
+          contextId: task.contextId,
+          json,
+          dirty: false,
+          touchedAt: Date.now(),
+          writing: Promise.resolve(),
+        });
+      }
+    });
+  }
+
+  // A run that never reaches an end state would keep its copy forever; idle copies are written
+  // and dropped.
+  const sweeper = setInterval(
+    () => {
+      const cutoff = Date.now() - idleEvictMs;
+      for (const [id, held] of progress) {
+        if (held.touchedAt > cutoff) continue;
+        progress.delete(id);
+        if (held.dirty) {
+          writeHeld(id, held).catch((error) =>
+            options.logger?.error("writing a task's progress failed", { taskId: id, error }),
+          );
+        } else if (held.timer) {
+          clearTimeout(held.timer);
+        }
+      }
+    },
+    Math.min(idleEvictMs, 60_000),
+  );
+  sweeper.unref();
+
+  async function flush(): Promise<void> {
+    const writes: Promise<void>[] = [];
+    for (const [id, held] of progress) {
+      writes.push(held.dirty ? writeHeld(id, held) : held.writing.catch(() => {}));
+    }
+    await Promise.all(writes);
   }
 
   async function list(
@@ -204,5 +343,11 @@ export function createTaskStore(db: Db): PostgresTaskStore {
     loadForCaller,
     listContextTasks,
     loadManyForCaller,
+    flush,
+    close: async () => {
+      clearInterval(sweeper);
+      await flush();
+    },
+    pendingCount: () => progress.size,
   };
 }

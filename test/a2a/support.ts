@@ -320,7 +320,7 @@ export async function startHarness(
     legacyClient,
     rpc,
     async close() {
-      a2a.closeAllStreams();
+      await a2a.close();
       server.close();
       (server as { closeAllConnections?: () => void }).closeAllConnections?.();
       if (server.listening) await once(server, "close");
