@@ -1,10 +1,16 @@
 // MCP tools end to end with a real stdio server (test/tools/fixtures/mcp-server.ts): connected
 // lazily on first use, named server.tool, results nested as data and bounded, errors and
 // approval-shaped output turned into failures, and the server stopped by close().
+import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { parseToolsPolicy } from "../../src/policy/policy-files.ts";
 import type { ToolRuntime } from "../../src/tools/types.ts";
 import {
@@ -155,6 +161,44 @@ describe("an MCP server that cannot be reached", () => {
       expectFailure(await callTool(broken, "broken.x", {}), "failed");
     } finally {
       await broken.close();
+    }
+  });
+});
+
+describe("an MCP server over streamable HTTP (loopback)", () => {
+  it("connects lazily on first call and returns the result as data", async () => {
+    const mcp = new McpServer({ name: "http-fixture", version: "1.0.0" });
+    mcp.registerTool(
+      "shout",
+      { description: "Upper-cases text.", inputSchema: { text: z.string() } },
+      async ({ text }) => ({
+        content: [{ type: "text", text: text.toUpperCase() }],
+      }),
+    );
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID() });
+    await mcp.connect(transport);
+    let requests = 0;
+    const server = createServer((req, res) => {
+      requests++;
+      void transport.handleRequest(req, res);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    const toolsPolicy = parseToolsPolicy(
+      `mcpServers:\n  - {name: remote, transport: http, url: "http://127.0.0.1:${port}/mcp", tools: {shout: }}\n`,
+      "tools.yaml",
+    );
+    const remote = await startRuntime(sandbox, { policies: buildPolicies(toolsPolicy) });
+    try {
+      expect(requests).toBe(0);
+      const result = expectSuccess(await callTool(remote, "remote.shout", { text: "quiet" }));
+      expect(result).toEqual({ content: [{ type: "text", text: "QUIET" }] });
+      expect(requests).toBeGreaterThan(0);
+    } finally {
+      await remote.close();
+      await mcp.close();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 });
