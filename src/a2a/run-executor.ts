@@ -260,7 +260,10 @@ export function createRunExecutor(deps: RunExecutorDeps): RunExecutor {
     };
 
     let parkedTool: string | undefined;
+    // Set once the outcome is in: an engine event arriving later must not touch an ended task.
+    let settled = false;
     const onEvent = (event: RunEvent) => {
+      if (settled) return;
       try {
         if (event.type === "text-delta") {
           fullText += event.delta;
@@ -352,6 +355,7 @@ export function createRunExecutor(deps: RunExecutorDeps): RunExecutor {
       if (entry.cancelRequested) void cancelRun(handle.runId, log);
 
       const outcome = await handle.outcome;
+      settled = true;
       flushText();
       const finalText = outcome.status === "completed" ? (outcome.text ?? fullText) : fullText;
       // A parked run is not done: its partial answer stays open for the resumed run to finish.
@@ -385,6 +389,7 @@ export function createRunExecutor(deps: RunExecutorDeps): RunExecutor {
         ),
       );
     } finally {
+      settled = true;
       if (timer) clearTimeout(timer);
       active.delete(ids.taskId);
     }
