@@ -229,6 +229,8 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
     typeof options.model === "function" ? options.model({ runId, callerId }) : options.model;
 
   const active = new Map<string, ActiveRun>();
+  // Runs this instance is claiming from `parked` (the row names it before the run is in `active`).
+  const claiming = new Set<string>();
   const settledListeners = new Set<(settled: SettledRun) => void>();
   let stopping = false;
 
@@ -756,6 +758,18 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
     answer: { callId?: string; argsDigest?: string; decision: ApprovalDecision; actor: string },
   ): Promise<RunHandle> {
     if (stopping) throw new UnavailableError("the run engine is shutting down");
+    claiming.add(runId);
+    try {
+      return await claimAndResume(runId, answer);
+    } finally {
+      claiming.delete(runId);
+    }
+  }
+
+  async function claimAndResume(
+    runId: string,
+    answer: { callId?: string; argsDigest?: string; decision: ApprovalDecision; actor: string },
+  ): Promise<RunHandle> {
     const claim = await db.transaction(async (tx): Promise<Claim> => {
       const run = await lockRun(tx, runId);
       if (!run) throw new NotFoundError("no such run");
@@ -866,7 +880,7 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
     const recovered = await recoverOrphanedRuns(db, {
       instanceId,
       staleBefore: new Date(at.getTime() - staleAfterMs),
-      localRunIds: new Set(active.keys()),
+      localRunIds: new Set([...active.keys(), ...claiming]),
       at,
     });
     for (const run of recovered) {
