@@ -11,9 +11,10 @@
 //   a2a.closeCallerStreams(callerId)             ends the caller's open streams (revocation)
 //   a2a.closeAllStreams()                        ends every open stream
 //   await a2a.close()                            ends streams, writes pending progress (shutdown)
-//   await a2a.settleRun({ callerId, taskId, outcome, pendingTool? })
+//   await a2a.settleRun({ callerId, a2a: { taskId }, outcome, pendingTool? })
 //        records the end (or a new park) of a run that finished outside an A2A request: a parked
-//        run resumed after approval, rejected, expired, or an orphan marked interrupted.
+//        run resumed after approval, rejected, expired, or an orphan marked interrupted. Takes
+//        the engine's SettledRun as is: engine.onRunSettled((run) => void a2a.settleRun(run)).
 //
 // Inside, the a2a-js SDK does the protocol: DefaultRequestHandler (subclassed with peergate's
 // checks in request-handler.ts), JsonRpcTransportHandler for 1.0 and the compat
@@ -92,9 +93,14 @@ export type A2aRequest = {
   contentType?: string | undefined;
 };
 
+/**
+ * A run that ended (or parked again) outside an A2A request. Shaped like the engine's
+ * `SettledRun`, so `engine.onRunSettled((run) => void a2a.settleRun(run))` needs no glue; runs
+ * without an A2A task (webhooks) are ignored.
+ */
 export type SettleRunInput = {
   callerId: string;
-  taskId: string;
+  a2a?: { taskId: string };
   outcome: Pick<RunOutcome, "runId" | "status" | "text" | "error">;
   /** The tool a re-parked run waits on, for the operator message. */
   pendingTool?: string;
@@ -283,11 +289,13 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
   }
 
   async function settleRun(input: SettleRunInput): Promise<void> {
+    const taskId = input.a2a?.taskId;
+    if (!taskId) return;
     const context = createCallContext(new CallerUser(input.callerId));
-    const task = await store.loadForCaller(input.callerId, input.taskId);
+    const task = await store.loadForCaller(input.callerId, taskId);
     if (!task) {
       logger.warn("a settled run names no task of its caller", {
-        taskId: input.taskId,
+        taskId,
         callerId: input.callerId,
       });
       return;

@@ -4,8 +4,10 @@
 import { randomUUID } from "node:crypto";
 import { type ListTasksRequest, type StreamResponse, type Task, TaskState } from "@a2a-js/sdk";
 import type { Client } from "@a2a-js/sdk/client";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
+import type { SettleRunInput } from "../../src/a2a/service.ts";
 import { a2aTasks } from "../../src/db/schema.ts";
+import type { SettledRun } from "../../src/runs/engine.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 import { type Harness, sendBody, startHarness, userMessage } from "./support.ts";
 
@@ -225,7 +227,7 @@ describeEachDatabase(
       expect(runId).toMatch(/^[0-9a-f-]{36}$/);
       await h.a2a.settleRun({
         callerId: h.callers.get("dave")?.id ?? "",
-        taskId: task.id,
+        a2a: { taskId: task.id },
         outcome: { runId: runId ?? "", status: "completed", text: "fetched and done" },
       });
       const done = await client.getTask({ id: task.id } as never);
@@ -243,12 +245,48 @@ describeEachDatabase(
       expect(h.engine.cancels.map((c) => c.runId)).toContain(runId);
       await h.a2a.settleRun({
         callerId: h.callers.get("dave")?.id ?? "",
-        taskId: task.id,
+        a2a: { taskId: task.id },
         outcome: { runId, status: "completed", text: "too late" },
       });
       const stored = await client.getTask({ id: task.id } as never);
       expect(stored.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
       expect(stored.artifacts).toEqual([]);
+    });
+
+    it("takes the engine's settled runs as they are: re-parked, then rejected", async () => {
+      expectTypeOf<SettledRun>().toExtend<SettleRunInput>();
+      const client = await h.client("dave");
+      const task = asTask(
+        await client.sendMessage({ message: userMessage("park again") } as never),
+      );
+      const settled: SettledRun = {
+        runId: "r-1",
+        callerId: h.callers.get("dave")?.id ?? "",
+        origin: "a2a",
+        a2a: { taskId: task.id, contextId: task.contextId },
+        outcome: { runId: "r-1", status: "parked", messages: [] },
+        pendingTool: "write_file",
+      };
+      await h.a2a.settleRun(settled);
+      const reparked = await client.getTask({ id: task.id } as never);
+      expect(reparked.status?.state).toBe(TaskState.TASK_STATE_AUTH_REQUIRED);
+      expect(textOf(reparked.status?.message?.parts)).toContain("`write_file`");
+      const rejection: SettledRun = {
+        ...settled,
+        outcome: {
+          runId: "r-1",
+          status: "rejected",
+          messages: [],
+          error: { code: "rejected", message: "Not today." },
+        },
+      };
+      await h.a2a.settleRun(rejection);
+      const rejected = await client.getTask({ id: task.id } as never);
+      expect(rejected.status?.state).toBe(TaskState.TASK_STATE_REJECTED);
+      expect(textOf(rejected.status?.message?.parts)).toBe("Not today.");
+      // A webhook run has no task: nothing to do.
+      const webhookRun: SettledRun = { ...settled, origin: "webhook", a2a: undefined };
+      await h.a2a.settleRun(webhookRun);
     });
 
     it("streams a parked run to AUTH_REQUIRED and closes the stream there", async () => {
