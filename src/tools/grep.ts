@@ -9,7 +9,7 @@ import { Worker } from "node:worker_threads";
 import { z } from "zod";
 import { quoteUntrusted } from "../policy/quote.ts";
 import { matchPattern } from "./find-files.ts";
-import type { GrepWorkerMatch, GrepWorkerReply } from "./grep-worker.ts";
+import type { GrepWorkerReply, GrepWorkerRequest } from "./grep-worker.ts";
 import { isBinary, sniffBytes } from "./text.ts";
 import { runGuarded, ToolCallError } from "./tool-call-error.ts";
 import type { ToolImplementation } from "./types.ts";
@@ -53,7 +53,8 @@ const inputSchema = z.strictObject({
     .describe(`Most matching lines to return (default ${grepLimits.defaultMatches}).`),
 });
 
-type Match = { path: string } & GrepWorkerMatch;
+type Match = { path: string; line: number; text: string };
+type Loaded = { relative: string } & ({ text: string } | { skipped: "large" | "binary" });
 
 /** One worker per call, asked one file at a time. */
 function startMatcher(pattern: string, flags: string) {
@@ -84,13 +85,22 @@ function startMatcher(pattern: string, flags: string) {
     return started;
   };
   return {
-    match(text: string, maxMatches: number): Promise<GrepWorkerReply> {
+    match(texts: string[], maxMatches: number): Promise<GrepWorkerReply> {
       const w = ensure();
       const id = nextId++;
       return new Promise((resolve, reject) => {
         pending = { id, resolve, reject };
-        w.postMessage({ id, text, maxMatches, maxLineChars: grepLimits.maxLineChars });
+        const request: GrepWorkerRequest = {
+          id,
+          texts,
+          maxMatches,
+          maxLineChars: grepLimits.maxLineChars,
+        };
+        w.postMessage(request);
       });
+    },
+    warm(): void {
+      ensure();
     },
     async stop(): Promise<void> {
       const w = worker;
@@ -100,17 +110,38 @@ function startMatcher(pattern: string, flags: string) {
   };
 }
 
-/** Reads a whole small text file from an open handle; undefined for large or binary files. */
-async function readSmallText(
-  handle: FileHandle,
-): Promise<{ text: string } | { skipped: "large" | "binary" }> {
-  const stats = await handle.stat();
-  if (stats.size > grepLimits.maxFileBytes) return { skipped: "large" };
-  const bytes = await handle.readFile();
-  if (bytes.length > grepLimits.maxFileBytes) return { skipped: "large" };
-  if (isBinary(bytes.subarray(0, sniffBytes)) || bytes.includes(0)) return { skipped: "binary" };
-  return { text: bytes.toString("utf8") };
+/**
+ * A small text file's contents, read from a handle opened by openEntryAt (closed here). Only
+ * regular files are read; large and binary ones are skipped and counted.
+ */
+async function loadText(relative: string, handle: FileHandle): Promise<Loaded | undefined> {
+  try {
+    const stats = await handle.stat();
+    if (!stats.isFile()) return undefined;
+    if (stats.size > grepLimits.maxFileBytes) return { relative, skipped: "large" };
+    const bytes =
+      stats.size < 64 * 1024 ? await readSmall(handle, stats.size) : await handle.readFile();
+    if (bytes.length > grepLimits.maxFileBytes) return { relative, skipped: "large" };
+    if (isBinary(bytes.subarray(0, sniffBytes)) || bytes.includes(0)) {
+      return { relative, skipped: "binary" };
+    }
+    return { relative, text: bytes.toString("utf8") };
+  } finally {
+    await handle.close();
+  }
 }
+
+/** One read for a small file (one byte more than its size, to notice it grew). */
+async function readSmall(handle: FileHandle, size: number): Promise<Buffer> {
+  const buffer = Buffer.allocUnsafe(size + 1);
+  const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
+  return bytesRead <= size ? buffer.subarray(0, bytesRead) : await handle.readFile();
+}
+
+/** Files read ahead of the matcher, and how much is sent to it at once. */
+const readAhead = 16;
+const batchFiles = 128;
+const batchBytes = 1024 * 1024;
 
 export function createGrepTool(
   workspace: Workspace,
@@ -140,6 +171,8 @@ export function createGrepTool(
         const deadline = Date.now() + timeMs;
         const start = await workspace.resolveExisting(input.path ?? ".");
         const matcher = startMatcher(input.pattern, flags);
+        // Boot the worker (tens of milliseconds) while the first files are found and read.
+        matcher.warm();
         const matches: Match[] = [];
         const skipped = { large: 0, binary: 0 };
         let outputBytes = 0;
@@ -150,19 +183,15 @@ export function createGrepTool(
           ctx.signal.addEventListener("abort", () => resolve("aborted"), { once: true });
         });
 
-        /** Returns false when the search must stop. */
-        const search = async (relative: string, handle: FileHandle): Promise<boolean> => {
-          let read: Awaited<ReturnType<typeof readSmallText>>;
-          try {
-            read = await readSmallText(handle);
-          } finally {
-            await handle.close();
-          }
-          if ("skipped" in read) {
-            skipped[read.skipped]++;
-            return true;
-          }
-          filesSearched++;
+        let batch: { relative: string; text: string }[] = [];
+        let batchSize = 0;
+
+        /** Sends the batch to the matcher; false when the search must stop. */
+        const flush = async (): Promise<boolean> => {
+          if (batch.length === 0) return true;
+          const files = batch;
+          batch = [];
+          batchSize = 0;
           const remaining = deadline - Date.now();
           if (remaining <= 0) {
             stoppedBy = "deadline";
@@ -170,7 +199,10 @@ export function createGrepTool(
           }
           let timer: NodeJS.Timeout | undefined;
           const reply = await Promise.race([
-            matcher.match(read.text, limit - matches.length + 1),
+            matcher.match(
+              files.map((f) => f.text),
+              limit - matches.length + 1,
+            ),
             new Promise<"deadline">((resolve) => {
               timer = setTimeout(() => resolve("deadline"), remaining);
             }),
@@ -186,13 +218,14 @@ export function createGrepTool(
               stoppedBy = "matches";
               return false;
             }
+            const relative = files[match.file]?.relative ?? "";
             const size = Buffer.byteLength(match.text) + relative.length + 16;
             if (outputBytes + size > grepLimits.maxOutputBytes) {
               stoppedBy = "output";
               return false;
             }
             outputBytes += size;
-            matches.push({ path: relative, ...match });
+            matches.push({ path: relative, line: match.line, text: match.text });
           }
           if (reply.more) {
             stoppedBy = "matches";
@@ -201,9 +234,27 @@ export function createGrepTool(
           return true;
         };
 
+        /** Takes one loaded file into the batch; false when the search must stop. */
+        const absorb = async (loaded: Loaded | undefined): Promise<boolean> => {
+          if (loaded === undefined) return true;
+          if ("skipped" in loaded) {
+            skipped[loaded.skipped]++;
+            return true;
+          }
+          filesSearched++;
+          batch.push(loaded);
+          batchSize += loaded.text.length;
+          return batch.length >= batchFiles || batchSize >= batchBytes ? flush() : true;
+        };
+
+        // Files are opened in walk order through the directory the walk holds (that handle is
+        // valid only until the walk moves on), then checked and read concurrently.
+        const reads: Promise<Loaded | undefined>[] = [];
+        const next = () => reads.shift() as Promise<Loaded | undefined>;
         try {
+          let going = true;
           if (start.stats.isFile()) {
-            await search(start.relative, await workspace.openFile(start));
+            reads.push(loadText(start.relative, await workspace.openFile(start)));
           } else {
             const state: WalkState = { stoppedBy: undefined, visited: 0 };
             const walk = walkTree(
@@ -225,13 +276,21 @@ export function createGrepTool(
               ) {
                 continue;
               }
-              const handle = await workspace.openFileAt(entry.parent, entry.name);
+              const handle = await workspace.openEntryAt(entry.parent, entry.name);
               if (handle === undefined) continue;
-              if (!(await search(entry.relative, handle))) break;
+              reads.push(loadText(entry.relative, handle));
+              if (reads.length >= readAhead) {
+                going = await absorb(await next());
+                if (!going) break;
+              }
             }
             stoppedBy ??= state.stoppedBy;
           }
+          while (going && reads.length > 0) going = await absorb(await next());
+          if (going) await flush();
         } finally {
+          // Every handle opened is closed before the call returns, whatever stopped it.
+          await Promise.allSettled(reads);
           await matcher.stop();
         }
         if (stoppedBy !== undefined) truncated = true;

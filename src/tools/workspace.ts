@@ -64,6 +64,12 @@ export type Workspace = {
   openDirectory(confined: ConfinedPath): Promise<OpenDirectory>;
   /** Opens `name` inside an open directory (no symlinks followed); undefined if it is not a file. */
   openFileAt(dir: OpenDirectory, name: string): Promise<FileHandle | undefined>;
+  /**
+   * Opens `name` inside an open directory (no symlinks followed, never blocking on a FIFO)
+   * without checking its type: the caller must fstat the handle and use only a regular file.
+   * Lets a walker open in order and check and read concurrently.
+   */
+  openEntryAt(dir: OpenDirectory, name: string): Promise<FileHandle | undefined>;
   /** Opens the subdirectory `name` of an open directory (no symlinks followed). */
   openDirectoryAt(dir: OpenDirectory, name: string, relative: string): Promise<OpenDirectory>;
   /** True for a real path that is the data directory or inside it (walkers skip it). */
@@ -385,6 +391,9 @@ export async function createWorkspace(options: {
     }
   };
 
+  const openEntryAt = (dir: OpenDirectory, name: string): Promise<FileHandle | undefined> =>
+    open(dir.at(name), fileFlags).catch(() => undefined);
+
   const openFileAt = async (dir: OpenDirectory, name: string): Promise<FileHandle | undefined> => {
     let handle: FileHandle;
     try {
@@ -426,6 +435,7 @@ export async function createWorkspace(options: {
     openFile,
     openDirectory,
     openFileAt,
+    openEntryAt,
     openDirectoryAt,
     isDataPath,
     relativeOf,

@@ -205,3 +205,24 @@ describe("grep cannot hang the process", () => {
     await quick.close();
   });
 });
+
+describe("no descriptors leak", () => {
+  it("grep and find that stop early close every file and directory they opened", async () => {
+    for (let d = 0; d < 5; d++) {
+      await mkdir(path.join(sandbox.workspace, `d${d}`));
+      for (let f = 0; f < 40; f++) {
+        await writeFile(path.join(sandbox.workspace, `d${d}`, `f${f}.txt`), "needle\n");
+      }
+    }
+    const openCount = async () => (await readdir("/proc/self/fd")).length;
+    await callTool(runtime, "grep", { pattern: "needle", limit: 1 }); // the worker's own fds settle
+    const before = await openCount();
+    for (const limit of [1, 7, 150]) {
+      const grep = await callTool(runtime, "grep", { pattern: "needle", limit });
+      expect(grep).toMatchObject({ ok: true, truncated: true });
+      const find = await callTool(runtime, "find", { pattern: "*.txt", limit });
+      expect(find).toMatchObject({ ok: true, truncated: true });
+    }
+    expect(await openCount()).toBe(before);
+  });
+});

@@ -1,0 +1,123 @@
+// Tool runtime benchmark: `npm exec -- node bench/tools.ts`. Prints a markdown table of median
+// wall times for the calls a run makes most, on a generated workspace in a temp directory
+// (2 000 files in 100 directories, one 10 MB text file). Loopback only; nothing leaves the
+// machine. The numbers say what a call costs on top of the model's latency.
+import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { createLogger } from "../src/log.ts";
+import { listPolicyTools } from "../src/policy/policy-files.ts";
+import { createInventory } from "../src/policy/tools.ts";
+import { createToolRuntime } from "../src/tools/runtime.ts";
+import { assessShellRisk } from "../src/tools/shell-risk.ts";
+import type { ToolCallContext, ToolRuntime } from "../src/tools/types.ts";
+
+const base = await realpath(await mkdtemp(path.join(os.tmpdir(), "peergate-bench-tools-")));
+const workspace = path.join(base, "workspace");
+for (let d = 0; d < 100; d++) {
+  const dir = path.join(workspace, `pkg${d}`, "src");
+  await mkdir(dir, { recursive: true });
+  for (let f = 0; f < 20; f++) {
+    const body = Array.from(
+      { length: 50 },
+      (_, i) => `export const v${i} = ${d * f + i}; // line ${i}`,
+    );
+    if (f === 7) body.push("// TODO: the needle");
+    await writeFile(path.join(dir, `file${f}.ts`), `${body.join("\n")}\n`);
+  }
+}
+await writeFile(path.join(workspace, "big.log"), `${"x".repeat(99)}\n`.repeat(100_000));
+
+const server = createServer((_req, res) => {
+  res.writeHead(200, { "content-type": "text/plain" });
+  res.end("hello");
+});
+await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+const port = (server.address() as AddressInfo).port;
+
+const built = createInventory(listPolicyTools({ commands: [], mcpServers: [] }), "bench");
+if (!built.ok) throw new Error("inventory");
+const startedAt = performance.now();
+const runtime: ToolRuntime = await createToolRuntime({
+  policies: { inventory: built.inventory, toolsPolicy: { commands: [], mcpServers: [] } },
+  workspace,
+  dataDir: path.join(base, "data"),
+  env: { PATH: process.env.PATH },
+  webFetch: {
+    resolve: async () => [{ address: "127.0.0.1", family: 4 }],
+    allowAddresses: ["127.0.0.1"],
+  },
+  logger: createLogger({ level: "silent", write: () => {} }),
+});
+const startMs = performance.now() - startedAt;
+
+const ctx: ToolCallContext = {
+  signal: new AbortController().signal,
+  workspace: runtime.workspace ?? "",
+  callId: "bench",
+  now: () => new Date(),
+};
+
+async function measure(label: string, runs: number, call: () => Promise<unknown>): Promise<string> {
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const t = performance.now();
+    const result = (await call()) as { ok?: boolean; kind?: string };
+    times.push(performance.now() - t);
+    if (result.ok === false) throw new Error(`${label} failed: ${JSON.stringify(result)}`);
+  }
+  times.sort((a, b) => a - b);
+  const median = times[Math.floor(times.length / 2)] ?? 0;
+  return `| ${label} | ${runs} | ${median.toFixed(2)} | ${(times.at(-1) ?? 0).toFixed(2)} |`;
+}
+
+function call(name: string, args: unknown) {
+  const tool = runtime.tools.get(name);
+  if (tool === undefined) throw new Error(name);
+  return () => tool.execute(tool.inputSchema.parse(args), ctx);
+}
+
+const rows = [
+  await measure(
+    "read_file, 2000-line window of a 10 MB file",
+    20,
+    call("read_file", { path: "big.log" }),
+  ),
+  await measure(
+    "read_file, lines 90 000-90 100 of it",
+    10,
+    call("read_file", { path: "big.log", offset: 90_000, limit: 100 }),
+  ),
+  await measure("ls, 100 entries", 20, call("ls", {})),
+  await measure("find *.ts over 2 200 entries", 10, call("find", { pattern: "*.ts", limit: 1000 })),
+  await measure("grep TODO over 2 000 files", 10, call("grep", { pattern: "TODO", glob: "*.ts" })),
+  await measure("stat", 50, call("stat", { path: "pkg1/src/file1.ts" })),
+  await measure(
+    "write_file proposal (diff of a 50-line file)",
+    20,
+    call("write_file", { path: "pkg1/src/file1.ts", content: "changed\n" }),
+  ),
+  await measure(
+    "execute_command proposal (denylist + floor)",
+    20,
+    call("execute_command", { program: "sh", args: ["-c", "ls | wc -l"] }),
+  ),
+  await measure(
+    "web_fetch on loopback",
+    20,
+    call("web_fetch", { url: `http://bench.test:${port}/` }),
+  ),
+  await measure("assessShellRisk, one-line script", 50, () =>
+    assessShellRisk("grep -rn x src | sort > /dev/null", "unknown"),
+  ),
+];
+
+console.log(`createToolRuntime: ${startMs.toFixed(1)} ms\n`);
+console.log("| call | runs | median ms | max ms |\n|---|---|---|---|");
+console.log(rows.join("\n"));
+
+await runtime.close();
+server.close();
+await rm(base, { recursive: true, force: true });
