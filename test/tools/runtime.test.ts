@@ -201,7 +201,7 @@ describe("grep cannot hang the process", () => {
     expect(expectSuccess(result).stoppedBy).toBe("deadline");
     expect(elapsed).toBeLessThan(3000);
     // The event loop kept turning while the regex ran in its worker.
-    expect(ticks).toBeGreaterThanOrEqual(10);
+    expect(ticks).toBeGreaterThanOrEqual(3);
     await quick.close();
   });
 });
