@@ -78,7 +78,7 @@ import {
   removeInstance,
   saveMessages,
 } from "./run-store.ts";
-import type { ApprovalDecision, BatchDeps } from "./tool-batch.ts";
+import type { ApprovalDecision, BatchDeps, ToolCallRecorder } from "./tool-batch.ts";
 import type { RunEngine, RunEvent, RunHandle, RunOutcome, StartRunRequest } from "./types.ts";
 
 /** The NOTIFY channel that carries cancels to the instance executing a run. */
@@ -200,6 +200,17 @@ type SegmentInput = {
 };
 
 const defaultParkTtlMs = 24 * 60 * 60 * 1000;
+
+/** The recorder, telling `onOpen` when a segment records its first tool call. */
+function trackOpened(recorder: ToolCallRecorder, onOpen: () => void): ToolCallRecorder {
+  return {
+    ...recorder,
+    open(rows) {
+      if (rows.length > 0) onOpen();
+      return recorder.open(rows);
+    },
+  };
+}
 
 function describeError(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
@@ -495,6 +506,9 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
 
     let end: SegmentEnd;
     let timer: NodeJS.Timeout | undefined;
+    // Usage of steps not yet written: flushed before tools run, else with the run's end.
+    const unflushed = { tokens: 0, costUsd: 0 };
+    let callsRecorded = false;
     const startable = checkStartable(resolved, caller);
     if (startable.error || !resolved.ok) {
       end = { kind: "failed", error: startable.error ?? { code: "no-model", message: "no model" } };
@@ -504,7 +518,11 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
         limits: run.budgetLimits,
         used,
         daily: caller.budgets.daily,
-        dailyUsed: await readDailyTotals(db, caller.id, day),
+        // Today's totals matter only to a daily token or cost budget.
+        dailyUsed:
+          caller.budgets.daily?.tokens !== undefined || caller.budgets.daily?.costUsd !== undefined
+            ? await readDailyTotals(db, caller.id, day)
+            : { tokens: 0, costUsd: 0, runs: 0 },
       });
       if (meters.remainingMs !== undefined) {
         const deadline = {
@@ -514,7 +532,8 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
         if (meters.remainingMs <= 0) stopLocal(entry, deadline);
         else timer = setTimeout(() => stopLocal(entry, deadline), meters.remainingMs);
       }
-      const recordIds = new Set(await listCallIds(db, run.id));
+      // A first segment has no calls yet; a resumed one keeps its rows' ids unique.
+      const recordIds = new Set(input.resume ? await listCallIds(db, run.id) : []);
       const reserved = new Set(policies.inventory.names.keys());
       const modelTools = buildModelTools(set, options.tools.tools, reserved);
       const batch: BatchDeps = {
@@ -524,13 +543,18 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
         signal: entry.controller.signal,
         workspace,
         now,
-        recorder: createToolCallRecorder({
-          db,
-          runId: run.id,
-          segment,
-          actor: `caller:${caller.name}`,
-          now,
-        }),
+        recorder: trackOpened(
+          createToolCallRecorder({
+            db,
+            runId: run.id,
+            segment,
+            actor: `caller:${caller.name}`,
+            now,
+          }),
+          () => {
+            callsRecorded = true;
+          },
+        ),
         emit: (event) => emitSafely(input.onEvent, event),
         logger,
         takeRecordId: (toolCallId) => {
@@ -561,8 +585,15 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
           ...(input.resume && run.pendingBatch
             ? { resume: { batch: run.pendingBatch, decision: input.resume.decision } }
             : {}),
-          chargeStep: (delta) =>
-            chargeStep(db, {
+          chargeStep: (delta) => {
+            unflushed.tokens += delta.tokens;
+            unflushed.costUsd += delta.costUsd;
+          },
+          flushUsage: async () => {
+            const delta = { ...unflushed };
+            unflushed.tokens = 0;
+            unflushed.costUsd = 0;
+            await chargeStep(db, {
               runId: run.id,
               callerId: caller.id,
               instanceId,
@@ -570,7 +601,8 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
               used,
               delta,
               at: now(),
-            }),
+            });
+          },
           checkpoint: () => saveMessages(db, run.id, instanceId, messages, now()),
           onTextDelta: (delta) => emitSafely(input.onEvent, { type: "text-delta", delta }),
         });
@@ -634,6 +666,7 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
           used,
           parkedUntil: new Date(at.getTime() + parkTtlMs),
           at,
+          daily: { callerId: caller.id, day: formatUtcDay(at), delta: unflushed },
         });
         if (!parked) return settleTakenOver(run, input);
         const outcome: RunOutcome = { runId: run.id, status: "parked", messages };
@@ -658,6 +691,8 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
       messages,
       used,
       at,
+      daily: { callerId: caller.id, day: formatUtcDay(at), delta: unflushed },
+      toolCallsOpen: input.resume !== undefined || callsRecorded,
     });
     if (!finished) return settleTakenOver(run, input);
     const outcome: RunOutcome = {

@@ -48,8 +48,10 @@ export type SegmentContext = {
   readonly maxRetries: number;
   readonly logger: Logger;
   readonly resume?: { batch: PendingBatch; decision: ApprovalDecision };
-  /** Persists a charged step (usage, heartbeat, daily totals). */
-  chargeStep(delta: { tokens: number; costUsd: number }): Promise<void>;
+  /** Counts a step's usage toward the daily totals (written by `flushUsage` or at the end). */
+  chargeStep(delta: { tokens: number; costUsd: number }): void;
+  /** Writes the usage counted so far (run usage, heartbeat, daily totals) before tools run. */
+  flushUsage(): Promise<void>;
   /** Persists the conversation after a finished batch. */
   checkpoint(): Promise<void>;
   onTextDelta(delta: string): void;
@@ -106,6 +108,8 @@ export async function runSegment(ctx: SegmentContext): Promise<SegmentEnd> {
       return { kind: "budget", budget: over };
     }
 
+    // Other instances see today's totals before this run spends time in its tools.
+    await ctx.flushUsage();
     const outcome = await executeToolBatch(ctx.batch, calls);
     if (outcome.approvals.length > 0) {
       return park(outcome.results, outcome.approvals);
@@ -254,7 +258,7 @@ async function callModel(ctx: SegmentContext): Promise<StepOutcome> {
   ctx.used.steps += 1;
   ctx.used.tokens += delta.tokens;
   ctx.used.costUsd += delta.costUsd;
-  await ctx.chargeStep({ tokens: delta.tokens, costUsd: delta.costUsd });
+  ctx.chargeStep({ tokens: delta.tokens, costUsd: delta.costUsd });
   return {
     kind: "step",
     text,

@@ -115,6 +115,13 @@ export function isUuid(text: string): boolean {
   return typeof text === "string" && uuidPattern.test(text);
 }
 
+/** Usage to add to a caller's daily totals in the same transaction as a run's change. */
+export type DailyCharge = {
+  callerId: string;
+  day: string;
+  delta: { tokens: number; costUsd: number };
+};
+
 /** Charges one model step: the run's usage, its heartbeat and the caller's daily totals. */
 export async function chargeStep(
   db: DbOrTx,
@@ -250,6 +257,7 @@ export async function parkRun(
     used: RunBudgetUsed;
     parkedUntil: Date;
     at: Date;
+    daily?: DailyCharge;
   },
 ): Promise<boolean> {
   return db.transaction(async (tx) => {
@@ -275,6 +283,8 @@ export async function parkRun(
       )
       .returning({ id: runs.id });
     if (!row) return false;
+    if (input.daily)
+      await addDailyUsage(tx, input.daily.callerId, input.daily.day, input.daily.delta);
     await appendAuditEvent(tx, {
       actor: `instance:${input.instanceId}`,
       kind: "run.parked",
@@ -303,6 +313,10 @@ export async function finishRun(
     messages: unknown[];
     used: RunBudgetUsed;
     at: Date;
+    /** Usage not yet added to the caller's daily totals. */
+    daily?: DailyCharge;
+    /** False when the segment recorded no tool call (nothing to close). */
+    toolCallsOpen?: boolean;
   },
 ): Promise<boolean> {
   return db.transaction(async (tx) => {
@@ -330,16 +344,21 @@ export async function finishRun(
       )
       .returning({ id: runs.id });
     if (!row) return false;
+    if (input.daily)
+      await addDailyUsage(tx, input.daily.callerId, input.daily.day, input.daily.delta);
     // Calls still marked running belong to this run's stop: they were interrupted. Calls still
     // waiting for an operator never ran.
-    await tx
-      .update(toolCalls)
-      .set({ status: "interrupted", code: "interrupted", finishedAt: input.at })
-      .where(and(eq(toolCalls.runId, input.runId), eq(toolCalls.status, "running")));
-    await tx
-      .update(toolCalls)
-      .set({ status: "not-started", finishedAt: input.at })
-      .where(and(eq(toolCalls.runId, input.runId), eq(toolCalls.status, "parked")));
+    if (input.toolCallsOpen !== false)
+      await tx
+        .update(toolCalls)
+        .set({
+          status: sql`case when ${toolCalls.status} = 'running' then 'interrupted' else 'not-started' end`,
+          code: sql`case when ${toolCalls.status} = 'running' then 'interrupted' else ${toolCalls.code} end`,
+          finishedAt: input.at,
+        })
+        .where(
+          and(eq(toolCalls.runId, input.runId), inArray(toolCalls.status, ["running", "parked"])),
+        );
     await appendAuditEvent(tx, {
       actor: `instance:${input.instanceId}`,
       kind: `run.${input.status}`,
