@@ -14,6 +14,7 @@
 //   logger, subscribeCallerEvents: directory.onCallerEvent, priceTable });
 // const { runId, outcome } = await engine.start({ caller, origin: "a2a", messages }, onEvent);
 import { randomUUID } from "node:crypto";
+import { realpath } from "node:fs/promises";
 import { hostname } from "node:os";
 import type { ModelMessage } from "ai";
 import { appendAuditEvent } from "../db/audit.ts";
@@ -222,7 +223,8 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
   const db = database.db;
   const logger = options.logger.child({ component: "runs", instanceId });
   const now = options.now ?? (() => new Date());
-  const workspace = options.workspace ?? process.cwd();
+  // Tools expect the root absolute and symlink-resolved.
+  const workspace = await realpath(options.workspace ?? process.cwd());
   const priceTable = options.priceTable ?? emptyPriceTable;
   const parkTtlMs = options.parkTtlMs ?? defaultParkTtlMs;
   const heartbeatMs = options.heartbeatMs ?? 5_000;
