@@ -1,7 +1,12 @@
 // Composition root of the server: config → policies → data dir secrets → database → migrations →
 // services → app → listen, and the graceful stop in reverse. `peergate serve` (and so `npm start`)
 // runs this. Nothing below this file reads the environment or the data directory's secret files.
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import path from "node:path";
 import { serve } from "@hono/node-server";
+import { createA2aService } from "./a2a/service.ts";
+import { createJwksCache } from "./auth/jwt.ts";
 import { createRateLimiter } from "./auth/rate-limit.ts";
 import { generateSecretKeyText, parseSecretKey } from "./auth/sealed-secrets.ts";
 import type { Config } from "./config.ts";
@@ -14,10 +19,16 @@ import {
 } from "./db/open-configured.ts";
 import { ConfigError } from "./errors.ts";
 import { createApp } from "./http/app.ts";
+import { readSourceAddress } from "./http/request-info.ts";
+import { a2aRoutes } from "./http/routes/a2a.ts";
+import { throttleAuth } from "./http/throttle.ts";
 import { loadPolicies } from "./load-policies.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics } from "./metrics.ts";
 import { createCeilingCache } from "./policy/ceiling-cache.ts";
+import { createRunEngine } from "./runs/engine.ts";
+import { loadPriceTable } from "./runs/prices.ts";
+import { resolveModel } from "./runs/resolve-model.ts";
 import {
   adminTokenFile,
   createSecretFile,
@@ -26,9 +37,11 @@ import {
   secretKeyFile,
 } from "./secret-files.ts";
 import { ensureAdminToken } from "./services/admin-credentials.ts";
+import { type AuthDeps, authenticatePeer } from "./services/authenticate-caller.ts";
 import { openCallerDirectory } from "./services/caller-directory.ts";
 import { checkReadiness } from "./services/check-readiness.ts";
 import type { ServiceContext } from "./services/context.ts";
+import { createToolRuntime } from "./tools/runtime.ts";
 
 export type RunningServer = {
   url: string;
@@ -71,7 +84,12 @@ async function loadSecretKey(config: Config, logger: Logger) {
   return key;
 }
 
-export async function startServer(config: Config, logger: Logger): Promise<RunningServer> {
+export async function startServer(
+  config: Config,
+  logger: Logger,
+  /** The parent environment, which commands run by tools inherit after scrubbing. */
+  env: Readonly<Record<string, string | undefined>> = {},
+): Promise<RunningServer> {
   const policies = await loadPolicies(config.policiesDir);
   await ensureDataDir(config.dataDir);
   const secretKey = await loadSecretKey(config, logger);
@@ -142,13 +160,81 @@ export async function startServer(config: Config, logger: Logger): Promise<Runni
     }
 
     const limiter = createRateLimiter({ maxFailures: 20, windowMs: 60_000 });
+    const auth: AuthDeps = { ctx: services, directory, jwks: createJwksCache() };
+
+    const resolvedModel = resolveModel({
+      modelId: config.model ?? policies.agent.model,
+      baseUrl: config.modelBaseUrl,
+      apiKey: config.modelApiKey,
+    });
+    if (resolvedModel.ok) logger.info("model", { model: resolvedModel.id });
+    else
+      logger.warn("runs will fail until a model is configured", { problem: resolvedModel.message });
+
+    const tools = await createToolRuntime({
+      policies,
+      workspace: config.workspace,
+      dataDir: config.dataDir,
+      env,
+      logger,
+    });
+    cleanups.push(() => tools.close());
+    const engine = await createRunEngine({
+      database,
+      policies,
+      ceilings: services.ceilings,
+      tools,
+      model: resolvedModel,
+      instanceId: `${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`,
+      logger,
+      // The runtime's resolved root (realpath): tools refuse a call made for any other root.
+      workspace: tools.workspace ?? config.workspace,
+      subscribeCallerEvents: (listener) => directory.onCallerEvent(listener),
+      priceTable: await loadPriceTable(path.join(config.policiesDir, "models.yaml")),
+    });
+    const a2a = createA2aService({
+      database,
+      policies,
+      publicUrl: services.publicUrl,
+      runs: engine,
+      logger,
+    });
+    // Reverse order at stop: the engine stops its runs first, then the A2A streams close.
+    cleanups.push(() => a2a.close());
+    cleanups.push(() => engine.stop());
+    engine.onRunSettled((run) => {
+      a2a
+        .settleRun(run)
+        .catch((error: unknown) =>
+          logger.error("could not settle an A2A task", { runId: run.runId, error }),
+        );
+    });
+    directory.onCallerEvent((event) => {
+      if (event.change === "revoked") a2a.closeCallerStreams(event.callerId);
+    });
 
     const metrics = createMetrics();
     const app = createApp({
       logger,
       metrics,
       checkReadiness: () => checkReadiness({ database }),
-      admin: { services, limiter },
+      admin: { services, limiter, runs: engine },
+      webhooks: { auth, limiter, runs: engine },
+      mount: [
+        {
+          prefix: "/",
+          routes: a2aRoutes({
+            a2a,
+            authenticate: async (c) => {
+              const source = readSourceAddress(c);
+              const authenticated = await throttleAuth(limiter, [`source:${source}`], () =>
+                authenticatePeer(auth, c.req.header("authorization"), { surface: "a2a", source }),
+              );
+              return authenticated.caller;
+            },
+          }),
+        },
+      ],
     });
 
     handle = app.hono.fetch;

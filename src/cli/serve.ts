@@ -17,7 +17,7 @@ Logs are JSON lines on standard output.`,
   async run(_args, ctx) {
     const config = loadConfig(ctx.env, ctx.cwd);
     const logger = createLogger({ level: config.logLevel, write: ctx.io.out });
-    const server = await startServer(config, logger);
+    const server = await startServer(config, logger, ctx.env);
     await new Promise<void>((resolve) => {
       if (ctx.signal.aborted) resolve();
       ctx.signal.addEventListener("abort", () => resolve(), { once: true });

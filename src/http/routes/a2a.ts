@@ -14,6 +14,7 @@ import { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import type { A2aService } from "../../a2a/service.ts";
 import type { Caller } from "../../db/schema.ts";
+import { refuseBrowserOrigins, refuseQueryCredentials } from "../middleware/api-guards.ts";
 
 export type A2aRouteDeps = {
   a2a: A2aService;
@@ -47,6 +48,8 @@ export function a2aRoutes(deps: A2aRouteDeps): Hono {
   app.get("/.well-known/agent-card.json", serveCard);
   app.get("/.well-known/agent.json", serveCard);
 
+  // A browser page must not drive /a2a with ambient credentials; tokens never ride in a URL.
+  app.use("/a2a", refuseBrowserOrigins(), refuseQueryCredentials());
   app.post("/a2a", async (c) => {
     const caller = await deps.authenticate(c);
     const reply = await deps.a2a.handleJsonRpc(await c.req.text(), {

@@ -2,9 +2,17 @@
 // credential in the query string. Handlers only translate HTTP to service calls and back.
 import { Hono } from "hono";
 import type { RateLimiter } from "../../auth/rate-limit.ts";
+import type { PeergateRunEngine } from "../../runs/engine.ts";
 import { addCaller } from "../../services/add-caller.ts";
 import { verifyAdminToken } from "../../services/admin-credentials.ts";
 import type { ServiceContext } from "../../services/context.ts";
+import {
+  approveParkedRun,
+  cancelRunForAdmin,
+  getRunForAdmin,
+  listRunsForAdmin,
+  rejectParkedRun,
+} from "../../services/decide-run.ts";
 import { explainCallerCeiling, listTools } from "../../services/explain-caller.ts";
 import { getCaller, listCallers } from "../../services/find-caller.ts";
 import { listAuditEvents, verifyAudit } from "../../services/read-audit.ts";
@@ -17,7 +25,12 @@ import { refuseBrowserOrigins, refuseQueryCredentials } from "../middleware/api-
 import { readSourceAddress } from "../request-info.ts";
 import { throttleAuth } from "../throttle.ts";
 
-export type AdminRouteDeps = { services: ServiceContext; limiter: RateLimiter };
+export type AdminRouteDeps = {
+  services: ServiceContext;
+  limiter: RateLimiter;
+  /** The run engine; without it the /runs routes are absent. */
+  runs?: PeergateRunEngine;
+};
 
 export function adminRoutes(deps: AdminRouteDeps): Hono {
   const ctx = deps.services;
@@ -70,6 +83,42 @@ export function adminRoutes(deps: AdminRouteDeps): Hono {
   );
   app.get("/tools", (c) => c.json(listTools({ ctx })));
   app.get("/audit", async (c) => c.json(await listAuditEvents({ ctx, query: c.req.query() })));
+  const engine = deps.runs;
+  if (engine) {
+    app.get("/runs", async (c) =>
+      c.json({ runs: await listRunsForAdmin({ ctx, engine, query: c.req.query() }) }),
+    );
+    app.get("/runs/:id", async (c) =>
+      c.json({ run: await getRunForAdmin({ engine, runId: c.req.param("id") }) }),
+    );
+    app.post("/runs/:id/approve", async (c) => {
+      const source = readSourceAddress(c);
+      const result = await throttleAuth(deps.limiter, [`source:${source}`], async () =>
+        approveParkedRun({
+          ctx,
+          engine,
+          runId: c.req.param("id"),
+          input: await readJsonBody(c),
+          operatorToken: c.req.header("x-peergate-operator-token"),
+          failure: { surface: "operator", source },
+        }),
+      );
+      return c.json(result, 202);
+    });
+    app.post("/runs/:id/reject", async (c) =>
+      c.json(
+        await rejectParkedRun({
+          engine,
+          runId: c.req.param("id"),
+          input: await readJsonBody(c, { optional: true }),
+        }),
+        202,
+      ),
+    );
+    app.post("/runs/:id/cancel", async (c) =>
+      c.json(await cancelRunForAdmin({ engine, runId: c.req.param("id") })),
+    );
+  }
   app.get("/audit/verify", async (c) => {
     const result = await verifyAudit({ ctx });
     return c.json(result, result.ok ? 200 : 409);
