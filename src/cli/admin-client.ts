@@ -20,7 +20,12 @@ export class ApiError extends Error {
 
 export type AdminClient = {
   readonly baseUrl: string;
-  request<T = Record<string, unknown>>(method: string, path: string, body?: unknown): Promise<T>;
+  request<T = Record<string, unknown>>(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers?: Record<string, string>,
+  ): Promise<T>;
 };
 
 export async function createAdminClient(ctx: CliContext): Promise<AdminClient> {
@@ -34,12 +39,18 @@ export async function createAdminClient(ctx: CliContext): Promise<AdminClient> {
   }
   return {
     baseUrl,
-    async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    async request<T>(
+      method: string,
+      path: string,
+      body?: unknown,
+      extraHeaders: Record<string, string> = {},
+    ): Promise<T> {
       let res: Response;
       try {
         res = await fetch(`${baseUrl}/admin/v1${path}`, {
           method,
           headers: {
+            ...extraHeaders,
             authorization: `Bearer ${token}`,
             ...(body === undefined ? {} : { "content-type": "application/json" }),
           },

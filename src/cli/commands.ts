@@ -15,6 +15,13 @@ import { ceilingCommand } from "./ceiling.ts";
 import type { Command } from "./command.ts";
 import { migrateCommand } from "./migrate.ts";
 import { operatorTokenCreateCommand } from "./operator-token.ts";
+import {
+  runsApproveCommand,
+  runsCancelCommand,
+  runsListCommand,
+  runsRejectCommand,
+  runsShowCommand,
+} from "./runs.ts";
 import { serveCommand } from "./serve.ts";
 import { toolsCommand } from "./tools.ts";
 
@@ -31,6 +38,11 @@ export const commands: readonly Command[] = [
   callersRestoreCommand,
   callersRotateCommand,
   callersApplyCommand,
+  runsListCommand,
+  runsShowCommand,
+  runsApproveCommand,
+  runsRejectCommand,
+  runsCancelCommand,
   ceilingCommand,
   toolsCommand,
   operatorTokenCreateCommand,

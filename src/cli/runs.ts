@@ -1,0 +1,225 @@
+// `peergate runs …`: what callers' runs did, and the operator's answers to parked ones.
+import { readFile } from "node:fs/promises";
+import { quoteUntrusted } from "../policy/quote.ts";
+import type { RunDetail } from "../runs/get-run.ts";
+import type { RunSummary } from "../runs/list-runs.ts";
+import { createAdminClient } from "./admin-client.ts";
+import {
+  type CliContext,
+  type Command,
+  exitCodes,
+  type ParsedArgs,
+  UsageError,
+} from "./command.ts";
+import { formatTable } from "./format-table.ts";
+
+function runIdOf(args: ParsedArgs): string {
+  const id = args.positionals[0];
+  if (!id) throw new UsageError("expected a run id (see `peergate runs list`)");
+  return encodeURIComponent(id);
+}
+
+function describeRun(run: RunDetail): string {
+  const lines = [
+    `run ${run.id}  (${run.origin}, caller ${run.callerName})`,
+    `  status:    ${run.status}${run.error ? ` — ${run.error.code}: ${quoteUntrusted(run.error.message, 300)}` : ""}`,
+    `  policy:    ${run.approvalPolicy}; tools: ${run.toolSet.join(", ") || "(none)"}`,
+    `  used:      ${JSON.stringify(run.budgetUsed)} of ${JSON.stringify(run.budgetLimits)}`,
+    `  created:   ${run.createdAt}${run.finishedAt ? `, finished ${run.finishedAt}` : ""}`,
+  ];
+  if (run.pending) {
+    lines.push(
+      "  waiting for an operator:",
+      `    call ${run.pending.callId}: ${run.pending.tool}`,
+      `    arguments digest ${run.pending.argsDigest}`,
+      `    arguments ${quoteUntrusted(JSON.stringify(run.pending.args), 600)}`,
+      ...(run.pending.previewDiff
+        ? ["    preview:", ...run.pending.previewDiff.split("\n").map((l) => `      ${l}`)]
+        : []),
+      `    expires ${run.parkedUntil ?? "?"}`,
+      `  approve: peergate runs approve ${run.id} --call ${run.pending.callId} --digest ${run.pending.argsDigest}`,
+    );
+  }
+  if (run.toolCalls.length) {
+    lines.push(
+      "  tool calls:",
+      formatTable(
+        ["CALL", "TOOL", "STATUS", "CODE"],
+        run.toolCalls.map((t) => [t.callId, quoteUntrusted(t.tool), t.status, t.code ?? "-"]),
+      ).replace(/^/gm, "    "),
+    );
+  }
+  if (run.text)
+    lines.push(
+      "  answer:",
+      ...quoteUntrusted(run.text, 4000)
+        .split("\\n")
+        .map((l) => `    ${l}`),
+    );
+  return lines.join("\n");
+}
+
+export const runsListCommand: Command = {
+  words: ["runs", "list"],
+  summary: "list recent runs, newest first",
+  help: [
+    "[--caller NAME] [--status S] [--limit N] [--json]",
+    "",
+    "Options:",
+    "  --caller NAME  only this caller's runs",
+    "  --status S     submitted, working, parked, completed, failed, canceled, rejected, expired, interrupted",
+    "  --limit N      at most N runs (default 50)",
+    "  --json         print {runs} as JSON",
+  ].join("\n"),
+  options: {
+    caller: { type: "string" },
+    status: { type: "string" },
+    limit: { type: "string" },
+    json: { type: "boolean" },
+  },
+  async run(args, ctx) {
+    const query = new URLSearchParams();
+    for (const key of ["caller", "status", "limit"] as const) {
+      const value = args.values[key];
+      if (typeof value === "string") query.set(key, value);
+    }
+    const { runs } = await (await createAdminClient(ctx)).request<{ runs: RunSummary[] }>(
+      "GET",
+      `/runs?${query}`,
+    );
+    if (args.values.json) {
+      ctx.io.out(JSON.stringify({ runs }));
+      return exitCodes.ok;
+    }
+    if (runs.length === 0) {
+      ctx.io.out("no runs");
+      return exitCodes.ok;
+    }
+    ctx.io.out(
+      formatTable(
+        ["RUN", "CALLER", "ORIGIN", "STATUS", "WAITING ON", "CREATED"],
+        runs.map((r) => [
+          r.id,
+          r.callerName,
+          r.origin,
+          r.status,
+          r.pendingApproval ? `${r.pendingApproval.tool} (${r.pendingApproval.callId})` : "-",
+          r.createdAt,
+        ]),
+      ),
+    );
+    return exitCodes.ok;
+  },
+};
+
+export const runsShowCommand: Command = {
+  words: ["runs", "show"],
+  summary: "show a run: status, budgets, tool calls, and what a parked run waits on",
+  help: "<run-id> [--json]",
+  positionals: { min: 1, max: 1, names: "a run id" },
+  options: { json: { type: "boolean" } },
+  async run(args, ctx) {
+    const { run } = await (await createAdminClient(ctx)).request<{ run: RunDetail }>(
+      "GET",
+      `/runs/${runIdOf(args)}`,
+    );
+    ctx.io.out(args.values.json ? JSON.stringify({ run }) : describeRun(run));
+    return exitCodes.ok;
+  },
+};
+
+async function readOperatorToken(args: ParsedArgs, ctx: CliContext): Promise<string> {
+  const file = args.values["operator-token-file"];
+  if (typeof file === "string") return (await readFile(file, "utf8")).trim();
+  const token = ctx.env.PEERGATE_OPERATOR_TOKEN;
+  if (!token) {
+    throw new UsageError(
+      "approving needs the operator token: set PEERGATE_OPERATOR_TOKEN or pass --operator-token-file (create one with `peergate operator-token create`)",
+    );
+  }
+  return token;
+}
+
+export const runsApproveCommand: Command = {
+  words: ["runs", "approve"],
+  summary: "approve the call a parked run waits on (needs the operator token)",
+  help: [
+    "<run-id> --call CALL-ID --digest ARGS-DIGEST [--operator-token-file F] [--json]",
+    "",
+    "Names the pending call and the digest of its arguments exactly as `peergate runs show`",
+    "prints them, so an approval can never apply to a different call. The first valid answer",
+    "wins. The operator token comes from PEERGATE_OPERATOR_TOKEN or --operator-token-file.",
+  ].join("\n"),
+  positionals: { min: 1, max: 1, names: "a run id" },
+  options: {
+    call: { type: "string" },
+    digest: { type: "string" },
+    "operator-token-file": { type: "string" },
+    json: { type: "boolean" },
+  },
+  async run(args, ctx) {
+    const { call, digest } = args.values;
+    if (typeof call !== "string" || typeof digest !== "string") {
+      throw new UsageError(
+        "--call and --digest are required (both are printed by `peergate runs show`)",
+      );
+    }
+    const token = await readOperatorToken(args, ctx);
+    const result = await (await createAdminClient(ctx)).request(
+      "POST",
+      `/runs/${runIdOf(args)}/approve`,
+      { callId: call, argsDigest: digest },
+      { "x-peergate-operator-token": token },
+    );
+    ctx.io.out(
+      args.values.json ? JSON.stringify(result) : `approved; run ${args.positionals[0]} resumes`,
+    );
+    return exitCodes.ok;
+  },
+};
+
+export const runsRejectCommand: Command = {
+  words: ["runs", "reject"],
+  summary: "turn down the call a parked run waits on; the run reads the reason",
+  help: "<run-id> [--reason TEXT] [--call CALL-ID] [--json]",
+  positionals: { min: 1, max: 1, names: "a run id" },
+  options: { reason: { type: "string" }, call: { type: "string" }, json: { type: "boolean" } },
+  async run(args, ctx) {
+    const body: Record<string, string> = {};
+    if (typeof args.values.reason === "string") body.reason = args.values.reason;
+    if (typeof args.values.call === "string") body.callId = args.values.call;
+    const result = await (await createAdminClient(ctx)).request(
+      "POST",
+      `/runs/${runIdOf(args)}/reject`,
+      body,
+    );
+    ctx.io.out(
+      args.values.json
+        ? JSON.stringify(result)
+        : `rejected; run ${args.positionals[0]} resumes without that call`,
+    );
+    return exitCodes.ok;
+  },
+};
+
+export const runsCancelCommand: Command = {
+  words: ["runs", "cancel"],
+  summary: "stop a running run, wherever it runs",
+  help: "<run-id> [--json]",
+  positionals: { min: 1, max: 1, names: "a run id" },
+  options: { json: { type: "boolean" } },
+  async run(args, ctx) {
+    const result = await (await createAdminClient(ctx)).request<{ stopped: boolean }>(
+      "POST",
+      `/runs/${runIdOf(args)}/cancel`,
+    );
+    ctx.io.out(
+      args.values.json
+        ? JSON.stringify(result)
+        : result.stopped
+          ? "stopped"
+          : "not running on any instance",
+    );
+    return result.stopped ? exitCodes.ok : exitCodes.failed;
+  },
+};
