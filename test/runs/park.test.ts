@@ -63,6 +63,8 @@ describeEachDatabase("parked runs", (ctx) => {
     const detail = await engine.getRun(runId);
     expect(detail?.pending?.args).toEqual(writeHalfArgs);
     expect(detail?.toolCalls.map((c) => [c.callId, c.status])).toEqual([["w1", "parked"]]);
+    expect(await engine.getRun("not-a-run-id")).toBeUndefined();
+    expect(await engine.listRuns({ callerId: "not-a-caller-id" })).toEqual([]);
     const listed = await engine.listRuns({ status: "parked" });
     expect(listed.map((r) => r.id)).toEqual([runId]);
     expect(listed[0]?.pendingApproval).not.toHaveProperty("args");

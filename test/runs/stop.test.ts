@@ -50,6 +50,53 @@ describeEachDatabase("stopping runs", (ctx) => {
     expect(engine.activeRunIds()).toEqual([]);
   });
 
+  it("records calls queued behind the one interrupted as not started", async () => {
+    const caller = await insertCaller(ctx.database, { tier: "internal" });
+    const model = scriptModel([
+      {
+        calls: [
+          { id: "slow", name: "ls", input: {} },
+          { id: "queued", name: "get_time", input: {} },
+        ],
+      },
+    ]);
+    const { engine, tools } = await startEngine(ctx.database, {
+      model,
+      options: { maxToolConcurrency: 1 },
+    });
+    const handle = await engine.start({ caller, origin: "a2a", messages: userMessage("go") });
+    await waitUntil(() => tools.log.signals.has("slow"));
+    await engine.cancel(handle.runId, "stop");
+    expect((await handle.outcome).status).toBe("canceled");
+    const rows = await readToolCalls(ctx.database, handle.runId);
+    expect(rows.get("slow")?.status).toBe("interrupted");
+    expect(rows.get("queued")?.status).toBe("not-started");
+    expect(tools.log.executed).toEqual(["ls({})"]);
+  });
+
+  it("a tool past its timeout fails and the run goes on", async () => {
+    const caller = await insertCaller(ctx.database, { tier: "internal" });
+    const model = scriptModel([
+      { calls: [{ id: "slow", name: "ls", input: {} }] },
+      { text: "ls timed out, sorry" },
+    ]);
+    const { engine, tools } = await startEngine(ctx.database, {
+      model,
+      options: { toolTimeoutMs: 150 },
+    });
+    const handle = await engine.start({ caller, origin: "a2a", messages: userMessage("go") });
+    expect(await handle.outcome).toMatchObject({
+      status: "completed",
+      text: "ls timed out, sorry",
+    });
+    expect(tools.log.signals.get("slow")?.aborted).toBe(true);
+    expect(model.toolResults(1)).toEqual(["ls: ls did not finish within 150 ms and was stopped."]);
+    expect((await readToolCalls(ctx.database, handle.runId)).get("slow")).toMatchObject({
+      status: "failed",
+      code: "timeout",
+    });
+  });
+
   it("cancel aborts the model call itself", async () => {
     const caller = await insertCaller(ctx.database);
     const model = scriptModel([{ text: "thinking…", hang: true }]);

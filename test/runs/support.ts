@@ -96,7 +96,7 @@ function plainTool(
     name,
     description: `fake ${name}`,
     inputSchema,
-    timeoutMs: 10_000,
+    // No timeout of its own: the engine's `toolTimeoutMs` applies.
     async execute(args, ctx) {
       log.executed.push(`${name}(${JSON.stringify(args)})`);
       log.signals.set(ctx.callId, ctx.signal);
