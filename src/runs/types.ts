@@ -53,7 +53,10 @@ export type RunHandle = {
 export type RunEngine = {
   /**
    * Creates the run in Postgres and starts it. Throws RateLimitedError (429 + Retry-After) past
-   * the caller's concurrent-run or daily limits, before anything is created.
+   * the caller's concurrent-run or daily limits, before anything is created; also before anything
+   * is created: UnauthenticatedError when the caller was revoked meanwhile, ValidationError for
+   * no messages or a `system` message (a caller cannot add instructions), UnavailableError while
+   * the engine shuts down. With no model configured the run is created failed (`no-model`).
    */
   start(request: StartRunRequest, onEvent?: (event: RunEvent) => void): Promise<RunHandle>;
   /** Stops a run of this caller (cancel). False when it is not running on any instance. */
