@@ -82,13 +82,15 @@ describe("buildModelTools", () => {
     expect(renamed).toEqual(new Map([["notes_search_2", "notes.search"]]));
     expect(set.names.has("execute_write_it")).toBe(true);
     expect(Object.keys(tools)).not.toContain("execute_write_it");
-    const schema = (tools.notes_search_2?.inputSchema as { jsonSchema: unknown }).jsonSchema;
+    const offered = tools.notes_search_2;
+    if (offered === undefined) throw new Error("notes_search_2 not offered");
+    const schema = (offered.inputSchema as { jsonSchema: unknown }).jsonSchema;
     expect(schema).toMatchObject({
       type: "object",
       properties: { query: { type: "string", description: "what to find" } },
       required: ["query"],
     });
-    expect(tools.notes_search_2?.description).toBe("does notes.search");
+    expect(offered.description).toBe("does notes.search");
   });
 });
 
