@@ -671,6 +671,17 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
           daily: { callerId: caller.id, day: formatUtcDay(at), delta: unflushed },
         });
         if (!parked) return settleTakenOver(run, input);
+        // A cancel or revocation that came while the run was parking still ends it. (A shutdown
+        // or deadline does not: a parked run holds no instance and spends no wall time.)
+        const reason = entry.reason;
+        if (reason?.kind === "cancel" || reason?.kind === "revoked") {
+          const closed = await closeParkedRunNow(run.id, reason);
+          if (closed) {
+            emitSafely(input.onEvent, { type: "status", status: closed.status });
+            if (input.settleOutside) notifySettled(settledFromRun(run, closed));
+            return closed;
+          }
+        }
         const outcome: RunOutcome = { runId: run.id, status: "parked", messages };
         emitSafely(input.onEvent, {
           type: "status",
@@ -711,6 +722,32 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
     });
     if (input.settleOutside) notifySettled(settledFromRun(run, outcome));
     return outcome;
+  }
+
+  /** Ends a parked run at once (canceled, or rejected for a revoked caller). */
+  async function closeParkedRunNow(
+    runId: string,
+    reason: StopReason,
+  ): Promise<RunOutcome | undefined> {
+    const closed = await db.transaction(async (tx) => {
+      const locked = await lockRun(tx, runId);
+      if (locked?.status !== "parked") return false;
+      await closeParkedRun(tx, {
+        run: locked,
+        ...(reason.kind === "revoked"
+          ? {
+              status: "rejected" as const,
+              error: { code: "caller-revoked", message: reason.message },
+            }
+          : { status: "canceled" as const, error: { code: "canceled", message: reason.message } }),
+        actor: `instance:${instanceId}`,
+        at: now(),
+      });
+      return true;
+    });
+    if (!closed) return undefined;
+    const current = await readRun(db, runId);
+    return current ? outcomeOf(current) : undefined;
   }
 
   /** Another instance moved the run on (it thought this one dead): report what it recorded. */
@@ -756,21 +793,9 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
     const run = await readRun(db, runId);
     if (!run) return false;
     if (run.status === "parked") {
-      const closed = await db.transaction(async (tx) => {
-        const locked = await lockRun(tx, runId);
-        if (locked?.status !== "parked") return undefined;
-        await closeParkedRun(tx, {
-          run: locked,
-          status: "canceled",
-          error: { code: "canceled", message },
-          actor: `instance:${instanceId}`,
-          at: now(),
-        });
-        return locked;
-      });
+      const closed = await closeParkedRunNow(runId, { kind: "cancel", message });
       if (!closed) return false;
-      const current = await readRun(db, runId);
-      if (current) notifySettled(settledFromRun(current, outcomeOf(current)));
+      notifySettled(settledFromRun(run, closed));
       return true;
     }
     if (run.status === "working" || run.status === "submitted") {
