@@ -68,6 +68,7 @@ import {
   isCallerRevoked,
   listCallIds,
   listExpiredParkedRuns,
+  listRunsRejectedByRevocation,
   lockCallerRuns,
   lockRun,
   parkRun,
@@ -1006,6 +1007,18 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
           stopLocal(entry, { kind: "revoked", message: "the caller was revoked" });
         }
       }
+      // The revocation rejected the caller's parked runs; their surfaces learn it here (every
+      // instance hears the event, so a surface may be told twice).
+      const since = new Date(now().getTime() - 60_000);
+      listRunsRejectedByRevocation(db, event.callerId, since)
+        .then((rejected) => {
+          for (const run of rejected) notifySettled(settledFromRun(run, outcomeOf(run)));
+        })
+        .catch((error: unknown) =>
+          logger.warn("could not list a revoked caller's rejected runs", {
+            error: describeError(error),
+          }),
+        );
     }) ?? (() => {});
   await recoverRuns();
 

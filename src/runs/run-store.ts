@@ -1,7 +1,7 @@
 // The run engine's reads and writes. Every state change of a run commits together with its audit
 // event; every compare-and-set names the state it expects (a run another instance already moved
 // on is left alone, never overwritten).
-import { and, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
+import { and, eq, gte, inArray, isNull, lt, or, sql } from "drizzle-orm";
 import { appendAuditEvent } from "../db/audit.ts";
 import type { DbOrTx, DbTransaction } from "../db/client.ts";
 import { runReservationLockSpace } from "../db/locks.ts";
@@ -575,5 +575,28 @@ export async function listExpiredParkedRuns(db: DbOrTx, at: Date): Promise<Run[]
     .select()
     .from(runs)
     .where(and(eq(runs.status, "parked"), lt(runs.parkedUntil, at)))
+    .limit(500);
+}
+
+/**
+ * Runs of a caller that its revocation rejected while they were parked (src/services rejects
+ * them in the revocation's own transaction), finished at or after `since`.
+ */
+export async function listRunsRejectedByRevocation(
+  db: DbOrTx,
+  callerId: string,
+  since: Date,
+): Promise<Run[]> {
+  return db
+    .select()
+    .from(runs)
+    .where(
+      and(
+        eq(runs.callerId, callerId),
+        eq(runs.status, "rejected"),
+        sql`${runs.error}->>'code' = 'caller-revoked'`,
+        gte(runs.finishedAt, since),
+      ),
+    )
     .limit(500);
 }

@@ -4,7 +4,7 @@
 // its policy, and what is left of its budget. Rejecting feeds the reason to the model.
 import { eq, sql } from "drizzle-orm";
 import { afterEach, expect, it } from "vitest";
-import { callers } from "../../src/db/schema.ts";
+import { callers, runs } from "../../src/db/schema.ts";
 import { digestArgs } from "../../src/runs/args-digest.ts";
 import type { SettledRun } from "../../src/runs/engine.ts";
 import { describeEachDatabase } from "../support/databases.ts";
@@ -17,6 +17,7 @@ import {
   scriptModel,
   startEngine,
   stopEngines,
+  waitUntil,
 } from "./support.ts";
 
 const writeCall = { id: "w1", name: "write_file", input: { path: "a.txt", content: "hi" } };
@@ -236,6 +237,35 @@ describeEachDatabase("parked runs", (ctx) => {
     expect(model.calls).toHaveLength(1);
     expect(tools.log.executed.some((e) => e.startsWith("execute_"))).toBe(false);
     expect((await readToolCalls(ctx.database, runId)).get("w1")?.status).toBe("not-started");
+  });
+
+  it("tells the run's surface when a revocation rejects its parked run", async () => {
+    const caller = await insertCaller(ctx.database, {
+      allow: ["write_file"],
+      approvalPolicy: "read-only",
+    });
+    const { engine, events } = await startEngine(ctx.database, {
+      model: scriptModel([{ calls: [writeCall] }]),
+    });
+    const settled: SettledRun[] = [];
+    engine.onRunSettled((s) => settled.push(s));
+    const { runId } = await runToEnd(engine, caller);
+    // What src/services/revoke-caller.ts does in the revocation's transaction.
+    await ctx.db
+      .update(callers)
+      .set({ tier: "none", revokedAt: new Date(), version: sql`${callers.version} + 1` })
+      .where(eq(callers.id, caller.id));
+    await ctx.db
+      .update(runs)
+      .set({
+        status: "rejected",
+        error: { code: "caller-revoked", message: "revoked" },
+        finishedAt: new Date(),
+      })
+      .where(eq(runs.id, runId));
+    events.fire({ callerId: caller.id, change: "revoked" });
+    await waitUntil(() => settled.length > 0);
+    expect(settled).toMatchObject([{ runId, outcome: { status: "rejected" } }]);
   });
 
   it("resumes with the recomputed ceiling ∩ the original set: a grown allow list adds nothing", async () => {
