@@ -333,7 +333,13 @@ async function runExecuteHalf(
     deps.emit({ type: "tool-call", callId: plan.recordId, tool: plan.tool.name, state: "failed" });
     return errorResult(ref, `The approved call to ${plan.tool.name} had invalid arguments.`);
   }
-  const outcome = await invokeTool(deps, half, parsed.data, plan.recordId, plan.impl.timeoutMs);
+  const outcome = await invokeTool(
+    deps,
+    half,
+    parsed.data,
+    plan.recordId,
+    half.timeoutMs ?? plan.impl.timeoutMs,
+  );
   return closeCall(deps, plan.recordId, plan.tool, ref, outcome, executeToolName);
 }
 
@@ -383,7 +389,13 @@ export async function answerApproval(
   }
   await deps.recorder.start(approval.callId);
   deps.emit({ type: "tool-call", callId: approval.callId, tool: gate.tool.name, state: "started" });
-  const outcome = await invokeTool(deps, target, parsed.data, approval.callId, impl.timeoutMs);
+  const outcome = await invokeTool(
+    deps,
+    target,
+    parsed.data,
+    approval.callId,
+    target.timeoutMs ?? impl.timeoutMs,
+  );
   if (outcome.end === "returned" && isApprovalRequest(outcome.result)) {
     // An approved plain tool asking again (or a half asking at all) is not honoured.
     await deps.recorder.finish(approval.callId, { status: "failed", code: "approval-not-bound" });
