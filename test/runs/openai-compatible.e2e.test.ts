@@ -2,13 +2,11 @@
 // a tiny OpenAI-compatible chat-completions stub on 127.0.0.1. The stub's scripted model tries a
 // tool outside the ceiling, a hidden half, a name that exists nowhere and a tool in the ceiling:
 // only the last executes, and the model reads the same refusal for the other three.
-import { once } from "node:events";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { generateText } from "ai";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { resolveModel } from "../../src/runs/resolve-model.ts";
 import { describeEachDatabase } from "../support/databases.ts";
+import { createOpenAiStub } from "../support/openai-stub.ts";
 import {
   insertCaller,
   readRunRow,
@@ -18,128 +16,14 @@ import {
   stopEngines,
 } from "./support.ts";
 
-type StubCall = { id: string; name: string; arguments: string };
-type StubStep = { text?: string; calls?: StubCall[] };
-
-type ChatRequest = {
-  model: string;
-  stream?: boolean;
-  messages: Array<{ role: string; content?: unknown; tool_call_id?: string }>;
-  tools?: Array<{ type: string; function: { name: string } }>;
-};
-
-/** An OpenAI-compatible `/v1/chat/completions` that plays scripted steps, streamed or not. */
-function createStub() {
-  let script: StubStep[] = [];
-  const requests: Array<{ body: ChatRequest; authorization: string | undefined }> = [];
-
-  const respond = async (req: IncomingMessage, res: ServerResponse) => {
-    if (req.method !== "POST" || req.url !== "/v1/chat/completions") {
-      res.writeHead(404).end();
-      return;
-    }
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as ChatRequest;
-    requests.push({ body, authorization: req.headers.authorization });
-    const step = script[requests.length - 1] ?? { text: "nothing more to say" };
-    const toolCalls = (step.calls ?? []).map((call, index) => ({
-      index,
-      id: call.id,
-      type: "function",
-      function: { name: call.name, arguments: call.arguments },
-    }));
-    const finish = toolCalls.length > 0 ? "tool_calls" : "stop";
-    const usage = { prompt_tokens: 21, completion_tokens: 4, total_tokens: 25 };
-    const base = { id: `chatcmpl-${requests.length}`, created: 1_700_000_000, model: body.model };
-
-    if (!body.stream) {
-      res.writeHead(200, { "content-type": "application/json" });
-      res.end(
-        JSON.stringify({
-          ...base,
-          object: "chat.completion",
-          choices: [
-            {
-              index: 0,
-              message: {
-                role: "assistant",
-                content: step.text ?? null,
-                ...(toolCalls.length > 0
-                  ? { tool_calls: toolCalls.map(({ index: _i, ...call }) => call) }
-                  : {}),
-              },
-              finish_reason: finish,
-            },
-          ],
-          usage,
-        }),
-      );
-      return;
-    }
-    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
-    const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
-    const chunk = (delta: unknown, finishReason: string | null = null) =>
-      send({
-        ...base,
-        object: "chat.completion.chunk",
-        choices: [{ index: 0, delta, finish_reason: finishReason }],
-      });
-    chunk({ role: "assistant", content: "" });
-    if (step.text) {
-      // In two pieces, as a real server streams.
-      const half = Math.ceil(step.text.length / 2);
-      chunk({ content: step.text.slice(0, half) });
-      chunk({ content: step.text.slice(half) });
-    }
-    for (const call of toolCalls) {
-      chunk({
-        tool_calls: [
-          {
-            index: call.index,
-            id: call.id,
-            type: "function",
-            function: { name: call.function.name, arguments: "" },
-          },
-        ],
-      });
-      chunk({
-        tool_calls: [{ index: call.index, function: { arguments: call.function.arguments } }],
-      });
-    }
-    chunk({}, finish);
-    send({ ...base, object: "chat.completion.chunk", choices: [], usage });
-    res.write("data: [DONE]\n\n");
-    res.end();
-  };
-
-  const server: Server = createServer((req, res) => {
-    respond(req, res).catch(() => res.writeHead(500).end());
-  });
-  return {
-    server,
-    requests,
-    play(steps: StubStep[]) {
-      script = steps;
-      requests.length = 0;
-    },
-    async listen(): Promise<string> {
-      server.listen(0, "127.0.0.1");
-      await once(server, "listening");
-      return `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
-    },
-  };
-}
-
-const stub = createStub();
+const stub = createOpenAiStub();
 let baseUrl = "";
 
 beforeAll(async () => {
   baseUrl = await stub.listen();
 });
 afterAll(async () => {
-  stub.server.close();
-  stub.server.closeAllConnections();
+  await stub.close();
 });
 
 const modelFor = () =>
