@@ -94,11 +94,28 @@ export async function authenticatePeer(
   const bearer = readBearer(authorization);
   if (!bearer.ok) return refuse(ctx, failure, `authorization-${bearer.reason}`);
   if (looksLikeJwt.test(bearer.token)) return authenticatePeerJwt(deps, bearer.token, failure);
-  const match = await deps.directory.findByCredentialHash(hashSecret(bearer.token));
-  if (!match) return refuse(ctx, failure, "unknown-token");
-  const problem = credentialProblem(match, ["peer"], ctx.now());
+  return acceptSecret(deps, bearer.token, { kind: "peer", method: "token" }, failure);
+}
+
+/**
+ * The one path for a presented secret: look it up by its SHA-256 (the index compares hashes, so
+ * timing reveals nothing of the secret), then check the caller it belongs to, in a fixed order.
+ */
+async function acceptSecret(
+  deps: AuthDeps,
+  secret: string,
+  expect: { kind: CallerKind; method: AuthenticatedCaller["method"]; name?: string },
+  failure: AuthFailureContext,
+): Promise<AuthenticatedCaller> {
+  const { ctx } = deps;
+  const match = await deps.directory.findByCredentialHash(hashSecret(secret));
+  if (!match) return refuse(ctx, failure, "unknown-secret");
+  if (expect.name !== undefined && match.caller.name !== expect.name) {
+    return refuse(ctx, failure, "secret-of-another-caller", match.caller);
+  }
+  const problem = credentialProblem(match, [expect.kind], ctx.now());
   if (problem) return refuse(ctx, failure, problem, match.caller);
-  return { caller: match.caller, credentialId: match.credential.id, method: "token" };
+  return { caller: match.caller, credentialId: match.credential.id, method: expect.method };
 }
 
 async function authenticatePeerJwt(
@@ -172,16 +189,9 @@ export async function authenticateWebhookToken(
   authorization: string | null | undefined,
   failure: AuthFailureContext,
 ): Promise<AuthenticatedCaller> {
-  const { ctx } = deps;
   const bearer = readBearer(authorization);
-  if (!bearer.ok) return refuse(ctx, failure, `authorization-${bearer.reason}`);
-  const match = await deps.directory.findByCredentialHash(hashSecret(bearer.token));
-  if (!match) return refuse(ctx, failure, "unknown-token");
-  if (match.caller.name !== name)
-    return refuse(ctx, failure, "token-of-another-caller", match.caller);
-  const problem = credentialProblem(match, ["webhook"], ctx.now());
-  if (problem) return refuse(ctx, failure, problem, match.caller);
-  return { caller: match.caller, credentialId: match.credential.id, method: "token" };
+  if (!bearer.ok) return refuse(deps.ctx, failure, `authorization-${bearer.reason}`);
+  return acceptSecret(deps, bearer.token, { kind: "webhook", method: "token", name }, failure);
 }
 
 /** IFTTT: the secret is the last path segment (IFTTT cannot send headers). */
@@ -191,17 +201,8 @@ export async function authenticateIfttt(
   secret: string,
   failure: AuthFailureContext,
 ): Promise<AuthenticatedCaller> {
-  const { ctx } = deps;
-  if (!secretPattern.test(secret)) return refuse(ctx, failure, "secret-malformed");
-  const hash = hashSecret(secret);
-  const match = await deps.directory.findByCredentialHash(hash);
-  // Looked up by its SHA-256: the index compares hashes, so timing reveals nothing of the secret.
-  if (!match) return refuse(ctx, failure, "unknown-secret");
-  if (match.caller.name !== name)
-    return refuse(ctx, failure, "secret-of-another-caller", match.caller);
-  const problem = credentialProblem(match, ["ifttt"], ctx.now());
-  if (problem) return refuse(ctx, failure, problem, match.caller);
-  return { caller: match.caller, credentialId: match.credential.id, method: "ifttt-secret" };
+  if (!secretPattern.test(secret)) return refuse(deps.ctx, failure, "secret-malformed");
+  return acceptSecret(deps, secret, { kind: "ifttt", method: "ifttt-secret", name }, failure);
 }
 
 /**

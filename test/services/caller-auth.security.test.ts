@@ -83,10 +83,10 @@ describeEachDatabase("peer authentication", (db) => {
       await reason(authenticatePeer(app.auth, `Bearer ${hook.credential.secret}`, failure)),
     ).toBe("wrong-kind:webhook");
     expect(await reason(authenticatePeer(app.auth, `Bearer pg_${"A".repeat(43)}`, failure))).toBe(
-      "unknown-token",
+      "unknown-secret",
     );
     expect(await reason(authenticatePeer(app.auth, `Bearer ${app.adminToken}`, failure))).toBe(
-      "unknown-token",
+      "unknown-secret",
     );
   });
 
