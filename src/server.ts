@@ -51,6 +51,33 @@ export type RunningServer = {
   stop(): Promise<void>;
 };
 
+/**
+ * How long a client may take to send a request. Without explicit limits Node waits 60 s for
+ * headers and 300 s for the whole request, and looks only every 30 s: a client trickling a body
+ * (slowloris) holds a connection, and the handler waiting for that body, for minutes. The clock
+ * stops once the request has arrived, so long SSE responses are not affected. 30 s still lets
+ * GitHub deliver its largest (25 MB) payloads.
+ */
+export type ClientTimeouts = {
+  /** Until the request's headers have arrived. */
+  readonly headersMs: number;
+  /** Until the whole request, body included, has arrived (answered 408 past it). */
+  readonly requestMs: number;
+  /** How often connections are checked against the two limits above. */
+  readonly checkIntervalMs: number;
+};
+
+export const defaultClientTimeouts: ClientTimeouts = {
+  headersMs: 10_000,
+  requestMs: 30_000,
+  checkIntervalMs: 1_000,
+};
+
+/** What tests may change about a server; `peergate serve` uses the defaults. */
+export type StartServerOptions = {
+  readonly clientTimeouts?: ClientTimeouts;
+};
+
 async function loadSecretKey(config: Config, logger: Logger) {
   if (config.secretKey) {
     const key = parseSecretKey(config.secretKey);
@@ -89,6 +116,7 @@ export async function startServer(
   logger: Logger,
   /** The parent environment, which commands run by tools inherit after scrubbing. */
   env: Readonly<Record<string, string | undefined>> = {},
+  options: StartServerOptions = {},
 ): Promise<RunningServer> {
   const policies = await loadPolicies(config.policiesDir);
   await ensureDataDir(config.dataDir);
@@ -113,9 +141,19 @@ export async function startServer(
         status: 503,
         headers: { "content-type": "application/json", "retry-after": "1" },
       });
+    const timeouts = options.clientTimeouts ?? defaultClientTimeouts;
     const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
       const s = serve(
-        { fetch: (request, env) => handle(request, env), hostname: config.host, port: config.port },
+        {
+          fetch: (request, env) => handle(request, env),
+          hostname: config.host,
+          port: config.port,
+          serverOptions: {
+            headersTimeout: timeouts.headersMs,
+            requestTimeout: timeouts.requestMs,
+            connectionsCheckingInterval: timeouts.checkIntervalMs,
+          },
+        },
         () => resolve(s),
       );
       s.once("error", reject);
