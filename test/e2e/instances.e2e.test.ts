@@ -48,10 +48,7 @@ const scenarios = {
     { text: approvedText },
   ],
   // One tool call, then a model call that never finishes on its own.
-  hang: [
-    { calls: [{ id: "call_first", name: "get_time", arguments: "{}" }] },
-    { hang: true },
-  ],
+  hang: [{ calls: [{ id: "call_first", name: "get_time", arguments: "{}" }] }, { hang: true }],
 };
 
 const skip = postgresSkipReason();
