@@ -1,0 +1,545 @@
+// A2A `SendMessage` benchmark: `npm exec -- node bench/a2a.ts [--tasks N] [--concurrency C]`.
+//
+// Two servers, measured one after the other in one run, each in its own child process (so each
+// RSS is that server's alone):
+//   reference  the a2a-js SDK's own stack: its express adapter (`jsonRpcHandler`), its in-memory
+//              task store, and an executor that answers at once (task, working, answer artifact,
+//              completed: the same events peergate publishes).
+//   peergate   the real server (`startServer`, what `peergate serve` runs): bearer-token auth, the
+//              caller's ceiling, a run per task through the run engine with everything persisted
+//              in a real PostgreSQL (a throwaway cluster started here), and the model through the
+//              real `@ai-sdk/openai-compatible` provider against an instant chat-completions stub
+//              on loopback (a third child process, test/support/openai-stub.ts), logging at info.
+// Each gets the same closed-loop load: C keep-alive connections, each sending the next blocking
+// `SendMessage` (unique messageId, a new task every time) as soon as the last one answered, N tasks
+// after a warm-up. RSS (and the live heap after a full GC) is sampled at 0, 25, 50, 75 and 100 %
+// of the tasks. Prints markdown tables and the ratio peergate / reference.
+//
+// Everything binds to 127.0.0.1. The load generator shares the machine's CPUs with both servers
+// (and PostgreSQL): compare the ratio of one run, not absolute numbers across machines.
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import postgres from "postgres";
+import { percentile } from "./load.ts";
+
+const self = new URL(import.meta.url).pathname;
+const repoRoot = path.resolve(path.dirname(self), "..");
+const modelId = "openai-compatible:bench-instant";
+const answerText = "pong";
+
+type ChildMessage =
+  | { type: "ready"; url: string }
+  | { type: "memory"; id: number; rss: number; heapUsed: number };
+
+type ParentMessage = { type: "sample"; id: number } | { type: "stop" };
+
+// ---------------------------------------------------------------- child roles
+// Each role imports what it needs when it starts, so a child's RSS holds only its own server.
+
+/** Answers memory samples from the parent and stops when told. */
+function serveChild(url: string, stop: () => Promise<void>): void {
+  process.on("message", (message: ParentMessage) => {
+    if (message.type === "sample") {
+      (globalThis as { gc?: () => void }).gc?.();
+      const { rss, heapUsed } = process.memoryUsage();
+      process.send?.({ type: "memory", id: message.id, rss, heapUsed } satisfies ChildMessage);
+    } else if (message.type === "stop") {
+      void stop().finally(() => process.exit(0));
+    }
+  });
+  process.send?.({ type: "ready", url } satisfies ChildMessage);
+}
+
+async function runReference(): Promise<void> {
+  const { Role, TaskState } = await import("@a2a-js/sdk");
+  const { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } = await import(
+    "@a2a-js/sdk/server"
+  );
+  const { agentCardHandler, jsonRpcHandler, UserBuilder } = await import(
+    "@a2a-js/sdk/server/express"
+  );
+  const express = (await import("express")).default;
+  type Card = import("@a2a-js/sdk").AgentCard;
+  type Executor = import("@a2a-js/sdk/server").AgentExecutor;
+
+  const server = http.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const card: Card = {
+    name: "reference",
+    description: "The a2a-js reference stack answering at once",
+    version: "1.0.0",
+    supportedInterfaces: [
+      { url: `${url}/a2a`, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "1.0" },
+    ],
+    provider: undefined,
+    capabilities: { streaming: true, pushNotifications: false, extensions: [] },
+    securitySchemes: {},
+    securityRequirements: [],
+    defaultInputModes: ["text/plain"],
+    defaultOutputModes: ["text/plain"],
+    skills: [
+      {
+        id: "answer",
+        name: "Answer",
+        description: "Answers at once",
+        tags: ["bench"],
+        examples: [],
+        inputModes: [],
+        outputModes: [],
+        securityRequirements: [],
+      },
+    ],
+    signatures: [],
+  };
+  const text = (value: string) => ({
+    content: { $case: "text" as const, value },
+    mediaType: "text/plain",
+    filename: "",
+    metadata: undefined,
+  });
+  const executor: Executor = {
+    async execute(context, bus) {
+      const ids = { taskId: context.taskId, contextId: context.contextId };
+      const status = (state: (typeof TaskState)[keyof typeof TaskState], message?: string) =>
+        AgentEvent.statusUpdate({
+          ...ids,
+          status: {
+            state,
+            timestamp: new Date().toISOString(),
+            message: message
+              ? {
+                  messageId: randomUUID(),
+                  ...ids,
+                  role: Role.ROLE_AGENT,
+                  parts: [text(message)],
+                  metadata: undefined,
+                  extensions: [],
+                  referenceTaskIds: [],
+                }
+              : undefined,
+          },
+          metadata: undefined,
+        });
+      bus.publish(
+        AgentEvent.task({
+          id: ids.taskId,
+          contextId: ids.contextId,
+          status: {
+            state: TaskState.TASK_STATE_SUBMITTED,
+            message: undefined,
+            timestamp: new Date().toISOString(),
+          },
+          artifacts: [],
+          history: [context.userMessage],
+          metadata: {},
+        }),
+      );
+      bus.publish(status(TaskState.TASK_STATE_WORKING));
+      bus.publish(
+        AgentEvent.artifactUpdate({
+          ...ids,
+          artifact: {
+            artifactId: `answer-${ids.taskId}`,
+            name: "answer",
+            description: "The agent's answer",
+            parts: [text(answerText)],
+            metadata: undefined,
+            extensions: [],
+          },
+          append: false,
+          lastChunk: true,
+          metadata: undefined,
+        }),
+      );
+      bus.publish(status(TaskState.TASK_STATE_COMPLETED, answerText));
+      bus.finished();
+    },
+    async cancelTask() {},
+  };
+  const handler = new DefaultRequestHandler(card, new InMemoryTaskStore(), executor);
+  const app = express();
+  app.use("/.well-known/agent-card.json", agentCardHandler({ agentCardProvider: handler }));
+  app.use(
+    "/a2a",
+    jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }),
+  );
+  server.on("request", app);
+  serveChild(url, () => new Promise<void>((resolve) => server.close(() => resolve())));
+}
+
+async function runModel(): Promise<void> {
+  const { createOpenAiStub } = await import("../test/support/openai-stub.ts");
+  const stub = createOpenAiStub({ record: false });
+  stub.respondWith(() => ({ text: answerText, usage: { prompt: 40, completion: 1 } }));
+  const baseUrl = await stub.listen();
+  serveChild(baseUrl, () => stub.close());
+}
+
+async function runPeergate(): Promise<void> {
+  const { loadConfig } = await import("../src/config.ts");
+  const { createLogger } = await import("../src/log.ts");
+  const { startServer } = await import("../src/server.ts");
+  const env = { ...process.env } as Record<string, string>;
+  const config = loadConfig(env, process.cwd());
+  // As `peergate serve` logs: JSON lines on stdout (here /dev/null), one per request at info.
+  const logger = createLogger({
+    level: config.logLevel,
+    write: (line) => process.stdout.write(`${line}\n`),
+  });
+  const server = await startServer(config, logger, env);
+  serveChild(server.url, () => server.stop());
+}
+
+// ---------------------------------------------------------------- the driver
+
+type Child = {
+  url: string;
+  sample(): Promise<{ rss: number; heapUsed: number }>;
+  stop(): Promise<void>;
+};
+
+async function startChild(
+  role: "reference" | "peergate" | "model",
+  env: Record<string, string> = {},
+  profileDir?: string,
+): Promise<Child> {
+  const flags = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [];
+  const child: ChildProcess = spawn(
+    process.execPath,
+    ["--expose-gc", ...flags, self, "--serve", role],
+    {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "ignore", "inherit", "ipc"],
+    },
+  );
+  const pending = new Map<number, (m: { rss: number; heapUsed: number }) => void>();
+  let nextId = 0;
+  const url = await new Promise<string>((resolve, reject) => {
+    child.once("exit", (code) => reject(new Error(`${role} exited with ${code} before ready`)));
+    child.on("message", (message: ChildMessage) => {
+      if (message.type === "ready") resolve(message.url);
+      else if (message.type === "memory") {
+        pending.get(message.id)?.(message);
+        pending.delete(message.id);
+      }
+    });
+  });
+  child.removeAllListeners("exit");
+  return {
+    url,
+    sample: () =>
+      new Promise((resolve) => {
+        const id = nextId++;
+        pending.set(id, resolve);
+        child.send({ type: "sample", id } satisfies ParentMessage);
+      }),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+        child.once("exit", () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        child.send({ type: "stop" } satisfies ParentMessage);
+      }),
+  };
+}
+
+type Measured = {
+  name: string;
+  tasks: number;
+  seconds: number;
+  perSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  failures: number;
+  firstFailure?: string;
+  rss: number[];
+  heap: number[];
+};
+
+/** The body of one blocking SendMessage that starts a new task. */
+function sendMessageBody(i: number): string {
+  return JSON.stringify({
+    jsonrpc: "2.0",
+    id: i,
+    method: "SendMessage",
+    params: {
+      message: {
+        messageId: randomUUID(),
+        role: "ROLE_USER",
+        parts: [{ text: `task ${i}: say pong` }],
+      },
+    },
+  });
+}
+
+/**
+ * Closed loop: `concurrency` keep-alive connections send `total` requests between them, each the
+ * next as soon as the last one answered. `onProgress(done)` runs after each answer.
+ */
+async function driveLoad(options: {
+  url: string;
+  headers: Record<string, string>;
+  total: number;
+  concurrency: number;
+  onProgress?: (done: number) => void;
+}): Promise<Omit<Measured, "name" | "rss" | "heap">> {
+  const target = new URL(options.url);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: options.concurrency });
+  const latencies: number[] = [];
+  let next = 0;
+  let done = 0;
+  let failures = 0;
+  let firstFailure: string | undefined;
+  const one = (i: number) =>
+    new Promise<void>((resolve, reject) => {
+      const body = sendMessageBody(i);
+      const t0 = performance.now();
+      const req = http.request(
+        {
+          host: target.hostname,
+          port: target.port,
+          path: target.pathname,
+          method: "POST",
+          agent,
+          headers: {
+            ...options.headers,
+            "content-type": "application/json",
+            "a2a-version": "1.0",
+            "content-length": Buffer.byteLength(body),
+          },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (chunk: Buffer) => chunks.push(chunk));
+          res.on("end", () => {
+            latencies.push(performance.now() - t0);
+            const text = Buffer.concat(chunks).toString("utf8");
+            // A completed task carrying the answer; anything else is a failure.
+            if (
+              res.statusCode !== 200 ||
+              !text.includes("TASK_STATE_COMPLETED") ||
+              !text.includes(answerText)
+            ) {
+              failures += 1;
+              firstFailure ??= `HTTP ${res.statusCode}: ${text.slice(0, 300)}`;
+            }
+            done += 1;
+            options.onProgress?.(done);
+            resolve();
+          });
+        },
+      );
+      req.on("error", reject);
+      req.end(body);
+    });
+  const started = performance.now();
+  const worker = async () => {
+    while (next < options.total) await one(next++);
+  };
+  await Promise.all(Array.from({ length: options.concurrency }, worker));
+  const seconds = (performance.now() - started) / 1000;
+  agent.destroy();
+  latencies.sort((a, b) => a - b);
+  return {
+    tasks: latencies.length,
+    seconds,
+    perSecond: latencies.length / seconds,
+    p50Ms: percentile(latencies, 50),
+    p99Ms: percentile(latencies, 99),
+    failures,
+    ...(firstFailure ? { firstFailure } : {}),
+  };
+}
+
+async function measure(
+  name: string,
+  child: Child,
+  headers: Record<string, string>,
+  options: { tasks: number; concurrency: number; warmup: number },
+): Promise<Measured> {
+  const url = `${child.url}/a2a`;
+  await driveLoad({ url, headers, total: options.warmup, concurrency: options.concurrency });
+  const samples: Promise<{ rss: number; heapUsed: number }>[] = [child.sample()];
+  await samples[0];
+  const marks = [0.25, 0.5, 0.75].map((f) => Math.round(f * options.tasks));
+  const result = await driveLoad({
+    url,
+    headers,
+    total: options.tasks,
+    concurrency: options.concurrency,
+    onProgress: (done) => {
+      if (marks.includes(done)) samples.push(child.sample());
+    },
+  });
+  samples.push(child.sample());
+  const memory = await Promise.all(samples);
+  return {
+    name,
+    ...result,
+    rss: memory.map((m) => m.rss),
+    heap: memory.map((m) => m.heapUsed),
+  };
+}
+
+/** A copy of policies/ with the instant model priced at $0 (callers have cost budgets). */
+async function copyPolicies(scratch: string): Promise<string> {
+  const dir = path.join(scratch, "policies");
+  await cp(path.join(repoRoot, "policies"), dir, { recursive: true });
+  const models = path.join(dir, "models.yaml");
+  const text = await readFile(models, "utf8");
+  await writeFile(
+    models,
+    text.replace(
+      /^models:\n/m,
+      `models:\n  "${modelId}": { inputUsdPerMillionTokens: 0, outputUsdPerMillionTokens: 0 }\n`,
+    ),
+  );
+  return dir;
+}
+
+const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(0);
+
+function printTables(results: Measured[], options: { tasks: number; concurrency: number }) {
+  const reference = results.find((r) => r.name.startsWith("a2a-js"));
+  const peergate = results.find((r) => r.name.startsWith("peergate"));
+  const lines = [
+    `### A2A SendMessage, ${options.tasks} tasks, ${options.concurrency} connections (${os.cpus().length} CPUs, Node ${process.versions.node})`,
+    "",
+    "| server | tasks/s | p50 ms | p99 ms | failed | RSS MiB at 0 / 25 / 50 / 75 / 100 % | RSS growth MiB | live heap MiB at 0 / 100 % |",
+    "|---|---:|---:|---:|---:|---|---:|---|",
+    ...results.map(
+      (r) =>
+        `| ${r.name} | ${r.perSecond.toFixed(0)} | ${r.p50Ms.toFixed(1)} | ${r.p99Ms.toFixed(1)} | ${r.failures} | ${r.rss.map(mib).join(" / ")} | ${mib((r.rss.at(-1) ?? 0) - (r.rss[0] ?? 0))} | ${mib(r.heap[0] ?? 0)} / ${mib(r.heap.at(-1) ?? 0)} |`,
+    ),
+  ];
+  if (reference && peergate) {
+    lines.push(
+      "",
+      `peergate / reference: throughput ${(peergate.perSecond / reference.perSecond).toFixed(2)}×, p50 ${(peergate.p50Ms / reference.p50Ms).toFixed(2)}×, p99 ${(peergate.p99Ms / reference.p99Ms).toFixed(2)}×, RSS at 100 % ${((peergate.rss.at(-1) ?? 0) / (reference.rss.at(-1) ?? 1)).toFixed(2)}×`,
+    );
+  }
+  console.log(lines.join("\n"));
+  for (const r of results) {
+    if (r.firstFailure) console.log(`\n${r.name}: first failure: ${r.firstFailure}`);
+  }
+}
+
+type LoadOptions = { tasks: number; concurrency: number; warmup: number };
+
+async function measureReference(options: LoadOptions, profileDir?: string): Promise<Measured> {
+  console.error(`reference: ${options.warmup} warm-up tasks, then ${options.tasks} …`);
+  const reference = await startChild("reference", {}, profileDir);
+  try {
+    return await measure("a2a-js reference (express, in-memory store)", reference, {}, options);
+  } finally {
+    await reference.stop();
+  }
+}
+
+async function measurePeergate(options: LoadOptions, profileDir?: string): Promise<Measured> {
+  const { startPostgresCluster } = await import("../test/support/postgres-cluster.ts");
+  const cluster = await startPostgresCluster();
+  const scratch = await mkdtemp(path.join(os.tmpdir(), "peergate-bench-"));
+  let model: Child | undefined;
+  let peergate: Child | undefined;
+  try {
+    const admin = postgres(cluster.adminUrl, { max: 1, onnotice: () => {} });
+    await admin.unsafe("create database peergate_bench");
+    await admin.end();
+    const databaseUrl = cluster.adminUrl.replace(/\/postgres$/, "/peergate_bench");
+    model = await startChild("model");
+    const adminToken = `bench-admin-${randomUUID()}`;
+    peergate = await startChild(
+      "peergate",
+      {
+        DATABASE_URL: databaseUrl,
+        PEERGATE_HOST: "127.0.0.1",
+        PEERGATE_PORT: "0",
+        PEERGATE_DATA_DIR: path.join(scratch, "data"),
+        PEERGATE_POLICIES_DIR: await copyPolicies(scratch),
+        PEERGATE_WORKSPACE: scratch,
+        PEERGATE_ADMIN_TOKEN: adminToken,
+        PEERGATE_MODEL: modelId,
+        PEERGATE_MODEL_BASE_URL: model.url,
+        PEERGATE_MODEL_API_KEY: "bench",
+        PEERGATE_LOG_LEVEL: "info",
+      },
+      profileDir,
+    );
+    const created = await fetch(`${peergate.url}/admin/v1/callers`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        name: "bench-peer",
+        kind: "peer",
+        tier: "public",
+        // Room for the whole run: the default budgets would stop it at 500 runs a day.
+        budgets: {
+          concurrentRuns: 1_000,
+          daily: { runs: 10_000_000, tokens: 10_000_000_000, costUsd: 1_000_000 },
+        },
+      }),
+    });
+    if (created.status !== 201) {
+      throw new Error(`caller: ${created.status} ${await created.text()}`);
+    }
+    const { credential } = (await created.json()) as { credential: { secret: string } };
+    console.error(`peergate: ${options.warmup} warm-up tasks, then ${options.tasks} …`);
+    return await measure(
+      "peergate (bearer, ceiling, PostgreSQL, openai-compatible stub)",
+      peergate,
+      { authorization: `Bearer ${credential.secret}` },
+      options,
+    );
+  } finally {
+    await peergate?.stop();
+    await model?.stop();
+    cluster.remove();
+    await rm(scratch, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      tasks: { type: "string", default: "50000" },
+      concurrency: { type: "string", default: "16" },
+      warmup: { type: "string" },
+      serve: { type: "string" },
+      only: { type: "string" },
+      "cpu-prof": { type: "string" },
+    },
+  });
+  if (values.serve === "reference") return runReference();
+  if (values.serve === "model") return runModel();
+  if (values.serve === "peergate") return runPeergate();
+
+  const tasks = Number(values.tasks);
+  const concurrency = Number(values.concurrency);
+  const warmup = Number(values.warmup ?? Math.min(1_000, Math.max(100, Math.round(tasks / 20))));
+  if (!(tasks >= 4 && concurrency >= 1 && warmup >= 0)) {
+    throw new Error("--tasks must be at least 4, --concurrency at least 1");
+  }
+  const only = values.only;
+  if (only !== undefined && only !== "reference" && only !== "peergate") {
+    throw new Error("--only takes reference or peergate");
+  }
+  const profileDir = values["cpu-prof"] ? path.resolve(values["cpu-prof"]) : undefined;
+  const options = { tasks, concurrency, warmup };
+  const results: Measured[] = [];
+  if (only !== "peergate") results.push(await measureReference(options, profileDir));
+  if (only !== "reference") results.push(await measurePeergate(options, profileDir));
+  printTables(results, options);
+}
+
+await main();
