@@ -2,7 +2,7 @@
 // runtime (a fixed command tool and the fixture stdio MCP server from test/tools/fixtures). A
 // caller whose allow list names them gets them run; a caller without gets them refused — nothing
 // executes, and the refusal is recorded.
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -33,7 +33,7 @@ beforeAll(async () => {
   const policiesDir = path.join(base, "policies");
   const workspace = path.join(base, "workspace");
   startLog = path.join(base, "mcp-starts.log");
-  await import("node:fs/promises").then((fs) => fs.mkdir(policiesDir, { recursive: true }));
+  await mkdir(policiesDir, { recursive: true });
   await writeFile(
     path.join(policiesDir, "agent.yaml"),
     [
