@@ -1,7 +1,8 @@
-// A2A `SendMessage` benchmark: `npm exec -- node bench/a2a.ts [--tasks N] [--concurrency C]`.
+// A2A `SendMessage` benchmark: `npm exec -- node bench/a2a.ts [--tasks N] [--concurrency C]`
+// (defaults 50000 and 16; `--warmup W`, `--only reference|peergate`, `--cpu-prof DIR` to write a
+// V8 CPU profile of each server child).
 //
-// Two servers, measured one after the other in one run, each in its own child process (so each
-// RSS is that server's alone):
+// Two servers, each in its own child process (so each RSS is that server's alone):
 //   reference  the a2a-js SDK's own stack: its express adapter (`jsonRpcHandler`), its in-memory
 //              task store, and an executor that answers at once (task, working, answer artifact,
 //              completed: the same events peergate publishes).
@@ -11,12 +12,15 @@
 //              real `@ai-sdk/openai-compatible` provider against an instant chat-completions stub
 //              on loopback (a third child process, test/support/openai-stub.ts), logging at info.
 // Each gets the same closed-loop load: C keep-alive connections, each sending the next blocking
-// `SendMessage` (unique messageId, a new task every time) as soon as the last one answered, N tasks
-// after a warm-up. RSS (and the live heap after a full GC) is sampled at 0, 25, 50, 75 and 100 %
-// of the tasks. Prints markdown tables and the ratio peergate / reference.
+// `SendMessage` (unique messageId, a new task every time) as soon as the last one answered: W
+// warm-up tasks, then N tasks in four quarters, the servers taking turns (ABBA) so that whatever
+// else the machine does falls on both alike. RSS (and the live heap after a full GC) is sampled
+// at 0, 25, 50, 75 and 100 % of the tasks. Prints a markdown table and the ratio peergate /
+// reference.
 //
 // Everything binds to 127.0.0.1. The load generator shares the machine's CPUs with both servers
-// (and PostgreSQL): compare the ratio of one run, not absolute numbers across machines.
+// (and PostgreSQL and the model stub): compare the ratio of one run, not absolute numbers across
+// machines.
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -282,22 +286,22 @@ function sendMessageBody(i: number): string {
   });
 }
 
+type Segment = { latencies: number[]; seconds: number; failures: number; firstFailure?: string };
+
 /**
  * Closed loop: `concurrency` keep-alive connections send `total` requests between them, each the
- * next as soon as the last one answered. `onProgress(done)` runs after each answer.
+ * next as soon as the last one answered.
  */
 async function driveLoad(options: {
   url: string;
   headers: Record<string, string>;
   total: number;
   concurrency: number;
-  onProgress?: (done: number) => void;
-}): Promise<Omit<Measured, "name" | "rss" | "heap">> {
+}): Promise<Segment> {
   const target = new URL(options.url);
   const agent = new http.Agent({ keepAlive: true, maxSockets: options.concurrency });
   const latencies: number[] = [];
   let next = 0;
-  let done = 0;
   let failures = 0;
   let firstFailure: string | undefined;
   const one = (i: number) =>
@@ -333,8 +337,6 @@ async function driveLoad(options: {
               failures += 1;
               firstFailure ??= `HTTP ${res.statusCode}: ${text.slice(0, 300)}`;
             }
-            done += 1;
-            options.onProgress?.(done);
             resolve();
           });
         },
@@ -349,46 +351,69 @@ async function driveLoad(options: {
   await Promise.all(Array.from({ length: options.concurrency }, worker));
   const seconds = (performance.now() - started) / 1000;
   agent.destroy();
-  latencies.sort((a, b) => a - b);
-  return {
-    tasks: latencies.length,
-    seconds,
-    perSecond: latencies.length / seconds,
-    p50Ms: percentile(latencies, 50),
-    p99Ms: percentile(latencies, 99),
-    failures,
-    ...(firstFailure ? { firstFailure } : {}),
-  };
+  return { latencies, seconds, failures, ...(firstFailure ? { firstFailure } : {}) };
 }
 
-async function measure(
-  name: string,
-  child: Child,
-  headers: Record<string, string>,
-  options: { tasks: number; concurrency: number; warmup: number },
-): Promise<Measured> {
-  const url = `${child.url}/a2a`;
-  await driveLoad({ url, headers, total: options.warmup, concurrency: options.concurrency });
-  const samples: Promise<{ rss: number; heapUsed: number }>[] = [child.sample()];
-  await samples[0];
-  const marks = [0.25, 0.5, 0.75].map((f) => Math.round(f * options.tasks));
-  const result = await driveLoad({
-    url,
-    headers,
-    total: options.tasks,
-    concurrency: options.concurrency,
-    onProgress: (done) => {
-      if (marks.includes(done)) samples.push(child.sample());
-    },
+type LoadOptions = { tasks: number; concurrency: number; warmup: number };
+
+/** A server under test: its child (memory samples), how to call it, and how to tear it down. */
+type Target = {
+  name: string;
+  child: Child;
+  headers: Record<string, string>;
+  stop(): Promise<void>;
+};
+
+/**
+ * Warms every target up, then runs the tasks in four quarters, taking turns (ABBA order) so that
+ * whatever else the machine does falls on every target alike; memory at 0, 25, 50, 75, 100 %.
+ */
+async function measureInterleaved(targets: Target[], options: LoadOptions): Promise<Measured[]> {
+  const load = (target: Target, total: number) =>
+    driveLoad({
+      url: `${target.child.url}/a2a`,
+      headers: target.headers,
+      total,
+      concurrency: options.concurrency,
+    });
+  const state = targets.map((target) => ({
+    target,
+    segments: [] as Segment[],
+    memory: [] as { rss: number; heapUsed: number }[],
+  }));
+  for (const s of state) {
+    console.error(`${s.target.name}: ${options.warmup} warm-up tasks`);
+    await load(s.target, options.warmup);
+    s.memory.push(await s.target.child.sample());
+  }
+  let done = 0;
+  for (let quarter = 0; quarter < 4; quarter++) {
+    const size = Math.round(((quarter + 1) * options.tasks) / 4) - done;
+    done += size;
+    const order = quarter % 2 === 0 ? state : [...state].reverse();
+    for (const s of order) {
+      console.error(`${s.target.name}: tasks ${done - size + 1}-${done}`);
+      s.segments.push(await load(s.target, size));
+      s.memory.push(await s.target.child.sample());
+    }
+  }
+  return state.map(({ target, segments, memory }) => {
+    const latencies = segments.flatMap((x) => x.latencies).sort((a, b) => a - b);
+    const seconds = segments.reduce((sum, x) => sum + x.seconds, 0);
+    const firstFailure = segments.find((x) => x.firstFailure)?.firstFailure;
+    return {
+      name: target.name,
+      tasks: latencies.length,
+      seconds,
+      perSecond: latencies.length / seconds,
+      p50Ms: percentile(latencies, 50),
+      p99Ms: percentile(latencies, 99),
+      failures: segments.reduce((sum, x) => sum + x.failures, 0),
+      ...(firstFailure ? { firstFailure } : {}),
+      rss: memory.map((m) => m.rss),
+      heap: memory.map((m) => m.heapUsed),
+    };
   });
-  samples.push(child.sample());
-  const memory = await Promise.all(samples);
-  return {
-    name,
-    ...result,
-    rss: memory.map((m) => m.rss),
-    heap: memory.map((m) => m.heapUsed),
-  };
 }
 
 /** A copy of policies/ with the instant model priced at $0 (callers have cost budgets). */
@@ -409,11 +434,11 @@ async function copyPolicies(scratch: string): Promise<string> {
 
 const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(0);
 
-function printTables(results: Measured[], options: { tasks: number; concurrency: number }) {
+function printTables(results: Measured[], options: LoadOptions) {
   const reference = results.find((r) => r.name.startsWith("a2a-js"));
   const peergate = results.find((r) => r.name.startsWith("peergate"));
   const lines = [
-    `### A2A SendMessage, ${options.tasks} tasks, ${options.concurrency} connections (${os.cpus().length} CPUs, Node ${process.versions.node})`,
+    `### A2A SendMessage: ${options.tasks} tasks each, ${options.concurrency} connections, after ${options.warmup} warm-up tasks (${os.cpus().length} CPUs, Node ${process.versions.node})`,
     "",
     "| server | tasks/s | p50 ms | p99 ms | failed | RSS MiB at 0 / 25 / 50 / 75 / 100 % | RSS growth MiB | live heap MiB at 0 / 100 % |",
     "|---|---:|---:|---:|---:|---|---:|---|",
@@ -434,24 +459,28 @@ function printTables(results: Measured[], options: { tasks: number; concurrency:
   }
 }
 
-type LoadOptions = { tasks: number; concurrency: number; warmup: number };
-
-async function measureReference(options: LoadOptions, profileDir?: string): Promise<Measured> {
-  console.error(`reference: ${options.warmup} warm-up tasks, then ${options.tasks} …`);
-  const reference = await startChild("reference", {}, profileDir);
-  try {
-    return await measure("a2a-js reference (express, in-memory store)", reference, {}, options);
-  } finally {
-    await reference.stop();
-  }
+async function startReferenceTarget(profileDir?: string): Promise<Target> {
+  const child = await startChild("reference", {}, profileDir);
+  return {
+    name: "a2a-js reference (express, in-memory store)",
+    child,
+    headers: {},
+    stop: () => child.stop(),
+  };
 }
 
-async function measurePeergate(options: LoadOptions, profileDir?: string): Promise<Measured> {
+async function startPeergateTarget(profileDir?: string): Promise<Target> {
   const { startPostgresCluster } = await import("../test/support/postgres-cluster.ts");
   const cluster = await startPostgresCluster();
   const scratch = await mkdtemp(path.join(os.tmpdir(), "peergate-bench-"));
   let model: Child | undefined;
   let peergate: Child | undefined;
+  const stop = async () => {
+    await peergate?.stop();
+    await model?.stop();
+    cluster.remove();
+    await rm(scratch, { recursive: true, force: true });
+  };
   try {
     const admin = postgres(cluster.adminUrl, { max: 1, onnotice: () => {} });
     await admin.unsafe("create database peergate_bench");
@@ -494,18 +523,15 @@ async function measurePeergate(options: LoadOptions, profileDir?: string): Promi
       throw new Error(`caller: ${created.status} ${await created.text()}`);
     }
     const { credential } = (await created.json()) as { credential: { secret: string } };
-    console.error(`peergate: ${options.warmup} warm-up tasks, then ${options.tasks} …`);
-    return await measure(
-      "peergate (bearer, ceiling, PostgreSQL, openai-compatible stub)",
-      peergate,
-      { authorization: `Bearer ${credential.secret}` },
-      options,
-    );
-  } finally {
-    await peergate?.stop();
-    await model?.stop();
-    cluster.remove();
-    await rm(scratch, { recursive: true, force: true });
+    return {
+      name: "peergate (bearer, ceiling, PostgreSQL, openai-compatible stub)",
+      child: peergate,
+      headers: { authorization: `Bearer ${credential.secret}` },
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
   }
 }
 
@@ -536,10 +562,14 @@ async function main(): Promise<void> {
   }
   const profileDir = values["cpu-prof"] ? path.resolve(values["cpu-prof"]) : undefined;
   const options = { tasks, concurrency, warmup };
-  const results: Measured[] = [];
-  if (only !== "peergate") results.push(await measureReference(options, profileDir));
-  if (only !== "reference") results.push(await measurePeergate(options, profileDir));
-  printTables(results, options);
+  const targets: Target[] = [];
+  try {
+    if (only !== "peergate") targets.push(await startReferenceTarget(profileDir));
+    if (only !== "reference") targets.push(await startPeergateTarget(profileDir));
+    printTables(await measureInterleaved(targets, options), options);
+  } finally {
+    for (const target of targets) await target.stop();
+  }
 }
 
 await main();
