@@ -20,6 +20,7 @@ import {
 } from "../db/schema.ts";
 import { UnauthenticatedError } from "../errors.ts";
 import type { CallerDirectory } from "./caller-directory.ts";
+import { callerNamePattern } from "./caller-input.ts";
 import type { ServiceContext } from "./context.ts";
 import { isCredentialActive } from "./describe-caller.ts";
 import { sealContext } from "./issue-credential.ts";
@@ -219,16 +220,20 @@ export async function authenticateGithub(
 ): Promise<AuthenticatedCaller> {
   const { ctx } = deps;
   const now = ctx.now();
-  const rows = await ctx.db
-    .select({ credential: credentials })
-    .from(credentials)
-    .where(
-      and(
-        eq(credentials.kind, "webhook-secret"),
-        isNull(credentials.revokedAt),
-        sql`${credentials.callerId} = (select id from callers where name = ${name} and kind = 'github')`,
-      ),
-    );
+  // A name no caller can have is not looked up: PostgreSQL fails on some (a NUL byte from
+  // `%00` in the URL), which would answer an unauthenticated prober 500 instead of 401.
+  const rows = callerNamePattern.test(name)
+    ? await ctx.db
+        .select({ credential: credentials })
+        .from(credentials)
+        .where(
+          and(
+            eq(credentials.kind, "webhook-secret"),
+            isNull(credentials.revokedAt),
+            sql`${credentials.callerId} = (select id from callers where name = ${name} and kind = 'github')`,
+          ),
+        )
+    : [];
   const active = rows.map((r) => r.credential).filter((c) => isCredentialActive(c, now));
   if (active.length === 0) {
     createHmac("sha256", "peergate-timing-pad").update(rawBody).digest();

@@ -4,11 +4,15 @@ import { asc, eq } from "drizzle-orm";
 import type { DbOrTx } from "../db/client.ts";
 import { type Caller, type Credential, callers, credentials } from "../db/schema.ts";
 import { NotFoundError } from "../errors.ts";
+import { callerNamePattern } from "./caller-input.ts";
 import type { ServiceContext } from "./context.ts";
 import { type CallerView, describeCaller } from "./describe-caller.ts";
 
 export async function findCallerRow(db: DbOrTx, name: string): Promise<Caller> {
-  const [caller] = await db.select().from(callers).where(eq(callers.name, name)).limit(1);
+  // A name no caller can have is not looked up (PostgreSQL fails on a NUL byte: a 500).
+  const [caller] = callerNamePattern.test(name)
+    ? await db.select().from(callers).where(eq(callers.name, name)).limit(1)
+    : [];
   if (!caller) throw new NotFoundError(`no caller named ${JSON.stringify(name.slice(0, 80))}`);
   return caller;
 }
