@@ -15,6 +15,7 @@ import postgres from "postgres";
 import { UnavailableError } from "../errors.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
 import * as schema from "./schema.ts";
+import { guardQuery, withStatementDeadline } from "./statement-deadline.ts";
 
 export type Schema = typeof schema;
 
@@ -59,9 +60,21 @@ export type DatabaseOptions =
       /** A `dumpDataDir()` tarball to start from instead of a new cluster (fast test setup). */
       loadDataDir?: Blob;
     }
-  | { kind: "postgres"; url: string };
+  | {
+      kind: "postgres";
+      url: string;
+      /** Deadline of each statement (and of BEGIN and COMMIT); default 5 s. */
+      statementTimeoutMs?: number;
+    };
 
 export const defaultPingTimeoutMs = 2_000;
+
+/**
+ * How long one statement may wait for a PostgreSQL server that is connected but not answering
+ * before the request fails closed with 503 (see statement-deadline.ts). Ample for a lock wait
+ * under load; short enough that a hung database does not pile up requests.
+ */
+export const defaultStatementTimeoutMs = 5_000;
 
 /** Pool and timeouts for postgres.js: bounded, and failing fast when the server is gone. */
 const postgresOptions = {
@@ -69,6 +82,10 @@ const postgresOptions = {
   connect_timeout: 5,
   idle_timeout: 60,
   max_lifetime: 30 * 60,
+  // Seconds before a closed connection reconnects. postgres.js's default grows with every failed
+  // connection of the pool to 10-20 s, so after a database restart requests kept failing for that
+  // long; capped at 1 s, the pool is back within a second of the server.
+  backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
   onnotice: () => {},
   // Timestamps come back in UTC whatever the server's default zone is.
   connection: { application_name: "peergate", TimeZone: "UTC" },
@@ -111,7 +128,7 @@ function describeError(error: unknown): string {
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   return options.kind === "pglite"
     ? openPglite(options.dataDir, options.loadDataDir)
-    : openPostgres(options.url);
+    : openPostgres(options.url, options.statementTimeoutMs ?? defaultStatementTimeoutMs);
 }
 
 async function openPglite(
@@ -182,10 +199,14 @@ async function openPglite(
   };
 }
 
-async function openPostgres(url: string): Promise<Database> {
+async function openPostgres(url: string, statementTimeoutMs: number): Promise<Database> {
   const client = postgres(url, postgresOptions);
-  const db: Db = drizzlePostgres({ client, schema });
+  const db: Db = drizzlePostgres({
+    client: withStatementDeadline(client, statementTimeoutMs),
+    schema,
+  });
   let closing: Promise<void> | undefined;
+  // Unguarded: migrations run here, may wait for another instance's, and may take long.
   dedicatedConnections.set(db, () => {
     const single = postgres(url, { ...postgresOptions, max: 1 });
     return {
@@ -220,7 +241,7 @@ async function openPostgres(url: string): Promise<Database> {
     },
     async notify(channel, payload) {
       checkChannel(channel);
-      await client.notify(channel, payload);
+      await guardQuery(client.notify(channel, payload), statementTimeoutMs);
     },
     close() {
       closing ??= client.end({ timeout: 2 });

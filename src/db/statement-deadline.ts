@@ -1,0 +1,161 @@
+// A postgres.js client whose every statement has a deadline. postgres.js bounds connecting
+// (connect_timeout) but not a statement sent on a connection that is already open: against a
+// server that accepts and then never answers (SIGSTOPped, a hung host, a stuck lock), a query —
+// and the request waiting on it — waits forever. drizzle reaches the server only through
+// `unsafe()`, `begin()` and a transaction's `savepoint()`, so those are wrapped:
+//
+// - a statement that has not settled within `timeoutMs` rejects with UnavailableError, and is
+//   cancelled (dropped if still queued in the pool; a CancelRequest if it was sent);
+// - a transaction gets the same deadline for each part the server must answer: BEGIN (including
+//   the wait for a pooled connection), every statement inside, and the COMMIT or ROLLBACK. Time
+//   spent in the caller's own code between statements is not counted. A transaction whose BEGIN
+//   came too late is rolled back before any of its statements run, so work the caller was told
+//   had failed cannot happen later behind its back;
+// - a deadline on COMMIT means the outcome is unknown (the server may still commit when it
+//   wakes), as with any lost connection; everything written that way is consistent on its own.
+import type postgres from "postgres";
+import { UnavailableError } from "../errors.ts";
+
+type AnySql = postgres.Sql<Record<string, never>>;
+// postgres.js hands a scope a TransactionSql; it is wrapped like the pool's own client.
+type Scope<T> = (sql: never) => T | Promise<T>;
+type ScopeOpener = (...args: unknown[]) => Promise<unknown>;
+
+/** Wraps `sql` so that each statement and each phase of a transaction has a deadline. */
+export function withStatementDeadline(sql: AnySql, timeoutMs: number): AnySql {
+  return new Proxy(sql, {
+    get(target, key) {
+      if (key === "unsafe") {
+        return (...args: Parameters<AnySql["unsafe"]>) =>
+          guardQuery(target.unsafe(...args), timeoutMs);
+      }
+      if (key === "begin") {
+        return (...args: unknown[]) => {
+          const fn = args.at(-1) as Scope<unknown>;
+          const options = args.length > 1 ? (args[0] as string) : undefined;
+          const begin = target.begin.bind(target) as unknown as ScopeOpener;
+          return guardScope(
+            (inner) => (options === undefined ? begin(inner) : begin(options, inner)),
+            fn,
+            timeoutMs,
+          );
+        };
+      }
+      if (key === "savepoint") {
+        const savepoint = (target as unknown as { savepoint?: ScopeOpener }).savepoint;
+        if (typeof savepoint !== "function") return savepoint;
+        return (...args: unknown[]) => {
+          const fn = args.at(-1) as Scope<unknown>;
+          const name = args.length > 1 ? args[0] : undefined;
+          return guardScope(
+            (inner) => (name === undefined ? savepoint(inner) : savepoint(name, inner)),
+            fn,
+            timeoutMs,
+          );
+        };
+      }
+      return Reflect.get(target, key, target);
+    },
+  });
+}
+
+/** A pending query that rejects with UnavailableError (and is cancelled) past its deadline. */
+export function guardQuery<Q extends PromiseLike<unknown>>(query: Q, timeoutMs: number): Q {
+  let settled: Promise<unknown> | undefined;
+  const run = () => {
+    settled ??= new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        // A queued query is dropped; a sent one gets a CancelRequest, which may itself fail.
+        const cancel = (query as { cancel?: () => unknown }).cancel;
+        if (typeof cancel === "function") {
+          Promise.resolve(cancel.call(query)).catch(() => {});
+        }
+        reject(new UnavailableError(`the database did not answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      query.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
+    return settled;
+  };
+  const proxy: Q = new Proxy(query, {
+    get(target, key) {
+      if (key === "then") {
+        return (onFulfilled?: (v: unknown) => unknown, onRejected?: (e: unknown) => unknown) =>
+          run().then(onFulfilled, onRejected);
+      }
+      if (key === "catch") return (onRejected?: (e: unknown) => unknown) => run().catch(onRejected);
+      if (key === "finally") return (onFinally?: () => void) => run().finally(onFinally);
+      const value = Reflect.get(target, key, target) as unknown;
+      if (typeof value !== "function") return value;
+      // Builder methods (`values()`, `raw()` …) return the query itself: keep the guard on it.
+      return (...args: unknown[]) => {
+        const result = (value as (...a: unknown[]) => unknown).apply(target, args);
+        return result === target ? proxy : result;
+      };
+    },
+  });
+  return proxy;
+}
+
+/** BEGIN … COMMIT (or a savepoint) with a deadline on each part the server must answer. */
+function guardScope<T>(
+  open: (inner: (sql: AnySql) => Promise<T>) => Promise<unknown>,
+  fn: Scope<T>,
+  timeoutMs: number,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let phase: "opening" | "inside" | "closing" | "done" = "opening";
+    let failure: { error: unknown } | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = (what: string) => {
+      timer = setTimeout(() => {
+        if (phase === "done") return;
+        const closing = phase === "closing";
+        phase = "done";
+        // The caller's own error stands if only its ROLLBACK is late: nothing was committed.
+        if (closing && failure) reject(failure.error);
+        else reject(new UnavailableError(`the database did not ${what} within ${timeoutMs} ms`));
+      }, timeoutMs);
+    };
+    arm("start a transaction");
+    open(async (sql) => {
+      if (phase === "done") {
+        throw new UnavailableError("a transaction that started after its deadline is rolled back");
+      }
+      clearTimeout(timer);
+      phase = "inside";
+      try {
+        return await fn(withStatementDeadline(sql, timeoutMs) as never);
+      } catch (error) {
+        failure = { error };
+        throw error;
+      } finally {
+        if (phase === "inside") {
+          phase = "closing";
+          arm(failure ? "roll back a transaction" : "confirm a commit (its outcome is unknown)");
+        }
+      }
+    }).then(
+      (value) => {
+        clearTimeout(timer);
+        if (phase === "done") return;
+        phase = "done";
+        resolve(value as T);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        if (phase === "done") return;
+        phase = "done";
+        reject(error);
+      },
+    );
+  });
+}
