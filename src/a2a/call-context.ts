@@ -6,7 +6,8 @@
 // failed task; the slot is how such an error reaches src/http intact.
 import { ServerCallContext, type User } from "@a2a-js/sdk/server";
 import type { Caller } from "../db/schema.ts";
-import { RateLimitedError, UnavailableError } from "../errors.ts";
+import { RateLimitedError, type UnavailableError } from "../errors.ts";
+import { asUnavailableError } from "../services/db-errors.ts";
 
 export type ProtocolVersion = "1.0" | "0.3";
 
@@ -53,8 +54,13 @@ export function readCaller(context: ServerCallContext): Caller {
 /** Errors the HTTP layer answers itself rather than as a JSON-RPC error. */
 export type EscalatedError = RateLimitedError | UnavailableError;
 
-export function isEscalated(error: unknown): error is EscalatedError {
-  return error instanceof RateLimitedError || error instanceof UnavailableError;
+/**
+ * The error the HTTP layer must answer for `error`, if any: a RateLimitedError, or the database
+ * being unavailable (also when a driver error arrives wrapped by drizzle).
+ */
+export function toEscalated(error: unknown): EscalatedError | undefined {
+  if (error instanceof RateLimitedError) return error;
+  return asUnavailableError(error);
 }
 
 /** Remembers the first escalated error of a request; later ones add nothing. */

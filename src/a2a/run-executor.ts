@@ -41,7 +41,7 @@ import {
 import type { RunStatus } from "../db/schema.ts";
 import type { Logger } from "../log.ts";
 import type { RunEngine, RunEvent, RunOutcome } from "../runs/types.ts";
-import { escalate, isEscalated, isFreshContext, readCaller } from "./call-context.ts";
+import { escalate, isFreshContext, readCaller, toEscalated } from "./call-context.ts";
 import { buildConversation, type PeergateMessageKind, peergateMetaKey } from "./conversation.ts";
 import type { PostgresTaskStore } from "./task-store.ts";
 
@@ -327,8 +327,9 @@ export function createRunExecutor(deps: RunExecutorDeps): RunExecutor {
           onEvent,
         );
       } catch (error) {
-        if (isEscalated(error)) {
-          escalate(context, error);
+        const escalated = toEscalated(error);
+        if (escalated) {
+          escalate(context, escalated);
           await rollBackFollowUp(requestContext, context, log);
           return;
         }

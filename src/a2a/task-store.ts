@@ -25,8 +25,8 @@ import type { ServerCallContext, TaskStore } from "@a2a-js/sdk/server";
 import { and, asc, count, desc, eq, inArray, ne, type SQL, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { a2aTasks } from "../db/schema.ts";
-import { UnavailableError } from "../errors.ts";
 import type { Logger } from "../log.ts";
+import { asUnavailableError } from "../services/db-errors.ts";
 import { escalate, readCallerId } from "./call-context.ts";
 
 /** Interrupted states: the run stopped and waits for someone; written at once, like terminal ones. */
@@ -114,7 +114,8 @@ async function guard<T>(
   try {
     return await work();
   } catch (error) {
-    if (error instanceof UnavailableError && context) escalate(context, error);
+    const unavailable = asUnavailableError(error);
+    if (unavailable && context) escalate(context, unavailable);
     throw error;
   }
 }

@@ -14,11 +14,11 @@ import {
   type Problem,
   RateLimitedError,
   UnauthenticatedError,
-  UnavailableError,
   UnsupportedMediaTypeError,
   ValidationError,
 } from "../errors.ts";
 import type { Logger } from "../log.ts";
+import { asUnavailableError } from "../services/db-errors.ts";
 
 export type ProblemBody = {
   type: string;
@@ -82,12 +82,14 @@ function mapError(error: unknown): Mapped | undefined {
       detail: error.message,
       headers: { "Retry-After": String(Math.max(1, Math.ceil(error.retryAfterSeconds))) },
     };
-  if (error instanceof UnavailableError)
+  // The database down, hung or full, seen through drizzle's wrapping: fail closed with 503.
+  const unavailable = asUnavailableError(error);
+  if (unavailable)
     return {
       status: 503,
-      code: error.code,
+      code: unavailable.code,
       title: "Service unavailable",
-      detail: error.message,
+      detail: unavailable.message,
       headers: { "Retry-After": "1" },
     };
   if (error instanceof HTTPException && error.status < 500)
@@ -121,6 +123,17 @@ export function problemResponse(
   });
 }
 
+/** The innermost error, whose message says what the driver saw (not drizzle's query text). */
+function rootCause(error: unknown): unknown {
+  let e = error;
+  for (let depth = 0; depth < 6; depth++) {
+    const cause = (e as { cause?: unknown } | null)?.cause;
+    if (!cause) break;
+    e = cause;
+  }
+  return e;
+}
+
 export function createErrorHandler(logger: Logger) {
   return function handleError(error: unknown, c: Context): Response {
     const mapped = mapError(error);
@@ -129,6 +142,13 @@ export function createErrorHandler(logger: Logger) {
         logger.info("request refused: unauthenticated", {
           requestId: c.get("requestId"),
           reason: error.reason,
+        });
+      } else if (mapped.status === 503) {
+        // The operator needs to see why requests fail; the client only gets the short reason.
+        logger.warn("request failed: the database is unavailable", {
+          requestId: c.get("requestId"),
+          reason: mapped.detail,
+          error: rootCause(error),
         });
       }
       return problemResponse(c, mapped, mapped.headers);
