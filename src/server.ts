@@ -5,6 +5,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import path from "node:path";
 import { serve } from "@hono/node-server";
+import type { Hono } from "hono";
 import { createA2aService } from "./a2a/service.ts";
 import { createJwksCache } from "./auth/jwt.ts";
 import { createRateLimiter } from "./auth/rate-limit.ts";
@@ -47,6 +48,8 @@ export type RunningServer = {
   url: string;
   database: Database;
   services: ServiceContext;
+  /** The app being served (its `routes` are what the security suite checks for coverage). */
+  hono: Hono;
   /** Stops accepting, waits for in-flight work (cancelling it past the timeout), closes the DB. */
   stop(): Promise<void>;
 };
@@ -73,8 +76,12 @@ export const defaultClientTimeouts: ClientTimeouts = {
   checkIntervalMs: 1_000,
 };
 
+/** Failed authentications allowed per source address (and per claimed caller name). */
+export const defaultAuthThrottle = { maxFailures: 20, windowMs: 60_000 } as const;
+
 /** What tests may change about a server; `peergate serve` uses the defaults. */
 export type StartServerOptions = {
+  readonly authThrottle?: { readonly maxFailures: number; readonly windowMs: number };
   readonly clientTimeouts?: ClientTimeouts;
 };
 
@@ -197,7 +204,7 @@ export async function startServer(
       logger.warn("the admin token is not known on this machine: set PEERGATE_ADMIN_TOKEN", {});
     }
 
-    const limiter = createRateLimiter({ maxFailures: 20, windowMs: 60_000 });
+    const limiter = createRateLimiter(options.authThrottle ?? defaultAuthThrottle);
     const auth: AuthDeps = { ctx: services, directory, jwks: createJwksCache() };
 
     const resolvedModel = resolveModel({
@@ -302,7 +309,7 @@ export async function startServer(
       })();
       return stopping;
     };
-    return { url, database, services, stop };
+    return { url, database, services, hono: app.hono, stop };
   } catch (error) {
     await cleanUp();
     throw error;
