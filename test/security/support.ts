@@ -1,0 +1,276 @@
+// The security suite's harness: the real server (`startServer`, what `peergate serve` runs) on
+// 127.0.0.1 with the embedded database in a temporary data directory, every log line kept, and a
+// raw HTTP client that sends exactly the bytes, paths and repeated headers a test asks for (fetch
+// would normalise `%2e%2e`, drop a doubled header and refuse `Transfer-Encoding`).
+//
+// The failed-authentication throttle is raised (the suite sends hundreds of bad credentials from
+// one address on purpose; test/http/admin.security.test.ts proves the throttle itself), and the
+// slow-client timeouts can be shortened; everything else is the production composition.
+import { randomBytes } from "node:crypto";
+import { cp, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import http from "node:http";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { sql } from "drizzle-orm";
+import { loadConfig } from "../../src/config.ts";
+import { selectRows } from "../../src/db/client.ts";
+import { createLogger } from "../../src/log.ts";
+import { type ClientTimeouts, type RunningServer, startServer } from "../../src/server.ts";
+import { createOperatorToken, ensureAdminToken } from "../../src/services/admin-credentials.ts";
+import { repoPoliciesDir } from "../support/app.ts";
+
+export type SecurityServer = {
+  url: string;
+  port: number;
+  server: RunningServer;
+  /** The admin token in force (changes when a test replaces it). */
+  adminToken: string;
+  /** Every log line the server wrote, at debug level. */
+  logLines: string[];
+  dataDir: string;
+  workspace: string;
+  /** Calls the admin API with the current admin token; the body is parsed JSON when it is JSON. */
+  admin(method: string, pathname: string, body?: unknown): Promise<Reply & { json: any }>;
+  /** A new operator token (as `peergate operator-token create` does), revoking the previous one. */
+  newOperatorToken(): Promise<string>;
+  /** Replaces the admin token (as restarting with another PEERGATE_ADMIN_TOKEN does). */
+  replaceAdminToken(): Promise<{ old: string; current: string }>;
+  stop(): Promise<void>;
+};
+
+export type SecurityServerOptions = {
+  /** agent.yaml; default: the repository's policies/. */
+  agentYaml?: string;
+  clientTimeouts?: ClientTimeouts;
+  /** Extra environment (PEERGATE_MODEL, …). */
+  env?: Record<string, string>;
+};
+
+export function newAdminToken(): string {
+  return `sec-admin-${randomBytes(24).toString("base64url")}`;
+}
+
+export async function startSecurityServer(
+  options: SecurityServerOptions = {},
+): Promise<SecurityServer> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), "peergate-security-"));
+  let policiesDir = repoPoliciesDir;
+  if (options.agentYaml) {
+    policiesDir = path.join(dir, "policies");
+    await cp(repoPoliciesDir, policiesDir, { recursive: true });
+    await writeFile(path.join(policiesDir, "agent.yaml"), options.agentYaml);
+  }
+  const dataDir = path.join(dir, "data");
+  const workspace = path.join(dir, "workspace");
+  let adminToken = newAdminToken();
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? "",
+    PEERGATE_HOST: "127.0.0.1",
+    PEERGATE_PORT: "0",
+    PEERGATE_DATA_DIR: dataDir,
+    PEERGATE_POLICIES_DIR: policiesDir,
+    PEERGATE_WORKSPACE: workspace,
+    PEERGATE_ADMIN_TOKEN: adminToken,
+    PEERGATE_SHUTDOWN_TIMEOUT_MS: "1000",
+    ...options.env,
+  };
+  await mkdir(workspace, { recursive: true });
+  const logLines: string[] = [];
+  const logger = createLogger({ level: "debug", write: (line) => logLines.push(line) });
+  const server = await startServer(loadConfig(env, dir), logger, env, {
+    authThrottle: { maxFailures: 1_000_000, windowMs: 60_000 },
+    ...(options.clientTimeouts ? { clientTimeouts: options.clientTimeouts } : {}),
+  });
+  const port = Number(new URL(server.url).port);
+
+  const harness: SecurityServer = {
+    url: server.url,
+    port,
+    server,
+    adminToken,
+    logLines,
+    dataDir,
+    workspace,
+    async admin(method, pathname, body) {
+      const reply = await send(port, {
+        method,
+        path: `/admin/v1${pathname}`,
+        headers: {
+          authorization: `Bearer ${harness.adminToken}`,
+          ...(body === undefined ? {} : { "content-type": "application/json" }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      let json: any;
+      try {
+        json = JSON.parse(reply.text);
+      } catch {
+        json = undefined;
+      }
+      return { ...reply, json };
+    },
+    newOperatorToken: () => createOperatorToken({ ctx: server.services, actor: "cli:security" }),
+    async replaceAdminToken() {
+      const old = harness.adminToken;
+      const current = newAdminToken();
+      await ensureAdminToken({ ctx: server.services, configured: current });
+      harness.adminToken = current;
+      adminToken = current;
+      return { old, current };
+    },
+    async stop() {
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+  return harness;
+}
+
+// ---------------------------------------------------------------- raw HTTP
+
+export type Reply = {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  text: string;
+  ms: number;
+};
+
+export type RawRequest = {
+  method: string;
+  /** Sent as is: no normalisation of dot segments, encodings or slashes. */
+  path: string;
+  /** A header given an array is sent once per value (a doubled header). */
+  headers?: Record<string, string | string[]>;
+  body?: string | Buffer;
+};
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+
+/** One request over HTTP/1.1 to 127.0.0.1:`port`, exactly as described. */
+export function send(port: number, request: RawRequest): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const body = request.body === undefined ? undefined : Buffer.from(request.body);
+    const req = http.request(
+      {
+        host: "127.0.0.1",
+        port,
+        agent,
+        method: request.method,
+        path: request.path,
+        headers: {
+          ...(body === undefined ? {} : { "content-length": String(body.length) }),
+          ...request.headers,
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            text: Buffer.concat(chunks).toString("utf8"),
+            ms: performance.now() - started,
+          }),
+        );
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+export type RawExchange = {
+  /** Everything the server sent before closing (or before the wait ended). */
+  response: string;
+  /** The status of the first response line, 0 if none came. */
+  status: number;
+  closedByServer: boolean;
+  ms: number;
+};
+
+/**
+ * Writes `chunks` to a fresh TCP connection (waiting `gapMs` between them) and collects what the
+ * server answers until it closes the connection or `waitMs` pass. For requests node:http will not
+ * send: both Content-Length and Transfer-Encoding, bodies longer than declared, trickled bodies.
+ */
+export function exchange(
+  port: number,
+  chunks: readonly (string | Buffer)[],
+  options: { gapMs?: number; waitMs?: number } = {},
+): Promise<RawExchange> {
+  const gapMs = options.gapMs ?? 0;
+  const waitMs = options.waitMs ?? 5_000;
+  return new Promise((resolve) => {
+    const started = performance.now();
+    const socket = net.connect(port, "127.0.0.1");
+    const received: Buffer[] = [];
+    let closedByServer = false;
+    let finished = false;
+    let timer: NodeJS.Timeout | undefined;
+    const finish = () => {
+      if (finished) return;
+      finished = true;
+      clearTimeout(timer);
+      socket.destroy();
+      const response = Buffer.concat(received).toString("latin1");
+      const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(response)?.[1] ?? 0);
+      resolve({ response, status, closedByServer, ms: performance.now() - started });
+    };
+    socket.on("data", (d: Buffer) => received.push(d));
+    socket.on("end", () => {
+      closedByServer = true;
+      finish();
+    });
+    socket.on("close", () => {
+      closedByServer = !finished || closedByServer;
+      finish();
+    });
+    socket.on("error", () => finish());
+    timer = setTimeout(finish, waitMs);
+    socket.once("connect", async () => {
+      for (const chunk of chunks) {
+        if (finished || socket.destroyed) return;
+        socket.write(chunk);
+        if (gapMs > 0) await new Promise((r) => setTimeout(r, gapMs));
+      }
+    });
+  });
+}
+
+// ---------------------------------------------------------------- state
+
+/**
+ * What a request could have changed: runs, callers, credentials and every audit event except
+ * `auth.failed` (which refusals are meant to write). Equal before and after = nothing happened.
+ */
+export async function readStateFingerprint(server: RunningServer): Promise<string> {
+  const rows = await selectRows(
+    server.database.db,
+    sql`
+    select
+      (select count(*) from runs) as runs,
+      (select count(*) from callers) as callers,
+      (select count(*) from credentials) as credentials,
+      (select coalesce(max(updated_at)::text, '') from callers) as callers_updated,
+      (select count(*) from audit_events where kind <> 'auth.failed') as audit
+  `,
+  );
+  return JSON.stringify(rows[0]);
+}
+
+/** The problem body of a reply without its request id (which differs on every request). */
+export function withoutRequestId(text: string): string {
+  try {
+    const body = JSON.parse(text) as Record<string, unknown>;
+    delete body.requestId;
+    return JSON.stringify(body);
+  } catch {
+    return text;
+  }
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
