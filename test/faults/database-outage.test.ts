@@ -1,0 +1,279 @@
+// The database stopped (a crash: `pg_ctl stop -m immediate`) or frozen (SIGSTOP on the postmaster
+// and every backend) under a real peergate instance on a real PostgreSQL, mid-request and
+// mid-run. Every surface must fail closed — 503 with the `unavailable` problem, never a 2xx and
+// never a run started — and readiness must say so; none may hang past the statement deadline.
+// Once the database is back, everything works again and nothing written before the fault is
+// lost: the callers are there, the runs are recorded (a run the fault cut short as
+// `interrupted`, with its audit event), and the audit chain verifies.
+import { rm } from "node:fs/promises";
+import postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { defaultStatementTimeoutMs } from "../../src/db/client.ts";
+import { postgresSkipReason } from "../support/databases.ts";
+import { type PostgresCluster, startPostgresCluster } from "../support/postgres-cluster.ts";
+import {
+  a2a,
+  addCaller,
+  call,
+  copyPolicies,
+  createSharedSecrets,
+  type Instance,
+  type Reply,
+  type ScriptedModel,
+  sendMessageBody,
+  startInstance,
+  startScriptedModel,
+  taskRunId,
+  verifyAudit,
+  waitFor,
+} from "./support.ts";
+
+/** A request must be answered within the statement deadline plus this much. */
+const answerSlackMs = 2_500;
+
+describe.skipIf(postgresSkipReason() !== undefined)(
+  "a PostgreSQL outage under a real instance",
+  () => {
+    let cluster: PostgresCluster;
+    let model: ScriptedModel;
+    let policiesDir: string;
+    let instance: Instance;
+    let sql: postgres.Sql;
+    let peerToken: string;
+    let webhookToken: string;
+
+    beforeAll(async () => {
+      cluster = await startPostgresCluster({ crashSafe: true });
+      model = await startScriptedModel({
+        // A model that takes its time, so the fault lands while the run works.
+        "slow-step": [{ text: "thinking …", delayMs: 1_500 }],
+      });
+      policiesDir = await copyPolicies();
+      instance = await startInstance({
+        databaseUrl: cluster.adminUrl,
+        policiesDir,
+        modelBaseUrl: model.baseUrl,
+        ...createSharedSecrets(),
+      });
+      sql = postgres(cluster.adminUrl, { max: 2, onnotice: () => {} });
+      peerToken = (await addCaller(instance, { name: "alice", kind: "peer" })).credential.secret;
+      webhookToken = (
+        await addCaller(instance, {
+          name: "hook",
+          kind: "webhook",
+          promptTemplate: "Summarise: {{payload}}",
+        })
+      ).credential.secret;
+    }, 60_000);
+
+    afterAll(async () => {
+      cluster?.resume();
+      await sql?.end({ timeout: 1 });
+      await instance?.stop();
+      await model?.close();
+      cluster?.remove();
+      if (policiesDir) await rm(policiesDir, { recursive: true, force: true });
+    }, 30_000);
+
+    const countRuns = async () => Number((await sql`select count(*)::int as n from runs`)[0]?.n);
+    const callerNames = async () =>
+      (await sql`select name from callers order by name`).map((r) => r.name as string);
+
+    /** Everything a client can ask while the database is away, at once. */
+    const askEverything = (tag: string): Promise<Record<string, Reply>> => {
+      const asks: Record<string, Promise<Reply>> = {
+        "a2a send, valid token": a2a(instance.url, peerToken, sendMessageBody(`hello ${tag}`)),
+        "a2a stream, valid token": a2a(
+          instance.url,
+          peerToken,
+          sendMessageBody(`stream ${tag}`, { method: "SendStreamingMessage" }),
+        ),
+        "a2a send, unknown token": a2a(
+          instance.url,
+          `pg_${"x".repeat(43)}`,
+          sendMessageBody(`guess ${tag}`),
+        ),
+        "webhook fire, valid token": call(`${instance.url}/webhooks/hook`, {
+          body: { event: tag },
+          headers: { authorization: `Bearer ${webhookToken}` },
+        }),
+        "admin list callers": instance.admin("GET", "/callers"),
+        "admin add caller": instance.admin("POST", "/callers", {
+          name: `during-${tag}`,
+          kind: "peer",
+        }),
+        "admin revoke caller": instance.admin("POST", "/callers/hook/revoke", {}),
+        "admin audit verify": instance.admin("GET", "/audit/verify"),
+      };
+      return Promise.all(
+        Object.entries(asks).map(async ([name, reply]) => [name, await reply] as const),
+      ).then(Object.fromEntries);
+    };
+
+    const expectFailedClosed = (replies: Record<string, Reply>, withinMs: number) => {
+      const seen = Object.fromEntries(
+        Object.entries(replies).map(([name, r]) => [
+          name,
+          {
+            status: r.status,
+            code: r.body?.code,
+            fast: r.ms < withinMs || `${Math.round(r.ms)} ${r.body?.detail}`,
+          },
+        ]),
+      );
+      const expected = Object.fromEntries(
+        Object.keys(replies).map((name) => [
+          name,
+          { status: 503, code: "unavailable", fast: true },
+        ]),
+      );
+      expect(seen).toEqual(expected);
+      for (const r of Object.values(replies)) expect(r.headers.get("retry-after")).toBe("1");
+    };
+
+    const expectWorkingAgain = async () => {
+      await waitFor(
+        async () => ((await call(`${instance.url}/readyz`)).status === 200 ? true : undefined),
+        15_000,
+        "readiness after the database came back",
+      );
+      const reply = await waitFor(
+        async () => {
+          const r = await a2a(instance.url, peerToken, sendMessageBody("are you back?"));
+          return r.status === 200 ? r : undefined;
+        },
+        10_000,
+        "a send to succeed again",
+      );
+      expect(reply.body.result.task.status.state).toBe("TASK_STATE_COMPLETED");
+      const audit = await verifyAudit(instance);
+      expect(audit.ok).toBe(true);
+      return audit;
+    };
+
+    it("crashed: every surface answers 503 at once, no run starts, and all of it works again after", async () => {
+      // Warm the caller directory, so a valid token is in its cache when the database dies.
+      expect((await a2a(instance.url, peerToken, sendMessageBody("warm up"))).status).toBe(200);
+      const runsBefore = await countRuns();
+      const callersBefore = await callerNames();
+      const auditBefore = await verifyAudit(instance);
+      const modelCalls = model.stub.requests.length;
+
+      cluster.crash();
+      // Right after the crash (the token still cached) and again once the cache has given up.
+      expectFailedClosed(await askEverything("crash-early"), 2_000);
+      const ready = await call(`${instance.url}/readyz`);
+      expect(ready.status).toBe(503);
+      await new Promise((resolve) => setTimeout(resolve, 1_200));
+      expectFailedClosed(await askEverything("crash-late"), 2_000);
+      expect(model.stub.requests.length).toBe(modelCalls);
+
+      cluster.start();
+      const audit = await expectWorkingAgain();
+      expect(audit.count).toBeGreaterThan(auditBefore.count);
+      // Nothing the outage refused happened anyway; nothing from before it is gone.
+      expect(await callerNames()).toEqual(callersBefore);
+      expect(await countRuns()).toBe(runsBefore + 1);
+      const hook = await instance.admin("GET", "/callers/hook");
+      expect(hook.body.caller.tier).not.toBe("none");
+    }, 60_000);
+
+    it("frozen: every request fails closed within the statement deadline, none hangs, and nothing refused happens later", async () => {
+      const runsBefore = await countRuns();
+      const callersBefore = await callerNames();
+      const modelCalls = model.stub.requests.length;
+
+      cluster.pause();
+      let replies: Record<string, Reply>;
+      let ready: Reply;
+      try {
+        [replies, ready] = await Promise.all([
+          askEverything("freeze"),
+          call(`${instance.url}/readyz`),
+        ]);
+      } finally {
+        cluster.resume();
+      }
+      expect(ready.status).toBe(503);
+      expect(ready.ms).toBeLessThan(2_000);
+      expectFailedClosed(replies, defaultStatementTimeoutMs + answerSlackMs);
+      expect(model.stub.requests.length).toBe(modelCalls);
+
+      await expectWorkingAgain();
+      // The statements that were waiting on the frozen server ran when it woke: none may have
+      // committed what its request was told had failed.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(await callerNames()).toEqual(callersBefore);
+      expect(await countRuns()).toBe(runsBefore + 1);
+      const hook = await instance.admin("GET", "/callers/hook");
+      expect(hook.body.caller.tier).not.toBe("none");
+    }, 60_000);
+
+    for (const fault of ["crash", "freeze"] as const) {
+      it(`${fault} mid-run and mid-request: the waiting request gets 503, the runs are recorded interrupted with their audit events`, async () => {
+        const runsBefore = await countRuns();
+        const countBefore = model.countOf("slow-step");
+        // One run answered at once (its client gone), one request waiting for its run's end.
+        const detached = await a2a(
+          instance.url,
+          peerToken,
+          sendMessageBody(`scenario:slow-step ${fault} detached`, { returnImmediately: true }),
+        );
+        expect(detached.status).toBe(200);
+        const waiting = a2a(
+          instance.url,
+          peerToken,
+          sendMessageBody(`scenario:slow-step ${fault} waiting`),
+        );
+        // Both runs work and the model is thinking: now the database goes.
+        await waitFor(
+          () => (model.countOf("slow-step") === countBefore + 2 ? true : undefined),
+          5_000,
+          "both model calls",
+        );
+        if (fault === "crash") cluster.crash();
+        else cluster.pause();
+        let waited: Reply;
+        try {
+          // The model answers meanwhile; nothing can be recorded.
+          waited = await waiting;
+        } finally {
+          if (fault === "crash") cluster.start();
+          else cluster.resume();
+        }
+        expect({ status: waited.status, code: waited.body?.code }).toEqual({
+          status: 503,
+          code: "unavailable",
+        });
+        // Bounded, not instant: after the model answers, recording the run's end, saving the task
+        // and reading it back each wait out their own statement deadline on a frozen server.
+        expect(waited.ms).toBeLessThan(1_500 + defaultStatementTimeoutMs * 3 + answerSlackMs);
+
+        const runs = (await sql`select id, status from runs order by created_at desc limit 2`).map(
+          (r) => ({ id: r.id as string, status: r.status as string }),
+        );
+        expect(runs.map((r) => r.id)).toContain(taskRunId(detached.body.result.task));
+        const settled = await waitFor(
+          async () => {
+            const rows =
+              await sql`select id, status from runs where id in ${sql(runs.map((r) => r.id))}`;
+            return rows.every((r) => r.status !== "working") ? rows : undefined;
+          },
+          defaultStatementTimeoutMs + 15_000,
+          "both runs to leave `working`",
+        );
+        expect(settled.map((r) => r.status)).toEqual(["interrupted", "interrupted"]);
+        for (const { id } of runs) {
+          const events = await instance.admin(
+            "GET",
+            `/audit?kind=run.interrupted&subject=run:${id}`,
+          );
+          expect(events.body.events).toHaveLength(1);
+        }
+        expect(model.countOf("slow-step")).toBe(countBefore + 2);
+        expect(await countRuns()).toBe(runsBefore + 2);
+        await expectWorkingAgain();
+      }, 60_000);
+    }
+  },
+);
