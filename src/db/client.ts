@@ -14,6 +14,7 @@ import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
 import { UnavailableError } from "../errors.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
+import { usePreparedStatements } from "./prepared-statements.ts";
 import * as schema from "./schema.ts";
 import { guardQuery, withStatementDeadline } from "./statement-deadline.ts";
 
@@ -202,7 +203,7 @@ async function openPglite(
 async function openPostgres(url: string, statementTimeoutMs: number): Promise<Database> {
   const client = postgres(url, postgresOptions);
   const db: Db = drizzlePostgres({
-    client: withStatementDeadline(client, statementTimeoutMs),
+    client: withStatementDeadline(usePreparedStatements(client), statementTimeoutMs),
     schema,
   });
   let closing: Promise<void> | undefined;
