@@ -11,6 +11,7 @@ import {
   VersionNotSupportedError,
 } from "@a2a-js/sdk/errors";
 import { JsonRpcTransportHandler } from "@a2a-js/sdk/server";
+import { findDuplicateKey, maxJsonDepth, nestsDeeperThan } from "../json-text.ts";
 import type { ProtocolVersion } from "./call-context.ts";
 
 export type JsonRpcId = string | number | null;
@@ -155,6 +156,23 @@ export function checkEnvelope(
         plainError(
           A2A_ERROR_CODE.INVALID_REQUEST,
           "Invalid Request: batch requests are not supported",
+        ),
+      ),
+    };
+  }
+  // A repeated key (`"method"` twice) would mean different things to different readers, and a
+  // value nested thousands deep overflows the SDK's recursive converters: both are not requests.
+  const duplicate = findDuplicateKey(body);
+  if (duplicate !== undefined || nestsDeeperThan(value)) {
+    return {
+      ok: false,
+      response: errorResponse(
+        null,
+        plainError(
+          A2A_ERROR_CODE.INVALID_REQUEST,
+          duplicate !== undefined
+            ? `Invalid Request: the body repeats the key ${JSON.stringify(duplicate.slice(0, 40))}`
+            : `Invalid Request: the body nests more than ${maxJsonDepth} levels deep`,
         ),
       ),
     };

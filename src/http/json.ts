@@ -1,8 +1,10 @@
 // Reading a JSON request body. The media type must be application/json (415 otherwise); the text
-// must parse (400 naming the position) and must not repeat a key, since JSON.parse silently keeps
-// the last and two readers of the same body could then disagree about what it means.
+// must parse (400 naming the position), must not repeat a key, since JSON.parse silently keeps
+// the last and two readers of the same body could then disagree about what it means, and must not
+// nest deeper than anything we read recursively survives (src/json-text.ts).
 import type { Context } from "hono";
 import { UnsupportedMediaTypeError, ValidationError } from "../errors.ts";
+import { findDuplicateKey, maxJsonDepth, nestsDeeperThan } from "../json-text.ts";
 
 export async function readJsonBody(
   c: Context,
@@ -37,44 +39,13 @@ export function parseJsonText(text: string): unknown {
       },
     ]);
   }
-  return value;
-}
-
-/**
- * The first key that appears twice in one object of `text`, which is known to be valid JSON.
- * A small scanner rather than a second parser: it tracks strings, and one key set per open object.
- */
-export function findDuplicateKey(text: string): string | undefined {
-  const stack: (Set<string> | null)[] = [];
-  let i = 0;
-  let expectKey = false;
-  while (i < text.length) {
-    const ch = text[i];
-    if (ch === '"') {
-      let j = i + 1;
-      while (j < text.length && text[j] !== '"') j += text[j] === "\\" ? 2 : 1;
-      const raw = text.slice(i, j + 1);
-      i = j + 1;
-      const top = stack.at(-1);
-      if (expectKey && top) {
-        const key = JSON.parse(raw) as string;
-        if (top.has(key)) return key;
-        top.add(key);
-        expectKey = false;
-      }
-      continue;
-    }
-    if (ch === "{") {
-      stack.push(new Set());
-      expectKey = true;
-    } else if (ch === "[") {
-      stack.push(null);
-    } else if (ch === "}" || ch === "]") {
-      stack.pop();
-    } else if (ch === ",") {
-      expectKey = stack.at(-1) instanceof Set;
-    }
-    i += 1;
+  if (nestsDeeperThan(value)) {
+    throw new ValidationError([
+      {
+        field: "(body)",
+        message: `body nests objects or arrays more than ${maxJsonDepth} levels deep`,
+      },
+    ]);
   }
-  return undefined;
+  return value;
 }
