@@ -145,7 +145,9 @@ export type RawRequest = {
   body?: string | Buffer;
 };
 
-const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+// A connection per request: the server closes some on purpose (413, 408), and a reused socket
+// that was closed under us would fail the next request for reasons of our own making.
+const agent = new http.Agent({ keepAlive: false });
 
 /** One request over HTTP/1.1 to 127.0.0.1:`port`, exactly as described. */
 export function send(port: number, request: RawRequest): Promise<Reply> {
