@@ -1,12 +1,12 @@
 // The authenticated caller as the a2a-js SDK sees it. Every SDK call carries a ServerCallContext;
 // ours holds the caller (its id is the SDK's `userName`, which also scopes the SDK's in-process
 // event buses), the protocol version of the request, and a slot for errors that must leave the
-// JSON-RPC world and become HTTP answers (429 past a caller's limits, 503 when the database is
-// gone). The SDK swallows every error its executor or store throws into a JSON-RPC error or a
+// JSON-RPC world and become HTTP answers (429 past a caller's limits, 401 for a caller found
+// revoked, 503 when the database is gone). The SDK swallows every error its executor or store throws into a JSON-RPC error or a
 // failed task; the slot is how such an error reaches src/http intact.
 import { ServerCallContext, type User } from "@a2a-js/sdk/server";
 import type { Caller } from "../db/schema.ts";
-import { RateLimitedError, type UnavailableError } from "../errors.ts";
+import { RateLimitedError, UnauthenticatedError, type UnavailableError } from "../errors.ts";
 import { asUnavailableError } from "../services/db-errors.ts";
 
 export type ProtocolVersion = "1.0" | "0.3";
@@ -52,14 +52,16 @@ export function readCaller(context: ServerCallContext): Caller {
 }
 
 /** Errors the HTTP layer answers itself rather than as a JSON-RPC error. */
-export type EscalatedError = RateLimitedError | UnavailableError;
+export type EscalatedError = RateLimitedError | UnavailableError | UnauthenticatedError;
 
 /**
- * The error the HTTP layer must answer for `error`, if any: a RateLimitedError, or the database
- * being unavailable (also when a driver error arrives wrapped by drizzle).
+ * The error the HTTP layer must answer for `error`, if any: a RateLimitedError; an
+ * UnauthenticatedError (the engine found the caller revoked after authentication let it in, in
+ * the milliseconds before this instance heard of the revocation: the same 401 as any refusal); or
+ * the database being unavailable (also when a driver error arrives wrapped by drizzle).
  */
 export function toEscalated(error: unknown): EscalatedError | undefined {
-  if (error instanceof RateLimitedError) return error;
+  if (error instanceof RateLimitedError || error instanceof UnauthenticatedError) return error;
   return asUnavailableError(error);
 }
 
