@@ -10,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import { loadConfig } from "../../src/config.ts";
 import { createLogger } from "../../src/log.ts";
-import { type RunningServer, startServer } from "../../src/server.ts";
+import { type RunningServer, type StartServerOptions, startServer } from "../../src/server.ts";
 import { repoPoliciesDir } from "../support/app.ts";
 import {
   type ChatRequest,
@@ -97,6 +97,10 @@ export type InstanceOptions = {
   modelBaseUrl: string;
   adminToken: string;
   secretKey: string;
+  /** The tools' workspace; by default `<data dir>/workspace`. */
+  workspace?: string;
+  /** What a test may change about an in-process server (e.g. the auth throttle). */
+  serverOptions?: StartServerOptions;
 };
 
 /** The environment an operator would set for this instance. */
@@ -109,7 +113,7 @@ export function instanceEnv(
     PEERGATE_PORT: "0",
     PEERGATE_DATA_DIR: options.dataDir,
     PEERGATE_POLICIES_DIR: options.policiesDir,
-    PEERGATE_WORKSPACE: path.join(options.dataDir, "workspace"),
+    PEERGATE_WORKSPACE: options.workspace ?? path.join(options.dataDir, "workspace"),
     PEERGATE_ADMIN_TOKEN: options.adminToken,
     PEERGATE_SECRET_KEY: options.secretKey,
     PEERGATE_MODEL: faultModelId,
@@ -245,7 +249,7 @@ export async function startInstance(
   const env = instanceEnv({ ...options, dataDir });
   const logs: string[] = [];
   const logger = createLogger({ level: "info", write: (line) => logs.push(line) });
-  const server = await startServer(loadConfig(env, dataDir), logger, env);
+  const server = await startServer(loadConfig(env, dataDir), logger, env, options.serverOptions);
   return {
     url: server.url,
     dataDir,
