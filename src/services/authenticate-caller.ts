@@ -7,7 +7,12 @@ import { and, eq, isNull, lt, sql } from "drizzle-orm";
 import { decodeJwt } from "jose";
 import { readBearer } from "../auth/bearer.ts";
 import { verifyGithubSignature } from "../auth/github-signature.ts";
-import { type JwksCache, type PeerJwtSettings, verifyPeerJwt } from "../auth/jwt.ts";
+import {
+  type JwksCache,
+  type PeerJwtSettings,
+  padPeerJwtVerification,
+  verifyPeerJwt,
+} from "../auth/jwt.ts";
 import { openSecret } from "../auth/sealed-secrets.ts";
 import { hashSecret, secretPattern } from "../auth/secrets.ts";
 import { appendAuditEvent } from "../db/audit.ts";
@@ -135,18 +140,18 @@ async function authenticatePeerJwt(
     return refuse(ctx, failure, "jwt-no-issuer");
   }
   const candidates = await deps.directory.findByJwtIssuer(issuer);
-  if (candidates.length !== 1 || !candidates[0]?.jwt) {
+  const caller = candidates.length === 1 ? candidates[0] : undefined;
+  const jwt = caller?.jwt;
+  if (!caller || !jwt || caller.revokedAt !== null || caller.tier === "none") {
+    // Checked against a padding key first, so that this refusal takes as long as a known
+    // issuer's bad signature: timing must not tell which issuers exist.
+    await padPeerJwtVerification(token, ctx.now());
+    if (caller && jwt) return refuse(ctx, failure, "caller-revoked", caller);
     return refuse(
       ctx,
       failure,
       candidates.length > 1 ? "jwt-issuer-ambiguous" : "jwt-unknown-issuer",
     );
-  }
-  const caller = candidates[0];
-  const jwt = caller.jwt;
-  if (!jwt) return refuse(ctx, failure, "jwt-unknown-issuer");
-  if (caller.revokedAt !== null || caller.tier === "none") {
-    return refuse(ctx, failure, "caller-revoked", caller);
   }
   const settings: PeerJwtSettings = {
     issuer: jwt.issuer,
