@@ -1,6 +1,7 @@
 // A2A `SendMessage` benchmark: `npm exec -- node bench/a2a.ts [--tasks N] [--concurrency C]`
-// (defaults 50000 and 16; `--warmup W`, `--only reference|peergate`, `--cpu-prof DIR` to write a
-// V8 CPU profile of each server child).
+// (defaults 50000 and 16; `--warmup W`; `--callers K` spreads peergate's connections over K peer
+// callers, default 1; `--only reference|peergate`; `--cpu-prof DIR` writes a V8 CPU profile of
+// each server child).
 //
 // Two servers, each in its own child process (so each RSS is that server's alone):
 //   reference  the a2a-js SDK's own stack: its express adapter (`jsonRpcHandler`), its in-memory
@@ -294,7 +295,8 @@ type Segment = { latencies: number[]; seconds: number; failures: number; firstFa
  */
 async function driveLoad(options: {
   url: string;
-  headers: Record<string, string>;
+  /** The headers of connection `c` (each connection may be another caller). */
+  headers: (connection: number) => Record<string, string>;
   total: number;
   concurrency: number;
 }): Promise<Segment> {
@@ -304,7 +306,7 @@ async function driveLoad(options: {
   let next = 0;
   let failures = 0;
   let firstFailure: string | undefined;
-  const one = (i: number) =>
+  const one = (i: number, connection: number) =>
     new Promise<void>((resolve, reject) => {
       const body = sendMessageBody(i);
       const t0 = performance.now();
@@ -316,7 +318,7 @@ async function driveLoad(options: {
           method: "POST",
           agent,
           headers: {
-            ...options.headers,
+            ...options.headers(connection),
             "content-type": "application/json",
             "a2a-version": "1.0",
             "content-length": Buffer.byteLength(body),
@@ -345,10 +347,10 @@ async function driveLoad(options: {
       req.end(body);
     });
   const started = performance.now();
-  const worker = async () => {
-    while (next < options.total) await one(next++);
+  const worker = async (connection: number) => {
+    while (next < options.total) await one(next++, connection);
   };
-  await Promise.all(Array.from({ length: options.concurrency }, worker));
+  await Promise.all(Array.from({ length: options.concurrency }, (_, c) => worker(c)));
   const seconds = (performance.now() - started) / 1000;
   agent.destroy();
   return { latencies, seconds, failures, ...(firstFailure ? { firstFailure } : {}) };
@@ -360,7 +362,7 @@ type LoadOptions = { tasks: number; concurrency: number; warmup: number };
 type Target = {
   name: string;
   child: Child;
-  headers: Record<string, string>;
+  headers: (connection: number) => Record<string, string>;
   stop(): Promise<void>;
 };
 
@@ -437,8 +439,12 @@ const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(0);
 function printTables(results: Measured[], options: LoadOptions) {
   const reference = results.find((r) => r.name.startsWith("a2a-js"));
   const peergate = results.find((r) => r.name.startsWith("peergate"));
+  const load = os
+    .loadavg()
+    .map((n) => n.toFixed(1))
+    .join(" ");
   const lines = [
-    `### A2A SendMessage: ${options.tasks} tasks each, ${options.concurrency} connections, after ${options.warmup} warm-up tasks (${os.cpus().length} CPUs, Node ${process.versions.node})`,
+    `### A2A SendMessage: ${options.tasks} tasks each, ${options.concurrency} connections, after ${options.warmup} warm-up tasks (${os.cpus().length} CPUs, Node ${process.versions.node}, load average at the end ${load})`,
     "",
     "| server | tasks/s | p50 ms | p99 ms | failed | RSS MiB at 0 / 25 / 50 / 75 / 100 % | RSS growth MiB | live heap MiB at 0 / 100 % |",
     "|---|---:|---:|---:|---:|---|---:|---|",
@@ -464,12 +470,12 @@ async function startReferenceTarget(profileDir?: string): Promise<Target> {
   return {
     name: "a2a-js reference (express, in-memory store)",
     child,
-    headers: {},
+    headers: () => ({}),
     stop: () => child.stop(),
   };
 }
 
-async function startPeergateTarget(profileDir?: string): Promise<Target> {
+async function startPeergateTarget(callers: number, profileDir?: string): Promise<Target> {
   const { startPostgresCluster } = await import("../test/support/postgres-cluster.ts");
   const cluster = await startPostgresCluster();
   const scratch = await mkdtemp(path.join(os.tmpdir(), "peergate-bench-"));
@@ -505,28 +511,33 @@ async function startPeergateTarget(profileDir?: string): Promise<Target> {
       },
       profileDir,
     );
-    const created = await fetch(`${peergate.url}/admin/v1/callers`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
-      body: JSON.stringify({
-        name: "bench-peer",
-        kind: "peer",
-        tier: "public",
-        // Room for the whole run: the default budgets would stop it at 500 runs a day.
-        budgets: {
-          concurrentRuns: 1_000,
-          daily: { runs: 10_000_000, tokens: 10_000_000_000, costUsd: 1_000_000 },
-        },
-      }),
-    });
-    if (created.status !== 201) {
-      throw new Error(`caller: ${created.status} ${await created.text()}`);
+    const tokens: string[] = [];
+    for (let i = 0; i < callers; i++) {
+      const created = await fetch(`${peergate.url}/admin/v1/callers`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+        body: JSON.stringify({
+          name: `bench-peer-${i + 1}`,
+          kind: "peer",
+          tier: "public",
+          // Room for the whole run: the default budgets would stop it at 500 runs a day and 2
+          // at once.
+          budgets: {
+            concurrentRuns: 1_000,
+            daily: { runs: 10_000_000, tokens: 10_000_000_000, costUsd: 1_000_000 },
+          },
+        }),
+      });
+      if (created.status !== 201) {
+        throw new Error(`caller: ${created.status} ${await created.text()}`);
+      }
+      const { credential } = (await created.json()) as { credential: { secret: string } };
+      tokens.push(credential.secret);
     }
-    const { credential } = (await created.json()) as { credential: { secret: string } };
     return {
-      name: "peergate (bearer, ceiling, PostgreSQL, openai-compatible stub)",
+      name: `peergate, ${callers === 1 ? "1 caller" : `${callers} callers`} (bearer, ceiling, PostgreSQL, openai-compatible stub)`,
       child: peergate,
-      headers: { authorization: `Bearer ${credential.secret}` },
+      headers: (connection) => ({ authorization: `Bearer ${tokens[connection % callers]}` }),
       stop,
     };
   } catch (error) {
@@ -543,6 +554,7 @@ async function main(): Promise<void> {
       warmup: { type: "string" },
       serve: { type: "string" },
       only: { type: "string" },
+      callers: { type: "string", default: "1" },
       "cpu-prof": { type: "string" },
     },
   });
@@ -556,6 +568,8 @@ async function main(): Promise<void> {
   if (!(tasks >= 4 && concurrency >= 1 && warmup >= 0)) {
     throw new Error("--tasks must be at least 4, --concurrency at least 1");
   }
+  const callers = Number(values.callers);
+  if (!(Number.isInteger(callers) && callers >= 1)) throw new Error("--callers takes a count");
   const only = values.only;
   if (only !== undefined && only !== "reference" && only !== "peergate") {
     throw new Error("--only takes reference or peergate");
@@ -565,7 +579,7 @@ async function main(): Promise<void> {
   const targets: Target[] = [];
   try {
     if (only !== "peergate") targets.push(await startReferenceTarget(profileDir));
-    if (only !== "reference") targets.push(await startPeergateTarget(profileDir));
+    if (only !== "reference") targets.push(await startPeergateTarget(callers, profileDir));
     printTables(await measureInterleaved(targets, options), options);
   } finally {
     for (const target of targets) await target.stop();
