@@ -22,8 +22,11 @@ const secretFieldPattern =
 function redact(value: unknown, depth: number): unknown {
   if (depth > 6) return "[nested too deep]";
   if (typeof value === "string") return value.replace(/[\r\n\u2028\u2029]/g, " ");
-  if (value instanceof Error)
-    return { name: value.name, message: redact(value.message, depth + 1) };
+  if (value instanceof Error) {
+    // The cause says what actually failed (drizzle's message is only the query it ran).
+    const cause = value.cause === undefined ? {} : { cause: redact(value.cause, depth + 1) };
+    return { name: value.name, message: redact(value.message, depth + 1), ...cause };
+  }
   if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1));
   if (value && typeof value === "object") {
     const out: Record<string, unknown> = {};

@@ -48,6 +48,22 @@ describe("logger", () => {
     expect(lines[0]).not.toMatch(/[\r\n]/);
   });
 
+  it("writes an error's cause chain, so a wrapped driver error says what failed", () => {
+    const { logger, records } = capture();
+    const driver = new Error('could not extend file "base/5/1": No space left on device');
+    logger.error("request failed", {
+      error: new Error("Failed query: insert …", { cause: driver }),
+    });
+    expect(records()[0].error).toEqual({
+      name: "Error",
+      message: "Failed query: insert …",
+      cause: {
+        name: "Error",
+        message: 'could not extend file "base/5/1": No space left on device',
+      },
+    });
+  });
+
   it("child loggers carry their fields", () => {
     const { logger, records } = capture();
     logger.child({ instance: "a" }).warn("x", { n: 1 });
