@@ -181,7 +181,15 @@ describe.skipIf(skip !== undefined)(
       expect(done.artifacts.map((x) => textOf(x.parts))).toEqual([approvedText]);
 
       const audit = await a.admin("GET", `/audit?subject=run:${runId}&limit=100`);
-      const kinds = audit.body.events.map((e: { kind: string; actor: string }) => e.kind);
+      const events = audit.body.events as { kind: string; actor: string }[];
+      const kinds = events.map((e) => e.kind);
+      // Parked by A's engine, finished by another instance's: B took the run over.
+      const parkedBy = events.find((e) => e.kind === "run.parked")?.actor;
+      const finishedBy = events.find((e) => e.kind === "run.completed")?.actor;
+      expect(parkedBy).toMatch(/^instance:/);
+      expect(finishedBy).toMatch(/^instance:/);
+      expect(finishedBy).not.toBe(parkedBy);
+      expect(events.find((e) => e.kind === "run.approved")?.actor).toBe("operator");
       expect(kinds).toEqual(
         expect.arrayContaining(["run.started", "run.parked", "run.approved", "run.completed"]),
       );
