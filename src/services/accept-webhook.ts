@@ -14,6 +14,15 @@ import type { ServiceContext } from "./context.ts";
 /** Same body from the same caller within this window is a duplicate (IFTTT has no delivery id). */
 export const defaultDuplicateWindowMs = 10 * 60_000;
 
+/**
+ * GitHub signs only the body: X-GitHub-Event and X-GitHub-Delivery can be changed by whoever
+ * replays a delivery. Every delivery GitHub makes has a body of its own (ids, timestamps), so a
+ * body already seen from a caller is a replay, whatever headers come with it: bodies are
+ * remembered for a year, and the ones that started no run (pings, events the filter ignored) are
+ * claimed too — otherwise a signed `push` body, resent as `issues`, passed an `issues` filter.
+ */
+export const githubDuplicateWindowMs = 365 * 24 * 3_600_000;
+
 export type WebhookFire = {
   caller: Caller;
   rawBody: Uint8Array;
@@ -70,18 +79,33 @@ export async function acceptWebhook({
   const bodySha256 = createHash("sha256").update(fire.rawBody).digest("hex");
   let event: string | undefined;
 
+  const bodyWindowMs =
+    caller.kind === "github" ? githubDuplicateWindowMs : defaultDuplicateWindowMs;
   if (caller.kind === "github") {
+    // An answer that starts no run still claims the body, so it cannot be replayed as another event.
+    const settle = async (answer: WebhookAnswer): Promise<WebhookAnswer> => {
+      await claimWebhookDelivery(ctx.db, {
+        callerId: caller.id,
+        deliveryId: fire.deliveryId,
+        bodySha256,
+        bodyWindowMs,
+      });
+      return answer;
+    };
     const name = (fire.event ?? "").trim();
     if (!/^[a-z_]{1,64}$/.test(name))
-      return { outcome: "ignored", reason: "missing or malformed X-GitHub-Event" };
+      return settle({ outcome: "ignored", reason: "missing or malformed X-GitHub-Event" });
     const payload = parseJsonObject(text);
     // The event header is not signed: trust it only as far as the payload's shape agrees.
     if (name === "ping") {
-      return payload && typeof payload.zen === "string" && "hook_id" in payload
-        ? { outcome: "pong" }
-        : { outcome: "ignored", reason: "a ping event whose payload is not a ping" };
+      return settle(
+        payload && typeof payload.zen === "string" && "hook_id" in payload
+          ? { outcome: "pong" }
+          : { outcome: "ignored", reason: "a ping event whose payload is not a ping" },
+      );
     }
-    if (!payload) return { outcome: "ignored", reason: "GitHub payload is not a JSON object" };
+    if (!payload)
+      return settle({ outcome: "ignored", reason: "GitHub payload is not a JSON object" });
     event = describeGithubEvent(name, payload);
     const filter = caller.eventFilter;
     if (filter && !filter.includes(name) && !filter.includes(event)) {
@@ -91,7 +115,10 @@ export async function acceptWebhook({
         subject: `caller:${caller.id}`,
         data: { event, reason: "not in the caller's event filter", bodySha256 },
       });
-      return { outcome: "ignored", reason: `event ${event} is not in this caller's event filter` };
+      return settle({
+        outcome: "ignored",
+        reason: `event ${event} is not in this caller's event filter`,
+      });
     }
   }
 
@@ -111,7 +138,7 @@ export async function acceptWebhook({
           callerId: caller.id,
           deliveryId: fire.deliveryId,
           bodySha256,
-          bodyWindowMs: defaultDuplicateWindowMs,
+          bodyWindowMs,
         });
         if (!claim.claimed) throw new DuplicateDelivery(claim.duplicateOf.runId, claim.reason);
         await tx.update(webhookDeliveries).set({ runId }).where(eq(webhookDeliveries.id, claim.id));
