@@ -1,0 +1,70 @@
+// The benchmarks cannot rot: `npm run bench -- --smoke` runs every one of them with tiny sizes
+// (one run each, a 6-second soak, 40 A2A tasks) through bench/run-all.ts, which fails if a bench
+// exits non-zero or does not print its table, and prints the report it would write. Here the
+// report must name every target with a measured figure. Whether the targets are met is for
+// BENCHMARKS.md, not for CI (a shared CI machine measures nothing reliable). About 30 s.
+import { spawn } from "node:child_process";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { postgresSkipReason } from "./support/databases.ts";
+
+const repoRoot = path.resolve(import.meta.dirname, "..");
+const skip = postgresSkipReason();
+
+describe.skipIf(skip !== undefined)(
+  `the benchmarks, shortened${skip ? ` — skipped: ${skip}` : ""}`,
+  () => {
+    it("each runs and prints its table, and the report names every target", async () => {
+      const child = spawn(process.execPath, [path.join(repoRoot, "bench/run-all.ts"), "--smoke"], {
+        cwd: repoRoot,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (chunk: Buffer) => {
+        stdout += chunk.toString();
+      });
+      child.stderr.on("data", (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+      expect(code, stderr.slice(-3_000)).toBe(0);
+
+      for (const heading of [
+        "## Machine",
+        "## Targets",
+        "## Ceiling",
+        "## Authentication and revocation",
+        "## Tools",
+        "## A2A SendMessage against the a2a-js reference server",
+        "## Soak",
+      ]) {
+        expect(stdout).toContain(heading);
+      }
+      const verdictRows = stdout
+        .split("\n")
+        .filter((line) => /^\| (ceiling|auth|a2a|soak) \|/.test(line));
+      expect(verdictRows.map((row) => row.split("|")[1]?.trim())).toEqual([
+        "ceiling",
+        "ceiling",
+        "auth",
+        "auth",
+        "a2a",
+        "a2a",
+        "soak",
+        "soak",
+        "soak",
+        "soak",
+      ]);
+      for (const row of verdictRows) {
+        expect(row).toMatch(/\| (met|\*\*not met\*\*) \|$/);
+        expect(row).not.toMatch(/NaN|undefined/);
+      }
+      // The soak's own checks that do not depend on the machine's speed.
+      expect(stdout).toMatch(/\| soak \| no answers other than the intended 401\/429.*\| met \|/);
+      expect(stdout).toMatch(
+        /\| soak \| audit chain verifies at the end \| ok, \d+ events \| met \|/,
+      );
+    }, 120_000);
+  },
+);
