@@ -11,6 +11,7 @@ import {
   VersionNotSupportedError,
 } from "@a2a-js/sdk/errors";
 import { JsonRpcTransportHandler } from "@a2a-js/sdk/server";
+import { storableJson } from "../db/storable.ts";
 import { findDuplicateKey, maxJsonDepth, nestsDeeperThan } from "../json-text.ts";
 import type { ProtocolVersion } from "./call-context.ts";
 
@@ -242,6 +243,7 @@ export function checkEnvelope(
   }
 
   const request: JsonRpcRequest = { jsonrpc: "2.0", id, method };
-  if ("params" in envelope) request.params = envelope.params;
+  // A NUL in a message would fail every write of the task and run (PostgreSQL refuses it).
+  if ("params" in envelope) request.params = storableJson(envelope.params);
   return { ok: true, request, version };
 }

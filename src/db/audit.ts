@@ -20,6 +20,7 @@ import { PgTransaction } from "drizzle-orm/pg-core";
 import { type DbOrTx, type DbTransaction, selectRows } from "./client.ts";
 import { advisoryLockSpace, lockKeys } from "./locks.ts";
 import { type AuditEvent, auditEvents } from "./schema.ts";
+import { storableJson, storableText } from "./storable.ts";
 
 /** The prev_hash of the first event. */
 export const genesisHash = "0".repeat(64);
@@ -81,26 +82,6 @@ export function computeAuditHash(prevHash: string, content: HashedContent): stri
     data: content.data,
   });
   return createHash("sha256").update(prevHash).update(text).digest("hex");
-}
-
-/**
- * Text Postgres stores exactly as given: no NUL (text and jsonb refuse it) and no lone UTF-16
- * surrogate (the driver would store U+FFFD, and the hash would no longer match). Event data often
- * carries what a client sent, so this must never make an append fail or a chain look broken.
- */
-function storableText(text: string): string {
-  return text.toWellFormed().replaceAll("\u0000", "\uFFFD");
-}
-
-function storableJson(value: unknown): unknown {
-  if (typeof value === "string") return storableText(value);
-  if (Array.isArray(value)) return value.map(storableJson);
-  if (value !== null && typeof value === "object") {
-    return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [storableText(k), storableJson(v)]),
-    );
-  }
-  return value;
 }
 
 async function appendInTransaction(

@@ -27,6 +27,7 @@ import type {
   RunError,
   RunStatus,
 } from "../db/schema.ts";
+import { storableText } from "../db/storable.ts";
 import {
   ConflictError,
   NotFoundError,
@@ -561,7 +562,8 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
         emit: (event) => emitSafely(input.onEvent, event),
         logger,
         takeRecordId: (toolCallId) => {
-          const base = (toolCallId || "call").slice(0, 200);
+          // The model's id names the call's row: keep it storable (no NUL) and short.
+          const base = storableText((toolCallId || "call").slice(0, 200));
           let id = base;
           for (let n = 2; recordIds.has(id); n++) id = `${base}#${n}`;
           recordIds.add(id);

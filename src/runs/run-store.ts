@@ -20,6 +20,7 @@ import {
   runs,
   toolCalls,
 } from "../db/schema.ts";
+import { storableText, toStorableJson } from "../db/storable.ts";
 import type { DailyTotals } from "./budgets.ts";
 import type { CallEnd, OpenedCall, ToolCallRecorder } from "./tool-batch.ts";
 
@@ -91,7 +92,10 @@ export async function addDailyUsage(
 }
 
 export async function insertRun(tx: DbTransaction, values: NewRun): Promise<Run> {
-  const [row] = await tx.insert(runs).values(values).returning();
+  const [row] = await tx
+    .insert(runs)
+    .values({ ...values, messages: toStorableJson(values.messages) })
+    .returning();
   if (!row) throw new Error("inserting a run returned no row");
   return row;
 }
@@ -153,7 +157,7 @@ export async function saveMessages(
 ): Promise<void> {
   await db
     .update(runs)
-    .set({ messages, heartbeatAt: at, updatedAt: at })
+    .set({ messages: toStorableJson(messages), heartbeatAt: at, updatedAt: at })
     .where(and(eq(runs.id, runId), eq(runs.ownerInstanceId, instanceId)));
 }
 
@@ -176,7 +180,8 @@ export function createToolCallRecorder(input: {
           rows.map((row) => ({
             runId,
             callId: row.recordId,
-            tool: row.tool,
+            // The name is the model's: it may hold what PostgreSQL cannot store (a NUL).
+            tool: storableText(row.tool),
             argsDigest: row.argsDigest,
             status: row.status,
             code: row.code ?? null,
@@ -265,9 +270,9 @@ export async function parkRun(
       .update(runs)
       .set({
         status: "parked",
-        pendingApproval: input.pending,
-        pendingBatch: input.batch,
-        messages: input.messages,
+        pendingApproval: toStorableJson(input.pending),
+        pendingBatch: toStorableJson(input.batch),
+        messages: toStorableJson(input.messages),
         budgetUsed: input.used,
         parkedUntil: input.parkedUntil,
         ownerInstanceId: null,
@@ -324,9 +329,9 @@ export async function finishRun(
       .update(runs)
       .set({
         status: input.status,
-        result: input.text === undefined ? null : { text: input.text },
-        error: input.error ?? null,
-        messages: input.messages,
+        result: input.text === undefined ? null : { text: storableText(input.text) },
+        error: toStorableJson(input.error ?? null),
+        messages: toStorableJson(input.messages),
         budgetUsed: input.used,
         pendingApproval: null,
         pendingBatch: null,
