@@ -411,6 +411,21 @@ describe("JSON that means something else", () => {
         refused: (r) => JSON.parse(r.text).result?.pageSize !== 1,
       },
       {
+        name: "a NUL in a message's text and id",
+        reply: a2a(
+          JSON.stringify({
+            jsonrpc: "2.0",
+            id: 1,
+            method: "SendMessage",
+            params: {
+              message: { messageId: "m\u0000", role: "ROLE_USER", parts: [{ text: "a\u0000b" }] },
+            },
+          }),
+        ),
+        // Not an internal error: the task is created (the NUL kept as U+FFFD).
+        refused: (r) => JSON.parse(r.text).result?.task !== undefined,
+      },
+      {
         name: "1e400 pageSize",
         reply: list('{"pageSize":1e400}'),
         refused: (r) => rpcError(r) === -32602,
@@ -429,6 +444,8 @@ describe("JSON that means something else", () => {
       "malformed JSON": '{"action":',
       "__proto__ action": '{"__proto__":{"action":"closed"},"zen":"x","hook_id":1}',
       "repeated action": '{"action":"opened","action":"closed"}',
+      // PostgreSQL cannot store U+0000: it must not turn a delivery into a 500.
+      "a NUL byte": '{"action":"opened","note":"a\u0000b"}\u0000',
     };
     for (const [name, payload] of Object.entries(payloads)) {
       const replies = await Promise.all([
