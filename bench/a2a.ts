@@ -40,20 +40,37 @@ const answerText = "pong";
 
 type ChildMessage =
   | { type: "ready"; url: string }
-  | { type: "memory"; id: number; rss: number; heapUsed: number };
+  | { type: "memory"; id: number; rss: number; heapUsed: number; cpuMicros: number };
 
 type ParentMessage = { type: "sample"; id: number } | { type: "stop" };
 
 // ---------------------------------------------------------------- child roles
 // Each role imports what it needs when it starts, so a child's RSS holds only its own server.
 
-/** Answers memory samples from the parent and stops when told. */
+/**
+ * Answers samples from the parent — memory after a full GC, and the CPU time this process has
+ * used, less what the forced GCs took — and stops when told.
+ */
 function serveChild(url: string, stop: () => Promise<void>): void {
+  const cpuNow = () => {
+    const { user, system } = process.cpuUsage();
+    return user + system;
+  };
+  let forcedGcMicros = 0;
   process.on("message", (message: ParentMessage) => {
     if (message.type === "sample") {
+      const cpuMicros = cpuNow() - forcedGcMicros;
+      const before = cpuNow();
       (globalThis as { gc?: () => void }).gc?.();
+      forcedGcMicros += cpuNow() - before;
       const { rss, heapUsed } = process.memoryUsage();
-      process.send?.({ type: "memory", id: message.id, rss, heapUsed } satisfies ChildMessage);
+      process.send?.({
+        type: "memory",
+        id: message.id,
+        rss,
+        heapUsed,
+        cpuMicros,
+      } satisfies ChildMessage);
     } else if (message.type === "stop") {
       void stop().finally(() => process.exit(0));
     }
@@ -204,9 +221,11 @@ async function runPeergate(): Promise<void> {
 
 // ---------------------------------------------------------------- the driver
 
+type Sample = { rss: number; heapUsed: number; cpuMicros: number };
+
 type Child = {
   url: string;
-  sample(): Promise<{ rss: number; heapUsed: number }>;
+  sample(): Promise<Sample>;
   stop(): Promise<void>;
 };
 
@@ -224,7 +243,7 @@ async function startChild(
       stdio: ["ignore", "ignore", "inherit", "ipc"],
     },
   );
-  const pending = new Map<number, (m: { rss: number; heapUsed: number }) => void>();
+  const pending = new Map<number, (m: Sample) => void>();
   let nextId = 0;
   const url = await new Promise<string>((resolve, reject) => {
     child.once("exit", (code) => reject(new Error(`${role} exited with ${code} before ready`)));
@@ -269,6 +288,8 @@ type Measured = {
   firstFailure?: string;
   rss: number[];
   heap: number[];
+  /** CPU time of the server's process per task (forced GCs of the samples left out). */
+  cpuMsPerTask: number;
 };
 
 /** The body of one blocking SendMessage that starts a new task. */
@@ -381,7 +402,7 @@ async function measureInterleaved(targets: Target[], options: LoadOptions): Prom
   const state = targets.map((target) => ({
     target,
     segments: [] as Segment[],
-    memory: [] as { rss: number; heapUsed: number }[],
+    memory: [] as Sample[],
   }));
   for (const s of state) {
     console.error(`${s.target.name}: ${options.warmup} warm-up tasks`);
@@ -414,6 +435,8 @@ async function measureInterleaved(targets: Target[], options: LoadOptions): Prom
       ...(firstFailure ? { firstFailure } : {}),
       rss: memory.map((m) => m.rss),
       heap: memory.map((m) => m.heapUsed),
+      cpuMsPerTask:
+        ((memory.at(-1)?.cpuMicros ?? 0) - (memory[0]?.cpuMicros ?? 0)) / 1000 / latencies.length,
     };
   });
 }
@@ -446,17 +469,17 @@ function printTables(results: Measured[], options: LoadOptions) {
   const lines = [
     `### A2A SendMessage: ${options.tasks} tasks each, ${options.concurrency} connections, after ${options.warmup} warm-up tasks (${os.cpus().length} CPUs, Node ${process.versions.node}, load average at the end ${load})`,
     "",
-    "| server | tasks/s | p50 ms | p99 ms | failed | RSS MiB at 0 / 25 / 50 / 75 / 100 % | RSS growth MiB | live heap MiB at 0 / 100 % |",
-    "|---|---:|---:|---:|---:|---|---:|---|",
+    "| server | tasks/s | p50 ms | p99 ms | failed | RSS MiB at 0 / 25 / 50 / 75 / 100 % | RSS growth MiB | live heap MiB at 0 / 100 % | server CPU ms / task |",
+    "|---|---:|---:|---:|---:|---|---:|---|---:|",
     ...results.map(
       (r) =>
-        `| ${r.name} | ${r.perSecond.toFixed(0)} | ${r.p50Ms.toFixed(1)} | ${r.p99Ms.toFixed(1)} | ${r.failures} | ${r.rss.map(mib).join(" / ")} | ${mib((r.rss.at(-1) ?? 0) - (r.rss[0] ?? 0))} | ${mib(r.heap[0] ?? 0)} / ${mib(r.heap.at(-1) ?? 0)} |`,
+        `| ${r.name} | ${r.perSecond.toFixed(0)} | ${r.p50Ms.toFixed(1)} | ${r.p99Ms.toFixed(1)} | ${r.failures} | ${r.rss.map(mib).join(" / ")} | ${mib((r.rss.at(-1) ?? 0) - (r.rss[0] ?? 0))} | ${mib(r.heap[0] ?? 0)} / ${mib(r.heap.at(-1) ?? 0)} | ${r.cpuMsPerTask.toFixed(2)} |`,
     ),
   ];
   if (reference && peergate) {
     lines.push(
       "",
-      `peergate / reference: throughput ${(peergate.perSecond / reference.perSecond).toFixed(2)}×, p50 ${(peergate.p50Ms / reference.p50Ms).toFixed(2)}×, p99 ${(peergate.p99Ms / reference.p99Ms).toFixed(2)}×, RSS at 100 % ${((peergate.rss.at(-1) ?? 0) / (reference.rss.at(-1) ?? 1)).toFixed(2)}×`,
+      `peergate / reference: throughput ${(peergate.perSecond / reference.perSecond).toFixed(2)}×, p50 ${(peergate.p50Ms / reference.p50Ms).toFixed(2)}×, p99 ${(peergate.p99Ms / reference.p99Ms).toFixed(2)}×, RSS at 100 % ${((peergate.rss.at(-1) ?? 0) / (reference.rss.at(-1) ?? 1)).toFixed(2)}×, server CPU per task ${(peergate.cpuMsPerTask / reference.cpuMsPerTask).toFixed(1)}×`,
     );
   }
   console.log(lines.join("\n"));
