@@ -49,6 +49,18 @@ export type AuthFailureContext = {
   source: string;
 };
 
+/**
+ * The name a refused request claimed, as the audit trail keeps it. A mistyped URL puts a secret
+ * where a name goes (`/webhooks/<token>`), and the trail is append-only: a secret written there
+ * could never be removed. So only what could be a short caller name is kept as sent; anything
+ * else (every secret peergate issues is 32 characters or more) is kept as its length.
+ */
+function recordableName(name: string): string {
+  return callerNamePattern.test(name) && name.length < 24
+    ? name
+    : `(not recorded: ${name.length} characters)`;
+}
+
 /** Records why a request was refused, then throws the one error every refusal becomes. */
 export async function refuse(
   ctx: ServiceContext,
@@ -65,7 +77,7 @@ export async function refuse(
         surface: failure.surface,
         reason,
         source: failure.source,
-        ...(failure.claimedName ? { claimedName: failure.claimedName.slice(0, 80) } : {}),
+        ...(failure.claimedName ? { claimedName: recordableName(failure.claimedName) } : {}),
       },
     });
   } catch (error) {
