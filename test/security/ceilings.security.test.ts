@@ -10,7 +10,7 @@
 // test/runs/park.test.ts), and through the real server a tool outside the set, hidden halves, an
 // unknown name and `LS`/Cyrillic `ls` (test/e2e/ceiling.e2e.test.ts), a revocation landing while
 // the model is thinking (test/e2e/instances.e2e.test.ts).
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { LanguageModelV4CallOptions } from "@ai-sdk/provider";
@@ -51,9 +51,7 @@ async function policiesDenying(denied: string): Promise<LoadedPolicies> {
     for (const file of ["tools.yaml", "models.yaml"]) {
       await writeFile(
         path.join(dir, file),
-        await import("node:fs/promises").then((fs) =>
-          fs.readFile(path.join(repoPoliciesDir, file), "utf8"),
-        ),
+        await readFile(path.join(repoPoliciesDir, file), "utf8"),
       );
     }
     await writeFile(path.join(dir, "agent.yaml"), agentYaml(denied));
@@ -438,7 +436,7 @@ describeEachDatabase("ceilings under attack", (db) => {
     expect((await resumed.outcome).status).toBe("completed");
     // The approved call ran; nothing else changed.
     const after = await snapshotTree(harness.workspace);
-    const { ["approved.txt"]: written, ...rest } = after;
+    const { "approved.txt": written, ...rest } = after;
     expect(written).toBeDefined();
     expect(rest).toEqual(before);
     // Offered on resume: what the run started with, not what the caller has now.

@@ -7,7 +7,7 @@
 // one address on purpose; test/http/admin.security.test.ts proves the throttle itself), and the
 // slow-client timeouts can be shortened; everything else is the production composition.
 import { randomBytes } from "node:crypto";
-import { cp, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import http from "node:http";
 import net from "node:net";
 import os from "node:os";
@@ -45,6 +45,8 @@ export type SecurityServerOptions = {
   clientTimeouts?: ClientTimeouts;
   /** Extra environment (PEERGATE_MODEL, …). */
   env?: Record<string, string>;
+  /** A model id to price at $0 in models.yaml (callers' default budgets include a cost). */
+  freeModel?: string;
 };
 
 export function newAdminToken(): string {
@@ -56,10 +58,21 @@ export async function startSecurityServer(
 ): Promise<SecurityServer> {
   const dir = await mkdtemp(path.join(os.tmpdir(), "peergate-security-"));
   let policiesDir = repoPoliciesDir;
-  if (options.agentYaml) {
+  if (options.agentYaml || options.freeModel) {
     policiesDir = path.join(dir, "policies");
     await cp(repoPoliciesDir, policiesDir, { recursive: true });
-    await writeFile(path.join(policiesDir, "agent.yaml"), options.agentYaml);
+    if (options.agentYaml) await writeFile(path.join(policiesDir, "agent.yaml"), options.agentYaml);
+    if (options.freeModel) {
+      const models = path.join(policiesDir, "models.yaml");
+      const text = await readFile(models, "utf8");
+      await writeFile(
+        models,
+        text.replace(
+          /^models:\n/m,
+          `models:\n  "${options.freeModel}": { inputUsdPerMillionTokens: 0, outputUsdPerMillionTokens: 0 }\n`,
+        ),
+      );
+    }
   }
   const dataDir = path.join(dir, "data");
   const workspace = path.join(dir, "workspace");
