@@ -6,14 +6,9 @@
 //   const admitted = response.status < 300;
 //   expectRefused("auth", `${route} missing Authorization`, admitted);
 import { expect, TestRunner } from "vitest";
+import { type CaseCategory, casesMetaKey, type SecurityCase } from "./case-kinds.ts";
 
-export const caseCategories = ["auth", "bodies", "jwt", "webhooks", "ceilings", "secrets"] as const;
-export type CaseCategory = (typeof caseCategories)[number];
-
-export type SecurityCase = { category: CaseCategory; name: string; admitted: boolean };
-
-/** The metadata key the report reads. */
-export const casesMetaKey = "securityCases";
+export type { CaseCategory, SecurityCase } from "./case-kinds.ts";
 
 /** Records one attack case on the current test; returns `admitted` for chaining. */
 export function recordCase(category: CaseCategory, name: string, admitted: boolean): boolean {
