@@ -263,6 +263,8 @@ type SoakResult = {
   p99LastMs: number;
   p99Drift: number;
   rssGrowth: number;
+  cpus: number;
+  loadMax: number;
   auditOk: boolean;
   auditEvents: number | null;
 };
@@ -285,6 +287,10 @@ function judgeSoak(output: string, verdicts: Verdict[]): void {
       target: "stable p99: the last third of the windows within 1.5× of the first third",
       measured: `${r.p99FirstMs.toFixed(1)} → ${r.p99LastMs.toFixed(1)} ms (${r.p99Drift.toFixed(2)}×)`,
       met: r.p99Drift <= 1.5,
+      note:
+        r.loadMax > r.cpus
+          ? `the machine was oversubscribed during the soak: its 1-minute load average reached ${r.loadMax.toFixed(1)} on ${r.cpus} CPUs, while the soak itself (server, PostgreSQL, stub and load generator at half the measured capacity) keeps about half of them busy; the rest came from other processes. A window's p99 is decided by its slowest few requests, so read no trend into it from this run: rerun on a quiet machine, or with \`--full\` for 60-s windows (the window table shows the load next to each p99)`
+          : "the p99 moved between windows with the machine otherwise quiet: see the soak's window table",
     },
     {
       bench: "soak",

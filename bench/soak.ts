@@ -18,10 +18,10 @@
 // (a quarter of the soak, at most 30 s; not measured, but its answers must be intended too), then
 // the soak: an open loop starts operations at `--load` (default 50 %) of that rate for
 // `--minutes`, whatever the answers' latency (at most 512 in flight; what could not start is
-// reported). Reported per window
-// (60 s, or a sixth of a short run): p50/p99 latency and the answers by status; RSS of the server
-// process (/proc/<pid>/status) at the start of the soak and after every window; at the end the
-// audit chain is verified through the admin API.
+// reported). Reported per window (60 s, or a twelfth of a run under 3 minutes): p50/p99 latency,
+// the answers by status, the server process's RSS (/proc/<pid>/status) and the machine's load
+// average (a shared machine's other processes show there); at the end the audit chain is verified
+// through the admin API.
 //
 // Verdicts (the issue's targets): no unintended answer (anything but the statuses listed above;
 // the 401 after a revocation and a 429 are the intended refusals); p99 stable (the last third of
@@ -72,7 +72,7 @@ const windowMs =
     ? Number(values["window-seconds"]) * 1000
     : minutes >= 3
       ? 60_000
-      : Math.max(5_000, soakMs / 6);
+      : Math.max(5_000, soakMs / 12);
 const churnEveryMs = 5_000;
 const maxInFlight = 512;
 
@@ -396,6 +396,8 @@ type Window = {
   index: number;
   outcomes: Outcome[];
   rssEnd: number;
+  /** The machine's 1-minute load average at the window's end (other processes included). */
+  loadEnd: number;
   notStarted: number;
 };
 
@@ -406,7 +408,7 @@ async function soak(
   durationMs: number,
 ): Promise<Window[]> {
   const windows: Window[] = [];
-  let current: Window = { index: 0, outcomes: [], rssEnd: 0, notStarted: 0 };
+  let current: Window = { index: 0, outcomes: [], rssEnd: 0, loadEnd: 0, notStarted: 0 };
   let inFlight = 0;
   let i = 1_000_000;
   const started = performance.now();
@@ -450,16 +452,27 @@ async function soak(
     }
     if (now - windowStart >= windowMs) {
       current.rssEnd = readRss(pid);
+      current.loadEnd = os.loadavg()[0] ?? Number.NaN;
       windows.push(current);
       console.error(`window ${current.index + 1}: ${current.outcomes.length} operations done`);
-      current = { index: current.index + 1, outcomes: [], rssEnd: 0, notStarted: 0 };
+      current = {
+        index: current.index + 1,
+        outcomes: [],
+        rssEnd: 0,
+        loadEnd: 0,
+        notStarted: 0,
+      };
       windowStart = now;
     }
   }
   await Promise.all(pending);
   current.rssEnd = readRss(pid);
+  current.loadEnd = os.loadavg()[0] ?? Number.NaN;
   if (current.outcomes.length > 0 || windows.length === 0) windows.push(current);
-  else if (windows.length > 0) (windows.at(-1) as Window).rssEnd = current.rssEnd;
+  else if (windows.length > 0) {
+    (windows.at(-1) as Window).rssEnd = current.rssEnd;
+    (windows.at(-1) as Window).loadEnd = current.loadEnd;
+  }
   return windows;
 }
 
@@ -543,7 +556,11 @@ async function main(): Promise<void> {
   const third = Math.max(1, Math.floor(windows.length / 3));
   const median = (list: number[]) => {
     const sorted = [...list].filter(Number.isFinite).sort((a, b) => a - b);
-    return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+    const mid = sorted.length >> 1;
+    if (sorted.length === 0) return Number.NaN;
+    return sorted.length % 2 === 1
+      ? (sorted[mid] as number)
+      : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
   };
   const firstP99 = median(windowP99.slice(0, third));
   const lastP99 = median(windowP99.slice(-third));
@@ -559,11 +576,11 @@ async function main(): Promise<void> {
     "",
     `Capacity (closed loop, ${concurrency} connections, ${capacitySeconds} s, same mix without churn): **${capacity.perSecond.toFixed(1)} operations/s** (p50 ${ms(percentile(latencies(capacity.outcomes), 50))} ms, p99 ${ms(percentile(latencies(capacity.outcomes), 99))} ms; ${countStatuses(capacity.outcomes)}). Soak target ${rate.toFixed(1)} operations/s; achieved ${achieved.toFixed(1)}/s${notStarted ? `; ${notStarted} not started (${maxInFlight} already in flight)` : ""}. Mix: a2a-send 40, a2a-stream 15, a2a-get 25, webhook 20, plus a churn every ${churnEveryMs / 1000} s (create a peer, use it, revoke it, be refused).`,
     "",
-    `| window (${(windowMs / 1000).toFixed(0)} s) | operations | p50 ms | p99 ms | answers by status | unintended | RSS MiB at end |`,
-    "|---:|---:|---:|---:|---|---:|---:|",
+    `| window (${(windowMs / 1000).toFixed(0)} s) | operations | p50 ms | p99 ms | answers by status | unintended | RSS MiB at end | load average at end |`,
+    "|---:|---:|---:|---:|---|---:|---:|---:|",
     ...windows.map((w) => {
       const l = latencies(w.outcomes);
-      return `| ${w.index + 1} | ${w.outcomes.length} | ${ms(percentile(l, 50))} | ${ms(percentile(l, 99))} | ${countStatuses(w.outcomes)} | ${w.outcomes.filter((o) => !o.intended).length} | ${mib(w.rssEnd)} |`;
+      return `| ${w.index + 1} | ${w.outcomes.length} | ${ms(percentile(l, 50))} | ${ms(percentile(l, 99))} | ${countStatuses(w.outcomes)} | ${w.outcomes.filter((o) => !o.intended).length} | ${mib(w.rssEnd)} | ${w.loadEnd.toFixed(2)} |`;
     }),
     "",
     "| operation | count | p50 ms | p99 ms | answers by status |",
@@ -604,6 +621,8 @@ async function main(): Promise<void> {
     rssStartBytes: rssStart,
     rssEndBytes: rssEnd,
     rssGrowth,
+    cpus: os.availableParallelism(),
+    loadMax: Math.max(...windows.map((w) => w.loadEnd)),
     auditOk: audit.ok,
     auditEvents: audit.count ?? null,
   };
