@@ -31,8 +31,10 @@ import {
 /** A request must be answered within the statement deadline plus this much. */
 const answerSlackMs = 2_500;
 
-describe.skipIf(postgresSkipReason() !== undefined)(
-  "a PostgreSQL outage under a real instance",
+const skip = postgresSkipReason();
+
+describe.skipIf(skip !== undefined)(
+  `a PostgreSQL outage under a real instance${skip ? ` — skipped: ${skip}` : ""}`,
   () => {
     let cluster: PostgresCluster;
     let model: ScriptedModel;

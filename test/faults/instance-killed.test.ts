@@ -27,8 +27,10 @@ import {
   waitFor,
 } from "./support.ts";
 
-describe.skipIf(postgresSkipReason() !== undefined)(
-  "an instance killed with SIGKILL mid-run",
+const skip = postgresSkipReason();
+
+describe.skipIf(skip !== undefined)(
+  `an instance killed with SIGKILL mid-run${skip ? ` — skipped: ${skip}` : ""}`,
   () => {
     let database: Awaited<ReturnType<typeof createPostgresTestDatabase>>;
     let sql: postgres.Sql;

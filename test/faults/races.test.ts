@@ -53,8 +53,10 @@ for (let i = 0; i < rounds; i++) {
   ];
 }
 
-describe.skipIf(postgresSkipReason() !== undefined)(
-  "two instances racing on one PostgreSQL",
+const skip = postgresSkipReason();
+
+describe.skipIf(skip !== undefined)(
+  `two instances racing on one PostgreSQL${skip ? ` — skipped: ${skip}` : ""}`,
   () => {
     let database: Awaited<ReturnType<typeof createPostgresTestDatabase>>;
     let sql: postgres.Sql;
