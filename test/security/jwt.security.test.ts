@@ -9,6 +9,8 @@ import { exportJWK, exportSPKI, generateKeyPair, type JWK, SignJWT } from "jose"
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { expectRefused, recordCase } from "./cases.ts";
 import {
+  compareTiming,
+  describeTiming,
   type Reply,
   readStateFingerprint,
   type SecurityServer,
@@ -326,9 +328,6 @@ describe("JWTs on POST /a2a", () => {
 
 describe("timing", () => {
   it("an unknown issuer takes as long as a known issuer with a bad signature", async () => {
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
-    const known: number[] = [];
-    const unknown: number[] = [];
     // Signed by the attacker: the known issuer's key check fails; the unknown issuer has none.
     const knownToken = await sign(claims({ jti: "t-known" }), {}, attackerKey.privateKey);
     const unknownToken = await sign(
@@ -336,27 +335,12 @@ describe("timing", () => {
       {},
       attackerKey.privateKey,
     );
-    const one = async (which: "known" | "unknown") => {
-      const reply = await a2a(which === "known" ? knownToken : unknownToken);
-      expect(reply.status).toBe(401);
-      (which === "known" ? known : unknown).push(reply.ms);
-    };
-    for (let i = 0; i < 10; i++) await Promise.all([one("known"), one("unknown")]);
-    known.length = 0;
-    unknown.length = 0;
-    for (let i = 0; i < 150; i++) {
-      const order = i % 2 === 0 ? (["known", "unknown"] as const) : (["unknown", "known"] as const);
-      for (const which of order) await one(which);
-    }
-    const m = { known: median(known), unknown: median(unknown) };
-    const gap = Math.abs(m.known - m.unknown);
-    // The same bound as the route suite's timing tests (see there for why).
-    const bound = Math.max(0.4, Math.min(m.known, m.unknown) / 5);
-    recordCase(
-      "auth",
-      `timing: JWT issuer (known ${m.known.toFixed(2)} ms, unknown ${m.unknown.toFixed(2)} ms)`,
-      gap >= bound,
+    const t = await compareTiming(
+      () => a2a(knownToken),
+      () => a2a(unknownToken),
     );
-    expect(gap, `medians ${m.known.toFixed(2)} vs ${m.unknown.toFixed(2)} ms`).toBeLessThan(bound);
+    const admitted = Math.abs(t.shift) >= t.bound;
+    recordCase("auth", `timing: JWT issuer (${describeTiming(t)})`, admitted);
+    expect(Math.abs(t.shift), describeTiming(t)).toBeLessThan(t.bound);
   });
 });

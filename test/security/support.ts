@@ -1,7 +1,8 @@
 // The security suite's harness: the real server (`startServer`, what `peergate serve` runs) on
-// 127.0.0.1 with the embedded database in a temporary data directory, every log line kept, and a
-// raw HTTP client that sends exactly the bytes, paths and repeated headers a test asks for (fetch
-// would normalise `%2e%2e`, drop a doubled header and refuse `Transfer-Encoding`).
+// 127.0.0.1, on a fresh database of the test PostgreSQL (or, without one, the embedded PGlite in
+// a temporary data directory), every log line kept, and a raw HTTP client that sends exactly the
+// bytes, paths and repeated headers a test asks for (fetch would normalise `%2e%2e`, drop a
+// doubled header and refuse `Transfer-Encoding`).
 //
 // The failed-authentication throttle is raised (the suite sends hundreds of bad credentials from
 // one address on purpose; test/http/admin.security.test.ts proves the throttle itself), and the
@@ -19,6 +20,7 @@ import { createLogger } from "../../src/log.ts";
 import { type ClientTimeouts, type RunningServer, startServer } from "../../src/server.ts";
 import { createOperatorToken, ensureAdminToken } from "../../src/services/admin-credentials.ts";
 import { repoPoliciesDir } from "../support/app.ts";
+import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
 
 export type SecurityServer = {
   url: string;
@@ -47,6 +49,11 @@ export type SecurityServerOptions = {
   env?: Record<string, string>;
   /** A model id to price at $0 in models.yaml (callers' default budgets include a cost). */
   freeModel?: string;
+  /**
+   * Default: a fresh database on the test PostgreSQL when there is one (starts in ~0.2 s), the
+   * embedded PGlite in the data directory otherwise (2-6 s).
+   */
+  database?: "postgres" | "pglite";
 };
 
 export function newAdminToken(): string {
@@ -89,12 +96,21 @@ export async function startSecurityServer(
     ...options.env,
   };
   await mkdir(workspace, { recursive: true });
+  const usePostgres = (options.database ?? "postgres") === "postgres" && !postgresSkipReason();
+  const postgres = usePostgres ? await createPostgresTestDatabase({ migrate: true }) : undefined;
+  if (postgres) env.DATABASE_URL = postgres.url;
   const logLines: string[] = [];
   const logger = createLogger({ level: "debug", write: (line) => logLines.push(line) });
-  const server = await startServer(loadConfig(env, dir), logger, env, {
-    authThrottle: { maxFailures: 1_000_000, windowMs: 60_000 },
-    ...(options.clientTimeouts ? { clientTimeouts: options.clientTimeouts } : {}),
-  });
+  let server: RunningServer;
+  try {
+    server = await startServer(loadConfig(env, dir), logger, env, {
+      authThrottle: { maxFailures: 1_000_000, windowMs: 60_000 },
+      ...(options.clientTimeouts ? { clientTimeouts: options.clientTimeouts } : {}),
+    });
+  } catch (error) {
+    await postgres?.drop();
+    throw error;
+  }
   const port = Number(new URL(server.url).port);
 
   const harness: SecurityServer = {
@@ -134,6 +150,7 @@ export async function startSecurityServer(
     },
     async stop() {
       await server.stop();
+      await postgres?.drop();
       await rm(dir, { recursive: true, force: true });
     },
   };
@@ -289,3 +306,69 @@ export function withoutRequestId(text: string): string {
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// ---------------------------------------------------------------- timing
+
+export type TimingComparison = {
+  /** Median round trip of each side, ms. */
+  known: number;
+  unknown: number;
+  /** Median of the differences between neighbouring requests (known − unknown), ms. */
+  shift: number;
+  /** Below this the two are taken as indistinguishable, ms. */
+  bound: number;
+};
+
+const median = (xs: readonly number[]) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+};
+
+/**
+ * Sends `known` and `unknown` alternately, in ABBA order, each expected to get `status`, and
+ * estimates how much longer one takes than the other as the median of the differences between
+ * neighbouring requests: load that drifts over the run hits both members of a pair alike, which
+ * two separate medians do not cancel.
+ *
+ * What "no measurable difference" means: the shift is under a fifth of the faster median and
+ * under 0.4 ms, whichever is more. A shortcut on one side — skipping the database lookup, the key
+ * check, the HMAC or the audit write — costs 0.5 to 1.5 ms on this server and fails it; on a
+ * 2-core machine loaded by other test files, identical code paths show shifts of up to ~0.2 ms.
+ */
+export async function compareTiming(
+  known: () => Promise<Reply>,
+  unknown: () => Promise<Reply>,
+  options: { pairs?: number; status?: number } = {},
+): Promise<TimingComparison> {
+  const pairs = options.pairs ?? 150;
+  const status = options.status ?? 401;
+  const one = async (send: () => Promise<Reply>) => {
+    const reply = await send();
+    if (reply.status !== status) throw new Error(`expected ${status}, got ${reply.status}`);
+    return reply.ms;
+  };
+  for (let i = 0; i < 10; i++) await Promise.all([one(known), one(unknown)]);
+  const k: number[] = [];
+  const u: number[] = [];
+  const shifts: number[] = [];
+  for (let i = 0; i < pairs; i++) {
+    let a: number;
+    let b: number;
+    if (i % 2 === 0) {
+      a = await one(known);
+      b = await one(unknown);
+    } else {
+      b = await one(unknown);
+      a = await one(known);
+    }
+    k.push(a);
+    u.push(b);
+    shifts.push(a - b);
+  }
+  const m = { known: median(k), unknown: median(u) };
+  return { ...m, shift: median(shifts), bound: Math.max(0.4, Math.min(m.known, m.unknown) / 5) };
+}
+
+export function describeTiming(t: TimingComparison): string {
+  return `known ${t.known.toFixed(2)} ms, unknown ${t.unknown.toFixed(2)} ms, shift ${t.shift.toFixed(2)} ms`;
+}
