@@ -20,6 +20,7 @@ import {
   type Peergate,
   readTaskRunId,
   readToolResults,
+  removeTempDirs,
   type ScriptedModel,
   snapshotTree,
   startPeergate,
@@ -92,6 +93,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await model?.close();
+  await removeTempDirs();
 });
 
 for (const kind of ["pglite", "postgres"] as const) {

@@ -19,6 +19,7 @@ import {
   type Peergate,
   readScenario,
   readTaskRunId,
+  removeTempDirs,
   type ScriptedModel,
   startPeergate,
   startScriptedModel,
@@ -82,6 +83,7 @@ describe.skipIf(skip !== undefined)(
       await Promise.allSettled([a?.stop(), b?.stop()]);
       await model?.close();
       await dropDatabase?.();
+      await removeTempDirs();
     });
 
     it("parks on A, is approved on B with both tokens, resumes on B and completes on A", async () => {

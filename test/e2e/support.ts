@@ -87,9 +87,22 @@ export function readToolResults(request: ChatRequest | undefined): Map<string, s
 
 // ---------------------------------------------------------------- files
 
+const tempDirs: string[] = [];
+
+async function makeTempDir(prefix: string): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), prefix));
+  tempDirs.push(dir);
+  return dir;
+}
+
+/** Removes the policy copies and workspaces this file made (after its servers stopped). */
+export async function removeTempDirs(): Promise<void> {
+  await Promise.all(tempDirs.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
+}
+
 /** A copy of the repository's policies/, with the scripted model priced (free). */
 export async function copyPolicies(): Promise<string> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), "peergate-e2e-policies-"));
+  const dir = await makeTempDir("peergate-e2e-policies-");
   await cp(repoPoliciesDir, dir, { recursive: true });
   const models = path.join(dir, "models.yaml");
   const text = await readFile(models, "utf8");
@@ -105,7 +118,7 @@ export async function copyPolicies(): Promise<string> {
 
 /** A workspace with a few files in it. */
 export async function createWorkspace(): Promise<string> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), "peergate-e2e-workspace-"));
+  const dir = await makeTempDir("peergate-e2e-workspace-");
   await writeFile(path.join(dir, "README.md"), "# demo\n\nA workspace for the e2e tests.\n");
   await mkdir(path.join(dir, "notes"));
   await writeFile(path.join(dir, "notes", "todo.txt"), "- nothing yet\n");

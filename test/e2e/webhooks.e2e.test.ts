@@ -10,6 +10,7 @@ import {
   createSharedSecrets,
   createWorkspace,
   type Peergate,
+  removeTempDirs,
   type ScriptedModel,
   startPeergate,
   startScriptedModel,
@@ -34,6 +35,7 @@ describe("a GitHub webhook through the real server", () => {
   afterAll(async () => {
     await peergate?.stop();
     await model?.close();
+    await removeTempDirs();
   });
 
   it("answers a signed delivery 202 with a run id; the run completes on the fenced payload", async () => {
