@@ -816,6 +816,7 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
   type Claim =
     | { kind: "claimed"; run: Run; caller: Caller }
     | { kind: "stale" }
+    | { kind: "not-waiting"; status: RunStatus }
     | { kind: "closed"; run: Run; why: string };
 
   async function answerParkedRun(
@@ -840,7 +841,7 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
       if (!run) throw new NotFoundError("no such run");
       const pending = run.pendingApproval;
       if (run.status !== "parked" || !pending || !run.pendingBatch) {
-        throw new ConflictError(`the run is ${run.status}, not waiting for an operator`);
+        return { kind: "not-waiting", status: run.status };
       }
       if (
         (answer.callId !== undefined && answer.callId !== pending.callId) ||
@@ -892,15 +893,24 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
       return { kind: "claimed", run: claimed, caller };
     });
 
-    if (claim.kind === "stale") {
+    // A refused answer is audited like any refusal: an approval that arrives after the run was
+    // rejected (its caller revoked), answered or expired leaves a trace, not only a 409.
+    if (claim.kind === "stale" || claim.kind === "not-waiting") {
       await appendAuditEvent(db, {
         actor: answer.actor,
         kind: "run.answer-refused",
         subject: `run:${runId}`,
-        data: { runId, callId: answer.callId ?? null, argsDigest: answer.argsDigest ?? null },
+        data: {
+          runId,
+          callId: answer.callId ?? null,
+          argsDigest: answer.argsDigest ?? null,
+          ...(claim.kind === "not-waiting" ? { runStatus: claim.status } : {}),
+        },
       });
       throw new ConflictError(
-        "the answer does not name the call this run waits on: callId and argsDigest must match its pending approval",
+        claim.kind === "stale"
+          ? "the answer does not name the call this run waits on: callId and argsDigest must match its pending approval"
+          : `the run is ${claim.status}, not waiting for an operator`,
       );
     }
     if (claim.kind === "closed") {
