@@ -157,6 +157,16 @@ describeEachDatabase("ceilings under attack", (db) => {
     return findCallerRow(db.database.db, String(input.name));
   }
 
+  /** The kinds of the audit events about one run, in order. */
+  async function runAudit(runId: string): Promise<string[]> {
+    const rows = await db.database.db
+      .select({ kind: auditEvents.kind })
+      .from(auditEvents)
+      .where(eq(auditEvents.subject, `run:${runId}`))
+      .orderBy(auditEvents.seq);
+    return rows.map((r) => r.kind);
+  }
+
   async function refusedAudit(database: Database, runId: string) {
     const rows = await database.db
       .select()
@@ -286,6 +296,12 @@ describeEachDatabase("ceilings under attack", (db) => {
     expectRefused("ceilings", "second write_file after revocation (next step)", executed);
     expect(rows.get("w1")?.status).toBe("completed");
     expect((await readRunRow(db.database, handle.runId)).status).toBe("canceled");
+    // The trail: the first call ran, then the run was canceled; nothing ran after it.
+    const kinds = await runAudit(handle.runId);
+    expect(kinds.at(-1)).toBe("run.canceled");
+    expect(kinds.filter((k) => k === "tool.called")).toHaveLength(
+      kinds.includes("tool.called") ? 1 : 0,
+    );
   });
 
   it("revocation while the first call of a batch runs: the queued call never starts", async () => {
@@ -332,6 +348,7 @@ describeEachDatabase("ceilings under attack", (db) => {
     const executed = "queued.txt" in files || rows.get("c2")?.status !== "not-started";
     expectRefused("ceilings", "queued write_file after revocation (same batch)", executed);
     expect(rows.get("c1")?.status).toBe("interrupted");
+    expect((await runAudit(handle.runId)).at(-1)).toBe("run.canceled");
   });
 
   it("a parked run approved after its caller was revoked: refused, the write never happens", async () => {
@@ -382,6 +399,17 @@ describeEachDatabase("ceilings under attack", (db) => {
     expect(model.calls).toHaveLength(1);
     const row = await readRunRow(db.database, handle.runId);
     expect(row).toMatchObject({ status: "rejected", error: { code: "caller-revoked" } });
+    // The trail: parked, then the late answer refused (the revocation itself names the run).
+    const kinds = await runAudit(handle.runId);
+    expect(kinds).toContain("run.parked");
+    expect(kinds.at(-1)).toBe("run.answer-refused");
+    expect(kinds).not.toContain("run.approved");
+    const [revokedEvent] = await db.database.db
+      .select()
+      .from(auditEvents)
+      .where(eq(auditEvents.kind, "caller.revoked"));
+    const revokedData = revokedEvent?.data as { parkedRunsRejected?: string[] } | undefined;
+    expect(revokedData?.parkedRunsRejected).toEqual([handle.runId]);
     expect((await readToolCalls(db.database, handle.runId)).get("w1")?.status).not.toBe(
       "completed",
     );
