@@ -137,7 +137,16 @@ function formatDuration(ms: number): string {
 
 const formatRate = (perSecond: number) => Math.round(perSecond).toLocaleString("en-US");
 
-type Verdict = { bench: string; target: string; measured: string; met: boolean; note?: string };
+type Verdict = {
+  bench: string;
+  target: string;
+  measured: string;
+  met: boolean;
+  /** What explains a miss (shown when not met). */
+  note?: string | undefined;
+  /** What the reader must know whichever way the verdict went. */
+  caveat?: string | undefined;
+};
 
 function summariseCeiling(outputs: string[], verdicts: Verdict[]): string {
   const byRow = new Map<string, { ms: number[]; rates: number[] }>();
@@ -289,8 +298,12 @@ function judgeSoak(output: string, verdicts: Verdict[]): void {
       met: r.p99Drift <= 1.5,
       note:
         r.loadMax > r.cpus
-          ? `the machine was oversubscribed during the soak: its 1-minute load average reached ${r.loadMax.toFixed(1)} on ${r.cpus} CPUs, while the soak itself (server, PostgreSQL, stub and load generator at half the measured capacity) keeps about half of them busy; the rest came from other processes. A window's p99 is decided by its slowest few requests, so read no trend into it from this run: rerun on a quiet machine, or with \`--full\` for 60-s windows (the window table shows the load next to each p99)`
+          ? undefined
           : "the p99 moved between windows with the machine otherwise quiet: see the soak's window table",
+      caveat:
+        r.loadMax > r.cpus
+          ? `the machine was oversubscribed during the soak: its 1-minute load average reached ${r.loadMax.toFixed(1)} on ${r.cpus} CPUs, while the soak itself (server, PostgreSQL, stub and load generator at half the measured capacity) keeps about half of them busy; the rest came from other processes. A window's p99 is decided by its slowest few requests, so this verdict says little either way: rerun on a quiet machine, or with \`--full\` for 60-s windows (the window table shows the load next to each p99)`
+          : undefined,
     },
     {
       bench: "soak",
@@ -433,6 +446,7 @@ const report = [
   ),
   "",
   ...verdicts.filter((v) => !v.met && v.note).map((v) => `Not met — ${v.target}: ${v.note}.\n`),
+  ...verdicts.filter((v) => v.caveat).map((v) => `Caveat — ${v.target}: ${v.caveat}.\n`),
   ...sections.flatMap((s) => [s, ""]),
 ].join("\n");
 
