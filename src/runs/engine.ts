@@ -607,6 +607,12 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
               delta,
               at: now(),
             });
+            // Before any tool of this step runs: the caller event that stops a revoked caller's
+            // runs can be lost with a notification connection, so the database is asked too.
+            const current = await readCaller(db, caller.id);
+            if (!current || isCallerRevoked(current)) {
+              stopLocal(entry, { kind: "revoked", message: "the caller was revoked" });
+            }
           },
           checkpoint: () => saveMessages(db, run.id, instanceId, messages, now()),
           onTextDelta: (delta) => emitSafely(input.onEvent, { type: "text-delta", delta }),

@@ -2,12 +2,14 @@
 // model call and every tool in flight, and records per call: completed, interrupted or not started.
 import { and, eq } from "drizzle-orm";
 import { afterEach, expect, it } from "vitest";
-import { auditEvents, runs, toolCalls } from "../../src/db/schema.ts";
+import { auditEvents, callers, runs, toolCalls } from "../../src/db/schema.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 import {
+  createFakeTools,
   insertCaller,
   readRunRow,
   readToolCalls,
+  runToEnd,
   scriptModel,
   startEngine,
   stopEngines,
@@ -126,6 +128,31 @@ describeEachDatabase("stopping runs", (ctx) => {
     expect(engine.activeRunIds()).toEqual([theirs.runId]);
     await engine.cancel(theirs.runId, "cleanup");
     expect((await theirs.outcome).status).toBe("canceled");
+  });
+
+  it("a revocation whose notification never arrives still stops the run before its next tools", async () => {
+    const caller = await insertCaller(ctx.database, { tier: "internal" });
+    // The first step's tool revokes the caller behind the engine's back: no caller event fires.
+    const tools = createFakeTools({
+      get_time: async () => {
+        await ctx.db
+          .update(callers)
+          .set({ tier: "none", revokedAt: new Date() })
+          .where(eq(callers.id, caller.id));
+        return { ok: true, content: "now" };
+      },
+    });
+    const model = scriptModel([
+      { calls: [{ id: "first", name: "get_time", input: {} }] },
+      { calls: [{ id: "second", name: "find", input: {} }] },
+    ]);
+    const { engine } = await startEngine(ctx.database, { model, tools });
+    const { runId, outcome } = await runToEnd(engine, caller);
+    expect(outcome).toMatchObject({ status: "canceled", error: { code: "caller-revoked" } });
+    expect(tools.log.executed).toEqual(["get_time({})"]);
+    const rows = await readToolCalls(ctx.database, runId);
+    expect(rows.get("first")?.status).toBe("completed");
+    expect(rows.get("second")?.status).not.toBe("completed");
   });
 
   it("shutdown interrupts every run and waits for their records", async () => {
