@@ -169,7 +169,13 @@ export async function startServer(
     const port = typeof address === "object" && address ? address.port : config.port;
     const host = config.host.includes(":") ? `[${config.host}]` : config.host;
     const url = `http://${host}:${port}`;
-    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+    // Closed once, whether by a failed start-up or by stop().
+    let serverClosed: Promise<void> | undefined;
+    const closeServer = () => {
+      serverClosed ??= new Promise<void>((resolve) => server.close(() => resolve()));
+      return serverClosed;
+    };
+    cleanups.push(closeServer);
 
     const directory = await openCallerDirectory({ database, logger });
     cleanups.push(() => directory.close());
@@ -289,7 +295,7 @@ export async function startServer(
     const stop = () => {
       stopping ??= (async () => {
         logger.info("shutting down", { inflight: app.inflight.count });
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        const closed = closeServer();
         if ("closeIdleConnections" in server) server.closeIdleConnections();
         const drained = await Promise.race([
           app.inflight.drained().then(() => true),
