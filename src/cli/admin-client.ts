@@ -84,3 +84,14 @@ function describeProblem(status: number, body: unknown): string {
   }
   return `${status}: ${String(body).slice(0, 200)}`;
 }
+
+/** One admin API call with a client made from the context: the common case of every verb. */
+export async function requestAdmin<T = Record<string, unknown>>(
+  ctx: CliContext,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers?: Record<string, string>,
+): Promise<T> {
+  return (await createAdminClient(ctx)).request<T>(method, path, body, headers);
+}

@@ -1,6 +1,6 @@
 // `peergate audit`: read the audit trail through the admin API, a page at a time.
 import { quoteUntrusted } from "../policy/quote.ts";
-import { createAdminClient } from "./admin-client.ts";
+import { requestAdmin } from "./admin-client.ts";
 import { type Command, exitCodes } from "./command.ts";
 import { formatTable } from "./format-table.ts";
 
@@ -41,10 +41,10 @@ export const auditListCommand: Command = {
       const value = args.values[key];
       if (typeof value === "string") query.set(key, value);
     }
-    const result = await (await createAdminClient(ctx)).request<{
+    const result = await requestAdmin<{
       events: Event[];
       next: number | null;
-    }>("GET", `/audit?${query}`);
+    }>(ctx, "GET", `/audit?${query}`);
     if (args.values.json) {
       ctx.io.out(JSON.stringify(result));
       return exitCodes.ok;

@@ -5,7 +5,7 @@ import { openDatabase } from "../db/client.ts";
 import { migrationStatus } from "../db/migrate.ts";
 import { describeDatabase, resolveDatabaseOptions } from "../db/open-configured.ts";
 import { UnavailableError } from "../errors.ts";
-import { ApiError, createAdminClient } from "./admin-client.ts";
+import { ApiError, requestAdmin } from "./admin-client.ts";
 import { type CliContext, type Command, exitCodes } from "./command.ts";
 
 function report(result: AuditChainVerification, json: boolean, ctx: CliContext): number {
@@ -45,14 +45,14 @@ export const auditVerifyCommand: Command = {
     } catch (error) {
       // The embedded database is held by a running server: ask that server instead.
       if (!(error instanceof UnavailableError) || options.kind !== "pglite") throw error;
-      const result = await (await createAdminClient(ctx))
-        .request<AuditChainVerification>("GET", "/audit/verify")
-        .catch((apiError: unknown) => {
+      const result = await requestAdmin<AuditChainVerification>(ctx, "GET", "/audit/verify").catch(
+        (apiError: unknown) => {
           if (apiError instanceof ApiError && apiError.status === 409) {
             return apiError.body as AuditChainVerification;
           }
           throw apiError;
-        });
+        },
+      );
       return report(result, args.values.json === true, ctx);
     }
     try {

@@ -3,7 +3,7 @@
 // credential is printed once, here, and never again.
 import { readFile } from "node:fs/promises";
 import { quoteUntrusted } from "../policy/quote.ts";
-import { createAdminClient } from "./admin-client.ts";
+import { requestAdmin } from "./admin-client.ts";
 import {
   type CliContext,
   type Command,
@@ -183,12 +183,11 @@ export const callersAddCommand: Command = {
     const body: Json = { name: nameOf(args), kind: args.values.kind, ...(await buildFields(args)) };
     const jwt = await readJwt(args);
     if (jwt) body.jwt = jwt;
-    const client = await createAdminClient(ctx);
-    const result = await client.request<{
+    const result = await requestAdmin<{
       caller: CallerView;
       credential: IssuedCredential;
       unknownAllowEntries: string[];
-    }>("POST", "/callers", body);
+    }>(ctx, "POST", "/callers", body);
     if (args.values.json) {
       ctx.io.out(JSON.stringify(result));
       return exitCodes.ok;
@@ -210,10 +209,7 @@ export const callersListCommand: Command = {
   help: "[--json]\n\nOne line per caller: name, kind, tier, state, allow list, active credentials.",
   options: { json: { type: "boolean" } },
   async run(args, ctx) {
-    const { callers } = await (await createAdminClient(ctx)).request<{ callers: CallerView[] }>(
-      "GET",
-      "/callers",
-    );
+    const { callers } = await requestAdmin<{ callers: CallerView[] }>(ctx, "GET", "/callers");
     if (args.values.json) {
       ctx.io.out(JSON.stringify({ callers }));
       return exitCodes.ok;
@@ -249,7 +245,8 @@ export const callersShowCommand: Command = {
   positionals: { min: 1, max: 1, names: "a caller name" },
   options: { json: { type: "boolean" } },
   async run(args, ctx) {
-    const result = await (await createAdminClient(ctx)).request<{ caller: CallerView }>(
+    const result = await requestAdmin<{ caller: CallerView }>(
+      ctx,
       "GET",
       `/callers/${encodeURIComponent(nameOf(args))}`,
     );
@@ -275,11 +272,11 @@ export const callersSetCommand: Command = {
     const body = await buildFields(args);
     if (Object.keys(body).length === 0)
       throw new UsageError("nothing to change: give at least one option");
-    const result = await (await createAdminClient(ctx)).request<{
+    const result = await requestAdmin<{
       caller: CallerView;
       changed: string[];
       unknownAllowEntries: string[];
-    }>("PATCH", `/callers/${encodeURIComponent(nameOf(args))}`, body);
+    }>(ctx, "PATCH", `/callers/${encodeURIComponent(nameOf(args))}`, body);
     if (args.values.json) ctx.io.out(JSON.stringify(result));
     else {
       ctx.io.out(
@@ -307,11 +304,12 @@ export const callersRevokeCommand: Command = {
   positionals: { min: 1, max: 1, names: "a caller name" },
   options: { reason: { type: "string" }, json: { type: "boolean" } },
   async run(args, ctx) {
-    const result = await (await createAdminClient(ctx)).request<{
+    const result = await requestAdmin<{
       caller: CallerView;
       credentialsRevoked: number;
       parkedRunsRejected: number;
     }>(
+      ctx,
       "POST",
       `/callers/${encodeURIComponent(nameOf(args))}/revoke`,
       typeof args.values.reason === "string" ? { reason: args.values.reason } : {},
@@ -334,10 +332,12 @@ export const callersRestoreCommand: Command = {
   async run(args, ctx) {
     if (typeof args.values.tier !== "string")
       throw new UsageError("--tier is required: public, internal or private");
-    const result = await (await createAdminClient(ctx)).request<{
+    const result = await requestAdmin<{
       caller: CallerView;
       credential: IssuedCredential;
-    }>("POST", `/callers/${encodeURIComponent(nameOf(args))}/restore`, { tier: args.values.tier });
+    }>(ctx, "POST", `/callers/${encodeURIComponent(nameOf(args))}/restore`, {
+      tier: args.values.tier,
+    });
     if (args.values.json) ctx.io.out(JSON.stringify(result));
     else {
       ctx.io.out(`restored ${describeCaller(result.caller)}`);
@@ -359,11 +359,11 @@ export const callersRotateCommand: Command = {
       throw new UsageError(
         `--grace ${JSON.stringify(args.values.grace)}: expected whole seconds ≥ 0`,
       );
-    const result = await (await createAdminClient(ctx)).request<{
+    const result = await requestAdmin<{
       caller: CallerView;
       credential: IssuedCredential;
       oldCredentialsExpireAt: string;
-    }>("POST", `/callers/${encodeURIComponent(nameOf(args))}/rotate`, { graceSeconds: grace });
+    }>(ctx, "POST", `/callers/${encodeURIComponent(nameOf(args))}/rotate`, { graceSeconds: grace });
     if (args.values.json) ctx.io.out(JSON.stringify(result));
     else {
       ctx.io.out(

@@ -3,7 +3,7 @@ import { readFile } from "node:fs/promises";
 import { quoteUntrusted } from "../policy/quote.ts";
 import type { RunDetail } from "../runs/get-run.ts";
 import type { RunSummary } from "../runs/list-runs.ts";
-import { createAdminClient } from "./admin-client.ts";
+import { requestAdmin } from "./admin-client.ts";
 import {
   type CliContext,
   type Command,
@@ -83,10 +83,7 @@ export const runsListCommand: Command = {
       const value = args.values[key];
       if (typeof value === "string") query.set(key, value);
     }
-    const { runs } = await (await createAdminClient(ctx)).request<{ runs: RunSummary[] }>(
-      "GET",
-      `/runs?${query}`,
-    );
+    const { runs } = await requestAdmin<{ runs: RunSummary[] }>(ctx, "GET", `/runs?${query}`);
     if (args.values.json) {
       ctx.io.out(JSON.stringify({ runs }));
       return exitCodes.ok;
@@ -119,10 +116,7 @@ export const runsShowCommand: Command = {
   positionals: { min: 1, max: 1, names: "a run id" },
   options: { json: { type: "boolean" } },
   async run(args, ctx) {
-    const { run } = await (await createAdminClient(ctx)).request<{ run: RunDetail }>(
-      "GET",
-      `/runs/${runIdOf(args)}`,
-    );
+    const { run } = await requestAdmin<{ run: RunDetail }>(ctx, "GET", `/runs/${runIdOf(args)}`);
     ctx.io.out(args.values.json ? JSON.stringify({ run }) : describeRun(run));
     return exitCodes.ok;
   },
@@ -165,7 +159,8 @@ export const runsApproveCommand: Command = {
       );
     }
     const token = await readOperatorToken(args, ctx);
-    const result = await (await createAdminClient(ctx)).request(
+    const result = await requestAdmin(
+      ctx,
       "POST",
       `/runs/${runIdOf(args)}/approve`,
       { callId: call, argsDigest: digest },
@@ -188,11 +183,7 @@ export const runsRejectCommand: Command = {
     const body: Record<string, string> = {};
     if (typeof args.values.reason === "string") body.reason = args.values.reason;
     if (typeof args.values.call === "string") body.callId = args.values.call;
-    const result = await (await createAdminClient(ctx)).request(
-      "POST",
-      `/runs/${runIdOf(args)}/reject`,
-      body,
-    );
+    const result = await requestAdmin(ctx, "POST", `/runs/${runIdOf(args)}/reject`, body);
     ctx.io.out(
       args.values.json
         ? JSON.stringify(result)
@@ -209,7 +200,8 @@ export const runsCancelCommand: Command = {
   positionals: { min: 1, max: 1, names: "a run id" },
   options: { json: { type: "boolean" } },
   async run(args, ctx) {
-    const result = await (await createAdminClient(ctx)).request<{ stopped: boolean }>(
+    const result = await requestAdmin<{ stopped: boolean }>(
+      ctx,
       "POST",
       `/runs/${runIdOf(args)}/cancel`,
     );
