@@ -189,6 +189,51 @@ for (const variant of variants) {
       expect(verify.out).toMatch(/^audit chain intact: \d+ events/);
     });
 
+    it("lists and shows runs, and refuses an approval without the operator token", async () => {
+      const peer = await json("callers", "add", "runner", "--kind", "peer");
+      // No model is configured here: the run fails at once, with the message saying how to fix it.
+      const sent = await fetch(`${server.url}/a2a`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${peer.credential.secret}`,
+          "content-type": "application/json",
+          "a2a-version": "1.0",
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "SendMessage",
+          params: { message: { messageId: "m1", role: "ROLE_USER", parts: [{ text: "hi" }] } },
+        }),
+      });
+      expect(sent.status).toBe(200);
+      const listed = await json("runs", "list", "--caller", "runner");
+      expect(listed.runs).toHaveLength(1);
+      const run = listed.runs[0];
+      expect(run).toMatchObject({
+        callerName: "runner",
+        status: "failed",
+        error: { code: "no-model" },
+      });
+      const shown = await cli("runs", "show", run.id);
+      expect(shown.out).toContain(`run ${run.id}`);
+      expect(shown.out).toContain("no-model");
+      const approve = await cli(
+        "runs",
+        "approve",
+        run.id,
+        "--call",
+        "c1",
+        "--digest",
+        "0".repeat(64),
+      );
+      expect(approve.code).toBe(2);
+      expect(approve.err).toContain("operator token");
+      const cancel = await cli("runs", "cancel", run.id);
+      expect(cancel.code).toBe(1);
+      expect(cancel.out).toBe("not running on any instance");
+    });
+
     it("explains bad usage with the command's help and exit code 2", async () => {
       const r = await cli("callers", "add", "x");
       expect(r.code).toBe(2);
