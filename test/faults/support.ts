@@ -3,7 +3,7 @@
 // instances started the way `peergate serve` starts them — in this process (`startServer`) or as
 // a real child process — and small HTTP helpers. Everything listens on 127.0.0.1 and is stopped,
 // killed (whole process groups) and removed by the suite that made it.
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
 import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
@@ -20,8 +20,8 @@ import {
   readContent,
   type StubStep,
 } from "../support/openai-stub.ts";
+import { spawnServeChild } from "../support/serve-process.ts";
 
-export const mainScript = path.resolve(import.meta.dirname, "../../src/main.ts");
 
 /** The model every fault-suite server runs; priced at $0 in the suite's copy of models.yaml. */
 export const faultModelId = "openai-compatible:faults";
@@ -281,69 +281,23 @@ export async function spawnServe(
   adminToken: string,
   options: { wrap?: (argv: string[]) => string[]; readyMs?: number } = {},
 ): Promise<ServeProcess> {
-  const argv = options.wrap
-    ? options.wrap([process.execPath, mainScript, "serve"])
-    : [process.execPath, mainScript, "serve"];
-  const child = spawn(argv[0] as string, argv.slice(1), {
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-    detached: true,
-  });
-  const logs: string[] = [];
-  const exited = new Promise<number | string>((resolve) =>
-    child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")),
-  );
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`no "listening" line:\n${logs.join("\n")}`)),
-      options.readyMs ?? 20_000,
-    );
-    let buffer = "";
-    child.stdout?.on("data", (chunk: Buffer) => {
-      buffer += chunk.toString();
-      for (let i = buffer.indexOf("\n"); i >= 0; i = buffer.indexOf("\n")) {
-        const line = buffer.slice(0, i);
-        buffer = buffer.slice(i + 1);
-        logs.push(line);
-        try {
-          const record = JSON.parse(line) as { msg?: string; url?: string };
-          if (record.msg === "listening" && record.url) {
-            clearTimeout(timer);
-            resolve(record.url);
-          }
-        } catch {
-          // not a log line
-        }
-      }
-    });
-    child.stderr?.on("data", (chunk: Buffer) => logs.push(chunk.toString()));
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`serve exited with ${code}:\n${logs.join("\n")}`));
-    });
-  });
-  const killGroup = (signal: NodeJS.Signals) => {
-    try {
-      if (child.pid) process.kill(-child.pid, signal);
-    } catch {
-      // Already gone.
-    }
-  };
+  const served = await spawnServeChild(env, options);
+  const { child, exited } = served;
   return {
-    url,
+    url: served.url,
     dataDir: env.PEERGATE_DATA_DIR ?? "",
-    logs,
+    logs: served.logs,
     child,
     exited,
-    admin: adminCaller(url, adminToken),
+    admin: adminCaller(served.url, adminToken),
     async kill() {
-      killGroup("SIGKILL");
+      served.signalGroup("SIGKILL");
       await exited;
     },
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
-      killGroup("SIGTERM");
-      const timer = setTimeout(() => killGroup("SIGKILL"), 10_000);
+      served.signalGroup("SIGTERM");
+      const timer = setTimeout(() => served.signalGroup("SIGKILL"), 10_000);
       await exited;
       clearTimeout(timer);
     },

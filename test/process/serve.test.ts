@@ -1,66 +1,26 @@
 // `peergate serve` as an operator runs it: a real process, the embedded database in a data dir
 // (and a real PostgreSQL), ready within seconds, data kept across a restart, and a clean exit 0
 // on SIGTERM and SIGINT.
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoPoliciesDir } from "../support/app.ts";
 import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { mainScript, type ServeChild, spawnServeChild } from "../support/serve-process.ts";
 
-const mainScript = path.resolve(import.meta.dirname, "../../src/main.ts");
-
-type Started = { child: ChildProcess; url: string; logs: string[] };
-
-async function startServe(env: Record<string, string>): Promise<Started> {
-  const child = spawn(process.execPath, [mainScript, "serve"], {
-    env: { PATH: process.env.PATH ?? "", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const logs: string[] = [];
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`no "listening" line:\n${logs.join("\n")}`)),
-      20_000,
-    );
-    let buffer = "";
-    child.stdout?.on("data", (chunk: Buffer) => {
-      buffer += chunk.toString();
-      for (let i = buffer.indexOf("\n"); i >= 0; i = buffer.indexOf("\n")) {
-        const line = buffer.slice(0, i);
-        buffer = buffer.slice(i + 1);
-        logs.push(line);
-        try {
-          const record = JSON.parse(line) as { msg?: string; url?: string };
-          if (record.msg === "listening" && record.url) {
-            clearTimeout(timer);
-            resolve(record.url);
-          }
-        } catch {
-          // not a log line
-        }
-      }
-    });
-    child.stderr?.on("data", (chunk: Buffer) => logs.push(chunk.toString()));
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`serve exited with ${code}:\n${logs.join("\n")}`));
-    });
-  });
-  return { child, url, logs };
+async function startServe(env: Record<string, string>): Promise<ServeChild> {
+  return spawnServeChild({ PATH: process.env.PATH ?? "", ...env });
 }
 
 async function stop(
-  started: Started,
+  started: ServeChild,
   signal: NodeJS.Signals,
-): Promise<{ code: number | null; ms: number }> {
+): Promise<{ code: number | string; ms: number }> {
   const t0 = performance.now();
-  const exited = new Promise<number | null>((resolve) =>
-    started.child.once("exit", (code) => resolve(code)),
-  );
   started.child.kill(signal);
-  const code = await exited;
+  const code = await started.exited;
   return { code, ms: performance.now() - t0 };
 }
 
