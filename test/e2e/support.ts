@@ -31,6 +31,8 @@ import {
   createOpenAiStub,
   type OpenAiStub,
   readContent,
+  readScenario,
+  type Scenarios,
   type StubStep,
 } from "../support/openai-stub.ts";
 
@@ -39,13 +41,7 @@ export const scriptedModelId = "openai-compatible:scripted";
 
 // ---------------------------------------------------------------- the scripted model
 
-export type Scenarios = Record<string, StubStep[]>;
-
-/** The scenario a conversation names (`scenario:<name>` in its first user message). */
-export function readScenario(request: ChatRequest): string | undefined {
-  const user = request.messages.find((m) => m.role === "user");
-  return /scenario:([a-z0-9-]+)/.exec(readContent(user))?.[1];
-}
+export { readScenario, type Scenarios } from "../support/openai-stub.ts";
 
 export type ScriptedModel = {
   stub: OpenAiStub;

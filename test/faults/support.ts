@@ -13,28 +13,21 @@ import { createLogger } from "../../src/log.ts";
 import { type RunningServer, type StartServerOptions, startServer } from "../../src/server.ts";
 import { repoPoliciesDir } from "../support/app.ts";
 import {
-  type ChatRequest,
   countAssistantTurns,
   createOpenAiStub,
   type OpenAiStub,
-  readContent,
+  readScenario,
+  type Scenarios,
   type StubStep,
 } from "../support/openai-stub.ts";
 import { spawnServeChild } from "../support/serve-process.ts";
-
 
 /** The model every fault-suite server runs; priced at $0 in the suite's copy of models.yaml. */
 export const faultModelId = "openai-compatible:faults";
 
 // ---------------------------------------------------------------- the scripted model
 
-export type Scenarios = Record<string, StubStep[]>;
-
-/** The scenario a conversation names: `scenario:<name>` in its first user message. */
-export function readScenario(request: ChatRequest): string | undefined {
-  const user = request.messages.find((m) => m.role === "user");
-  return /scenario:([a-z0-9-]+)/.exec(readContent(user))?.[1];
-}
+export { readScenario, type Scenarios } from "../support/openai-stub.ts";
 
 export type ScriptedModel = {
   stub: OpenAiStub;

@@ -207,3 +207,12 @@ export function createOpenAiStub(options: { record?: boolean } = {}): OpenAiStub
     },
   };
 }
+
+/** Named scripts for one stub shared by many runs: a conversation picks one by naming it. */
+export type Scenarios = Record<string, StubStep[]>;
+
+/** The scenario a conversation names (`scenario:<name>` in its first user message). */
+export function readScenario(request: ChatRequest): string | undefined {
+  const user = request.messages.find((m) => m.role === "user");
+  return /scenario:([a-z0-9-]+)/.exec(readContent(user))?.[1];
+}
