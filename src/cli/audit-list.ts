@@ -2,7 +2,7 @@
 import { quoteUntrusted } from "../policy/quote.ts";
 import { requestAdmin } from "./admin-client.ts";
 import { type Command, exitCodes } from "./command.ts";
-import { formatTable } from "./format-table.ts";
+import { printListing, queryFromOptions } from "./format-table.ts";
 
 type Event = {
   seq: number;
@@ -36,33 +36,27 @@ export const auditListCommand: Command = {
     json: { type: "boolean" },
   },
   async run(args, ctx) {
-    const query = new URLSearchParams();
-    for (const key of ["after", "limit", "kind", "subject"] as const) {
-      const value = args.values[key];
-      if (typeof value === "string") query.set(key, value);
-    }
+    const query = queryFromOptions(args.values, ["after", "limit", "kind", "subject"]);
     const result = await requestAdmin<{
       events: Event[];
       next: number | null;
     }>(ctx, "GET", `/audit?${query}`);
-    if (args.values.json) {
-      ctx.io.out(JSON.stringify(result));
-      return exitCodes.ok;
-    }
-    ctx.io.out(
-      formatTable(
-        ["SEQ", "TIME", "ACTOR", "KIND", "SUBJECT", "DATA"],
-        result.events.map((e) => [
-          String(e.seq),
-          e.createdAt,
-          quoteUntrusted(e.actor),
-          e.kind,
-          e.subject ?? "-",
-          quoteUntrusted(JSON.stringify(e.data), 160),
-        ]),
-      ),
-    );
-    if (result.next !== null) ctx.io.out(`\nmore: peergate audit --after ${result.next}`);
+    printListing(ctx.io.out, {
+      json: args.values.json === true,
+      value: result,
+      headers: ["SEQ", "TIME", "ACTOR", "KIND", "SUBJECT", "DATA"],
+      rows: result.events.map((e) => [
+        String(e.seq),
+        e.createdAt,
+        quoteUntrusted(e.actor),
+        e.kind,
+        e.subject ?? "-",
+        quoteUntrusted(JSON.stringify(e.data), 160),
+      ]),
+      empty: "no audit events match",
+    });
+    if (!args.values.json && result.next !== null)
+      ctx.io.out(`\nmore: peergate audit --after ${result.next}`);
     return exitCodes.ok;
   },
 };

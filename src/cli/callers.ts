@@ -11,7 +11,7 @@ import {
   type ParsedArgs,
   UsageError,
 } from "./command.ts";
-import { formatTable } from "./format-table.ts";
+import { printListing } from "./format-table.ts";
 
 type Json = Record<string, unknown>;
 type CallerView = {
@@ -210,30 +210,23 @@ export const callersListCommand: Command = {
   options: { json: { type: "boolean" } },
   async run(args, ctx) {
     const { callers } = await requestAdmin<{ callers: CallerView[] }>(ctx, "GET", "/callers");
-    if (args.values.json) {
-      ctx.io.out(JSON.stringify({ callers }));
-      return exitCodes.ok;
-    }
-    if (callers.length === 0) {
-      ctx.io.out("no callers yet; add one with `peergate callers add <name> --kind peer`");
-      return exitCodes.ok;
-    }
-    ctx.io.out(
-      formatTable(
-        ["NAME", "KIND", "TIER", "STATE", "ALLOW", "CREDENTIALS"],
-        callers.map((c) => [
-          c.name,
-          c.kind,
-          c.tier,
-          c.revoked ? "revoked" : "active",
-          c.allow.length ? c.allow.map((a) => quoteUntrusted(a)).join(",") : "-",
-          c.credentials
-            .filter((k) => k.active)
-            .map((k) => k.prefix)
-            .join(",") || "-",
-        ]),
-      ),
-    );
+    printListing(ctx.io.out, {
+      json: args.values.json === true,
+      value: { callers },
+      headers: ["NAME", "KIND", "TIER", "STATE", "ALLOW", "CREDENTIALS"],
+      rows: callers.map((c) => [
+        c.name,
+        c.kind,
+        c.tier,
+        c.revoked ? "revoked" : "active",
+        c.allow.length ? c.allow.map((a) => quoteUntrusted(a)).join(",") : "-",
+        c.credentials
+          .filter((k) => k.active)
+          .map((k) => k.prefix)
+          .join(",") || "-",
+      ]),
+      empty: "no callers yet; add one with `peergate callers add <name> --kind peer`",
+    });
     return exitCodes.ok;
   },
 };

@@ -11,7 +11,7 @@ import {
   type ParsedArgs,
   UsageError,
 } from "./command.ts";
-import { formatTable } from "./format-table.ts";
+import { formatTable, printListing, queryFromOptions } from "./format-table.ts";
 
 function runIdOf(args: ParsedArgs): string {
   const id = args.positionals[0];
@@ -78,33 +78,22 @@ export const runsListCommand: Command = {
     json: { type: "boolean" },
   },
   async run(args, ctx) {
-    const query = new URLSearchParams();
-    for (const key of ["caller", "status", "limit"] as const) {
-      const value = args.values[key];
-      if (typeof value === "string") query.set(key, value);
-    }
+    const query = queryFromOptions(args.values, ["caller", "status", "limit"]);
     const { runs } = await requestAdmin<{ runs: RunSummary[] }>(ctx, "GET", `/runs?${query}`);
-    if (args.values.json) {
-      ctx.io.out(JSON.stringify({ runs }));
-      return exitCodes.ok;
-    }
-    if (runs.length === 0) {
-      ctx.io.out("no runs");
-      return exitCodes.ok;
-    }
-    ctx.io.out(
-      formatTable(
-        ["RUN", "CALLER", "ORIGIN", "STATUS", "WAITING ON", "CREATED"],
-        runs.map((r) => [
-          r.id,
-          r.callerName,
-          r.origin,
-          r.status,
-          r.pendingApproval ? `${r.pendingApproval.tool} (${r.pendingApproval.callId})` : "-",
-          r.createdAt,
-        ]),
-      ),
-    );
+    printListing(ctx.io.out, {
+      json: args.values.json === true,
+      value: { runs },
+      headers: ["RUN", "CALLER", "ORIGIN", "STATUS", "WAITING ON", "CREATED"],
+      rows: runs.map((r) => [
+        r.id,
+        r.callerName,
+        r.origin,
+        r.status,
+        r.pendingApproval ? `${r.pendingApproval.tool} (${r.pendingApproval.callId})` : "-",
+        r.createdAt,
+      ]),
+      empty: "no runs",
+    });
     return exitCodes.ok;
   },
 };
