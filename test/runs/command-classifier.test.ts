@@ -6,12 +6,14 @@ import type { LanguageModelV4CallOptions, LanguageModelV4GenerateResult } from "
 import { MockLanguageModelV4 } from "ai/test";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { ConfigError } from "../../src/errors.ts";
 import {
   approvalPolicyLevels,
   decideCall,
   type ToolOverride,
   toolOverrideValues,
 } from "../../src/policy/overrides.ts";
+import { parseAgentPolicy } from "../../src/policy/policy-files.ts";
 import {
   buildClassifierPrompt,
   type ClassifyCommandInput,
@@ -429,5 +431,43 @@ describe("needsClassifier", () => {
         }
       }),
     );
+  });
+});
+
+describe("agent.yaml: classifier.model", () => {
+  const agent = `name: a
+description: d
+version: "1.0.0"
+instructions: i
+tools: [shell]
+`;
+
+  it("reads the classifier's model, and leaves it unset (the run's model) when absent or empty", () => {
+    expect(
+      parseAgentPolicy(`${agent}classifier:\n  model: openai:gpt-4.1-nano\n`, "agent.yaml")
+        .classifier,
+    ).toEqual({
+      model: "openai:gpt-4.1-nano",
+    });
+    expect(parseAgentPolicy(agent, "agent.yaml").classifier).toBeUndefined();
+    expect(parseAgentPolicy(`${agent}classifier:\n`, "agent.yaml").classifier).toBeUndefined();
+    expect(parseAgentPolicy(`${agent}classifier:\n  model: ""\n`, "agent.yaml").classifier).toEqual(
+      {},
+    );
+  });
+
+  it.each([
+    ["classifier:\n  modle: openai:x\n", "classifier.modle"],
+    ["classifier: openai:x\n", "classifier"],
+    ["classifier:\n  model: 3\n", "classifier.model"],
+  ])("refuses %j naming %s", (yaml, field) => {
+    let error: unknown;
+    try {
+      parseAgentPolicy(`${agent}${yaml}`, "agent.yaml");
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).problems.map((p) => p.field)).toContain(`agent.yaml: ${field}`);
   });
 });
