@@ -19,8 +19,8 @@
 // - a prefix pins scheme, host, port and a path prefix ending at a segment boundary (`/docs`
 //   covers `/docs` and `/docs/a`, never `/docsx`). Paths are compared after one percent-decoding,
 //   and a path a server could read as a different path is never granted: an encoded `/` or `\`,
-//   an encoded `%` (double encoding), a malformed escape, a control character, or a dot segment hiding behind
-//   encoding or a `;` parameter (`..;`).
+//   an encoded `%` (double encoding), a malformed escape, a control character, or a dot segment
+//   hiding behind encoding or a `;` parameter (`..;`).
 // - a URL with a user name or password is never granted.
 import type { Problem } from "../errors.ts";
 import { quoteUntrusted } from "./quote.ts";

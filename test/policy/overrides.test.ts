@@ -398,3 +398,16 @@ describe("decideCall: invariants", () => {
     );
   });
 });
+
+describe("purity", () => {
+  it("overrides.ts and url-grants.ts import nothing with side effects", async () => {
+    const { readFile } = await import("node:fs/promises");
+    for (const file of ["overrides.ts", "url-grants.ts"]) {
+      const source = await readFile(new URL(`../../src/policy/${file}`, import.meta.url), "utf8");
+      const imports = [...source.matchAll(/^import\s[^;]*?from\s+"([^"]+)";/gmsu)].map((m) => m[1]);
+      expect(imports.length, file).toBeGreaterThan(0);
+      for (const from of imports)
+        expect(from, `${file} imports ${from}`).toMatch(/^\.\/|^\.\.\/errors\.ts$/);
+    }
+  });
+});
