@@ -249,7 +249,7 @@ export type CallerKindName = "peer" | "github" | "ifttt" | "webhook";
  * so parking is what lets a person approve the call. Any other kind reads as decline: nobody waits
  * on a run nobody knows is waiting.
  */
-export function defaultNobodyThere(kind: CallerKindName | string): NobodyThere {
+export function defaultNobodyThere(kind: CallerKindName): NobodyThere {
   return kind === "peer" ? "park" : "decline";
 }
 

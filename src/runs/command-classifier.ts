@@ -63,6 +63,11 @@ export type ClassifyCommandInput = {
   readonly signal?: AbortSignal | undefined;
   /** Deadline for the model's answer (default 10 s). */
   readonly timeoutMs?: number | undefined;
+  /**
+   * Cap on the reply (default 32 tokens: the answer is one token). A reasoning model spends its
+   * reasoning from the same budget; if it runs out the reply is empty, which reads as high-risk.
+   */
+  readonly maxOutputTokens?: number | undefined;
   /** Milliseconds clock for the latency figure (default `performance.now`). */
   readonly now?: (() => number) | undefined;
 };
@@ -215,7 +220,7 @@ export async function classifyCommand(input: ClassifyCommandInput): Promise<Clas
         prompt,
         abortSignal: signal,
         maxRetries: 0,
-        maxOutputTokens: classifierDefaults.maxOutputTokens,
+        maxOutputTokens: input.maxOutputTokens ?? classifierDefaults.maxOutputTokens,
       }),
       signal,
     );

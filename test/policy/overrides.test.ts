@@ -172,6 +172,21 @@ describe("decideCall: reasons a person can read", () => {
   });
 });
 
+describe("decideCall: values outside the types", () => {
+  it("parks under a policy it does not know, and on a risk it does not know", () => {
+    for (const policy of ["yolo", "", "AUTO", "high"]) {
+      const d = decideCall({
+        tool: "write_file",
+        policy: policy as ApprovalPolicy,
+        risk: "read-only",
+      });
+      expect(d.action, policy).toBe("park");
+    }
+    const d = decideCall({ tool: "x", policy: "high-risk", risk: "safe" as Risk });
+    expect(d.action).toBe("park");
+  });
+});
+
 describe("caller and agent-wide overrides", () => {
   // The stricter wins: deny > prompt > allow. Rows: caller; columns: agent (none, allow, prompt, deny).
   const combined: Record<string, string> = {
@@ -238,7 +253,8 @@ describe("nobody there: park or decline", () => {
     expect(defaultNobodyThere("github")).toBe("decline");
     expect(defaultNobodyThere("ifttt")).toBe("decline");
     expect(defaultNobodyThere("webhook")).toBe("decline");
-    expect(defaultNobodyThere("something-new")).toBe("decline");
+    // A kind added later without a decision here is nobody waiting: declined.
+    expect(defaultNobodyThere("something-new" as "peer")).toBe("decline");
   });
 
   it("turns a parking call into a refusal naming what would fix it, under decline", () => {

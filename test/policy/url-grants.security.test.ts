@@ -334,4 +334,57 @@ describe("checkUrlGrant: invariants", () => {
       }),
     );
   });
+
+  it("grants only URLs whose parsed host, port and user name agree with a grant", () => {
+    const g = compile({
+      hosts: ["example.com"],
+      suffixes: [".example.net"],
+      prefixes: ["https://example.org/docs"],
+    });
+    const schemes = ["https://", "http://", "https:\\\\", "https://user@", "ftp://", "https:/"];
+    const hostsNear = [
+      "example.com",
+      "EXAMPLE.com",
+      "example.com.",
+      "a.example.net",
+      "example.net",
+      "example.org",
+      "xexample.com",
+      "example.com.evil",
+    ];
+    const afterHost = ["", ":443", ":8080", "@evil.net", "%2e", "\\"];
+    const paths = ["/", "/docs", "/docs/a", "/docs/../x", "/docs%2fx", "/docsx", ""];
+    const granted = new Set<string>();
+    const expectAgrees = (candidate: string) => {
+      const check = checkUrlGrant(candidate, g);
+      if (!check.granted) return;
+      granted.add(check.kind);
+      const url = new URL(candidate);
+      expect(url.username + url.password).toBe("");
+      expect(["http:", "https:"]).toContain(url.protocol);
+      if (check.kind === "host") expect([url.hostname, url.port]).toEqual(["example.com", ""]);
+      if (check.kind === "suffix") {
+        expect(url.hostname.endsWith(".example.net")).toBe(true);
+        expect(url.port).toBe("");
+      }
+      if (check.kind === "prefix") {
+        expect(url.origin).toBe("https://example.org");
+        expect(url.pathname === "/docs" || url.pathname.startsWith("/docs/")).toBe(true);
+      }
+    };
+    // Every combination of the near misses, then random URLs.
+    for (const scheme of schemes) {
+      for (const host of hostsNear) {
+        for (const tail of afterHost) {
+          for (const path of paths) expectAgrees(`${scheme}${host}${tail}${path}`);
+        }
+      }
+    }
+    fc.assert(
+      fc.property(fc.webUrl({ withQueryParameters: true, withFragments: true }), expectAgrees),
+      { numRuns: 500 },
+    );
+    // The property was exercised on every kind of grant, not only on refusals.
+    expect([...granted].sort()).toEqual(["host", "prefix", "suffix"]);
+  });
 });

@@ -93,6 +93,14 @@ describe("classifyCommand: the model's answer", () => {
     expect(model.doGenerateCalls).toHaveLength(1);
   });
 
+  it("asks for a short reply, once, with no tools", async () => {
+    const model = answering("read-only");
+    await classify(model, "ls");
+    await classify(model, "ls", { maxOutputTokens: 256 });
+    expect(model.doGenerateCalls.map((c) => c.maxOutputTokens)).toEqual([32, 256]);
+    expect(model.doGenerateCalls[0]?.tools ?? []).toEqual([]);
+  });
+
   it("allows whitespace around the token and nothing else", async () => {
     expect((await classify(answering("  low-risk\n"), "mkdir build")).verdict).toBe("low-risk");
   });
