@@ -197,6 +197,21 @@ export const agentPolicySchema = z.strictObject(
     ),
     tools: list(toolEntry, "a list of tool names and categories"),
     deniedTools: list(toolEntry, "a list of tool names and categories"),
+    /** The command risk classifier (src/runs/command-classifier.ts); its model defaults to the run's. */
+    classifier: z.preprocess(
+      (v) => (v === null ? undefined : v),
+      z
+        .strictObject(
+          {
+            model: z.preprocess(
+              (v) => (v === null || v === "" ? undefined : v),
+              text("a model id such as provider:model-name").optional(),
+            ),
+          },
+          { error: "a mapping with model (the classifier's model id)" },
+        )
+        .optional(),
+    ),
   },
   { error: "a mapping with name, description, version, skills, instructions, tools, deniedTools" },
 );
