@@ -10,23 +10,23 @@ import { ConfigError, type Problem } from "../errors.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
 import type { ToolDescriptor } from "../policy/tools.ts";
-import { createCommandTools } from "./command-tools.ts";
-import { createEditFileTool } from "./edit-file.ts";
-import { createExecuteCommandTool } from "./execute-command.ts";
-import { createFindFilesTool } from "./find-files.ts";
-import { createGetTimeTool } from "./get-time.ts";
-import { createGrepTool } from "./grep.ts";
-import { createListDirectoryTool } from "./list-directory.ts";
-import { createMakeDirectoryTool } from "./make-directory.ts";
-import { createMcpTools } from "./mcp-tools.ts";
-import { createReadFileTool } from "./read-file.ts";
+import { createGetTimeTool } from "./context/get-time.ts";
+import { createCommandTools } from "./declared/command-tools.ts";
+import { createMcpTools } from "./declared/mcp-tools.ts";
+import { createEditFileTool } from "./files/edit-file.ts";
+import { createFindFilesTool } from "./files/find-files.ts";
+import { createGrepTool } from "./files/grep.ts";
+import { createListDirectoryTool } from "./files/list-directory.ts";
+import { createMakeDirectoryTool } from "./files/make-directory.ts";
+import { createReadFileTool } from "./files/read-file.ts";
+import { createStatTool } from "./files/stat-path.ts";
+import { createWriteFileTool } from "./files/write-file.ts";
+import type { WebFetchOptions } from "./net/web-fetch.ts";
+import { createWebFetchTool } from "./net/web-fetch.ts";
+import { createExecuteCommandTool } from "./process/execute-command.ts";
 import { scrubEnvironment } from "./scrub-environment.ts";
-import { createStatTool } from "./stat-path.ts";
 import type { ToolImplementation, ToolRuntime } from "./types.ts";
-import type { WebFetchOptions } from "./web-fetch.ts";
-import { createWebFetchTool } from "./web-fetch.ts";
 import { createWorkspace, type Workspace } from "./workspace.ts";
-import { createWriteFileTool } from "./write-file.ts";
 
 export type ToolRuntimeOptions = {
   /** The loaded policy files: the inventory and the tools.yaml declarations behind it. */

@@ -5,7 +5,7 @@ import { spawnSync } from "node:child_process";
 import { mkdir, readdir, readFile, rename, rm, stat, symlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { writeFileAtomically } from "../../src/tools/atomic-write.ts";
+import { writeFileAtomically } from "../../src/tools/files/atomic-write.ts";
 import type { ToolRuntime } from "../../src/tools/types.ts";
 import { createWorkspace, type Workspace } from "../../src/tools/workspace.ts";
 import {

@@ -3,10 +3,10 @@
 // one-line description instead of their bytes.
 import { StringDecoder } from "node:string_decoder";
 import { z } from "zod";
-import { describeBinary, isBinary, sniffBytes } from "./text.ts";
-import { quotePath, runGuarded, ToolCallError, throwIfAborted } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
-import { checkCallWorkspace, type Workspace } from "./workspace.ts";
+import { describeBinary, isBinary, sniffBytes } from "../text.ts";
+import { quotePath, runGuarded, ToolCallError, throwIfAborted } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, type Workspace } from "../workspace.ts";
 
 export const readFileLimits = {
   defaultLines: 2000,

@@ -11,14 +11,14 @@ import { constants, createReadStream } from "node:fs";
 import { access, stat } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
-import { ConfigError, type Problem } from "../errors.ts";
-import type { CommandToolPolicy } from "../policy/policy-files.ts";
-import { checkCommandDenylist } from "./command-denylist.ts";
-import { describeProcessResult } from "./execute-command.ts";
-import { runProcess } from "./run-process.ts";
-import { quotePath, runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
-import { checkCallWorkspace, type Workspace } from "./workspace.ts";
+import { ConfigError, type Problem } from "../../errors.ts";
+import type { CommandToolPolicy } from "../../policy/policy-files.ts";
+import { checkCommandDenylist } from "../command-denylist.ts";
+import { describeProcessResult } from "../process/execute-command.ts";
+import { runProcess } from "../run-process.ts";
+import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, type Workspace } from "../workspace.ts";
 
 export const commandToolLimits = {
   maxArguments: 32,

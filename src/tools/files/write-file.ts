@@ -2,6 +2,10 @@
 // real diff without changing anything; the hidden half re-resolves the path, checks the file is
 // still what the diff was computed against, and replaces it atomically.
 import { z } from "zod";
+import { describeBinary, isBinary, sniffBytes } from "../text.ts";
+import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ApprovalRequest, ToolImplementation } from "../types.ts";
+import { type ConfinedTarget, checkCallWorkspace, type Workspace } from "../workspace.ts";
 import { writeFileAtomically } from "./atomic-write.ts";
 import {
   boundPreview,
@@ -10,11 +14,7 @@ import {
   maxWriteBytes,
   readCurrentBytes,
 } from "./file-state.ts";
-import { describeBinary, isBinary, sniffBytes } from "./text.ts";
-import { quotePath, runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ApprovalRequest, ToolImplementation } from "./types.ts";
 import { createUnifiedDiff } from "./unified-diff.ts";
-import { type ConfinedTarget, checkCallWorkspace, type Workspace } from "./workspace.ts";
 
 const pathField = z.string().min(1).max(4096);
 

@@ -7,14 +7,14 @@
 import type { FileHandle } from "node:fs/promises";
 import { Worker } from "node:worker_threads";
 import { z } from "zod";
-import { quoteUntrusted } from "../policy/quote.ts";
+import { quoteUntrusted } from "../../policy/quote.ts";
+import { isBinary, sniffBytes } from "../text.ts";
+import { runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, type Workspace } from "../workspace.ts";
 import { matchPattern } from "./find-files.ts";
 import type { GrepWorkerReply, GrepWorkerRequest } from "./grep-worker.ts";
-import { isBinary, sniffBytes } from "./text.ts";
-import { runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
 import { type WalkState, walkTree } from "./walk-tree.ts";
-import { checkCallWorkspace, type Workspace } from "./workspace.ts";
 
 export const grepLimits = {
   defaultMatches: 200,

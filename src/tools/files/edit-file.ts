@@ -4,6 +4,10 @@
 // (by hash), and writes the result atomically. Replacement is by slicing, never
 // String.prototype.replace, whose `$&`-style patterns would rewrite the model's text.
 import { z } from "zod";
+import { describeBinary, isBinary, sniffBytes } from "../text.ts";
+import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ApprovalRequest, ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, type Workspace } from "../workspace.ts";
 import { writeFileAtomically } from "./atomic-write.ts";
 import {
   boundPreview,
@@ -12,11 +16,7 @@ import {
   maxEditableBytes,
   readCurrentBytes,
 } from "./file-state.ts";
-import { describeBinary, isBinary, sniffBytes } from "./text.ts";
-import { quotePath, runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ApprovalRequest, ToolImplementation } from "./types.ts";
 import { createUnifiedDiff } from "./unified-diff.ts";
-import { checkCallWorkspace, type Workspace } from "./workspace.ts";
 
 const pathField = z.string().min(1).max(4096);
 const textField = z.string().max(maxEditableBytes);

@@ -4,9 +4,9 @@
 // swapped for a symlink mid-way cannot redirect the creation outside the workspace.
 import { lstat, mkdir } from "node:fs/promises";
 import { z } from "zod";
-import { quotePath, runGuarded, ToolCallError, throwIfAborted } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
-import { checkCallWorkspace, type OpenDirectory, type Workspace } from "./workspace.ts";
+import { quotePath, runGuarded, ToolCallError, throwIfAborted } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, type OpenDirectory, type Workspace } from "../workspace.ts";
 
 const inputSchema = z.strictObject({
   path: z.string().min(1).max(4096).describe("Directory to create, relative to the workspace."),

@@ -2,9 +2,9 @@
 // sizes only (`internal` disclosure): no contents, no symlink targets.
 import { lstat, readdir } from "node:fs/promises";
 import { z } from "zod";
-import { quotePath, runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
-import { checkCallWorkspace, type EntryType, readEntryType, type Workspace } from "./workspace.ts";
+import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, type EntryType, readEntryType, type Workspace } from "../workspace.ts";
 
 export const listDirectoryLimits = { maxEntries: 1000 };
 

@@ -4,10 +4,10 @@
 // results and time; `truncated` says the list may not be exhaustive.
 import path from "node:path";
 import { z } from "zod";
-import { quotePath, runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
+import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, type Workspace } from "../workspace.ts";
 import { type WalkState, walkTree } from "./walk-tree.ts";
-import { checkCallWorkspace, type Workspace } from "./workspace.ts";
 
 export const findLimits = {
   defaultResults: 200,

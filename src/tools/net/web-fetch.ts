@@ -12,11 +12,11 @@ import https from "node:https";
 import { isIP, type LookupFunction, type Socket } from "node:net";
 import { TextDecoder } from "node:util";
 import { z } from "zod";
-import { quoteUntrusted } from "../policy/quote.ts";
+import { quoteUntrusted } from "../../policy/quote.ts";
+import { describeBinary, isBinary, sniffBytes } from "../text.ts";
+import { runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
 import { judgeAddress, normalizeAddress } from "./ip-address.ts";
-import { describeBinary, isBinary, sniffBytes } from "./text.ts";
-import { runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
 
 export type ResolvedAddress = { readonly address: string; readonly family?: number };
 

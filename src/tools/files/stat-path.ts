@@ -1,8 +1,8 @@
 // stat: what a path is, how big, when it changed. Never its contents.
 import { z } from "zod";
-import { runGuarded } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
-import { checkCallWorkspace, readEntryType, type Workspace } from "./workspace.ts";
+import { runGuarded } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, readEntryType, type Workspace } from "../workspace.ts";
 
 const inputSchema = z.strictObject({
   path: z.string().min(1).max(4096).describe("Path, relative to the workspace."),

@@ -1,8 +1,8 @@
 // get_time: the current date and time on this machine. `public` disclosure: the clock and the
 // time zone name, nothing else.
 import { z } from "zod";
-import { runGuarded } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
+import { runGuarded } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
 
 const inputSchema = z.strictObject({});
 
