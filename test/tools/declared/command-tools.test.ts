@@ -4,9 +4,9 @@ import { createHash } from "node:crypto";
 import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ConfigError } from "../../src/errors.ts";
-import { parseToolsPolicy } from "../../src/policy/policy-files.ts";
-import type { ToolRuntime } from "../../src/tools/types.ts";
+import { ConfigError } from "../../../src/errors.ts";
+import { parseToolsPolicy } from "../../../src/policy/policy-files.ts";
+import type { ToolRuntime } from "../../../src/tools/types.ts";
 import {
   baseEnv,
   buildPolicies,
@@ -16,7 +16,7 @@ import {
   expectSuccess,
   type Sandbox,
   startRuntime,
-} from "./support.ts";
+} from "../support.ts";
 
 let sandbox: Sandbox;
 let bin: string;

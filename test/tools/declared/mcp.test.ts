@@ -11,8 +11,8 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { parseToolsPolicy } from "../../src/policy/policy-files.ts";
-import type { ToolRuntime } from "../../src/tools/types.ts";
+import { parseToolsPolicy } from "../../../src/policy/policy-files.ts";
+import type { ToolRuntime } from "../../../src/tools/types.ts";
 import {
   baseEnv,
   buildPolicies,
@@ -22,9 +22,9 @@ import {
   expectSuccess,
   type Sandbox,
   startRuntime,
-} from "./support.ts";
+} from "../support.ts";
 
-const fixture = fileURLToPath(new URL("./fixtures/mcp-server.ts", import.meta.url));
+const fixture = fileURLToPath(new URL("../fixtures/mcp-server.ts", import.meta.url));
 
 let sandbox: Sandbox;
 let runtime: ToolRuntime;
