@@ -10,7 +10,6 @@
 import { parseDocument } from "yaml";
 import { z } from "zod";
 import { ConfigError, type Problem } from "../errors.ts";
-import { builtinTools } from "./builtin-inventory.ts";
 import { quoteUntrusted } from "./quote.ts";
 import {
   checkToolNames,
@@ -298,12 +297,17 @@ export function parseAgentPolicy(text: string, fileName: string): AgentPolicy {
 /**
  * Parses tools.yaml text, including the name rules across the whole inventory: no declared name
  * may equal a built-in's name, alias or hidden half up to case or NFKC, nor another declared one.
+ * `builtins` are the built-in descriptors (src/tools/ declares them; policy only receives them).
  * Throws ConfigError listing every problem.
  */
-export function parseToolsPolicy(text: string, fileName: string): ToolsPolicy {
+export function parseToolsPolicy(
+  text: string,
+  fileName: string,
+  builtins: readonly ToolDescriptor[],
+): ToolsPolicy {
   const policy = parseWith(toolsPolicySchema, text, fileName);
   const entries: { name: string; where: string }[] = [];
-  for (const tool of builtinTools) {
+  for (const tool of builtins) {
     for (const name of listToolNames(tool)) {
       const what =
         name === tool.name ? "tool" : name === tool.executeHalf ? "hidden half" : "alias";
@@ -354,8 +358,11 @@ function checkServerNames(servers: readonly { name: string; where: string }[]) {
 }
 
 /** Every tool the policy files declare: the built-ins, then command tools, then MCP tools. */
-export function listPolicyTools(policy: ToolsPolicy): ToolDescriptor[] {
-  const tools: ToolDescriptor[] = [...builtinTools];
+export function listPolicyTools(
+  policy: ToolsPolicy,
+  builtins: readonly ToolDescriptor[],
+): ToolDescriptor[] {
+  const tools: ToolDescriptor[] = [...builtins];
   for (const command of policy.commands) {
     tools.push(
       describeTool({

@@ -9,26 +9,15 @@
 import { ConfigError, type Problem } from "../errors.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
-import type { ToolDescriptor } from "../policy/tools.ts";
-import { createGetTimeTool } from "./context/get-time.ts";
+import type { BuiltinContext, BuiltinOptions, BuiltinTool } from "./builtin.ts";
+import { builtinTools } from "./builtin-tools.ts";
 import { createCommandTools } from "./declared/command-tools.ts";
 import { createMcpTools } from "./declared/mcp-tools.ts";
-import { createEditFileTool } from "./files/edit-file.ts";
-import { createFindFilesTool } from "./files/find-files.ts";
-import { createGrepTool } from "./files/grep.ts";
-import { createListDirectoryTool } from "./files/list-directory.ts";
-import { createMakeDirectoryTool } from "./files/make-directory.ts";
-import { createReadFileTool } from "./files/read-file.ts";
-import { createStatTool } from "./files/stat-path.ts";
-import { createWriteFileTool } from "./files/write-file.ts";
-import type { WebFetchOptions } from "./net/web-fetch.ts";
-import { createWebFetchTool } from "./net/web-fetch.ts";
-import { createExecuteCommandTool } from "./process/execute-command.ts";
 import { scrubEnvironment } from "./scrub-environment.ts";
 import type { ToolImplementation, ToolRuntime } from "./types.ts";
 import { createWorkspace, type Workspace } from "./workspace.ts";
 
-export type ToolRuntimeOptions = {
+export type ToolRuntimeOptions = BuiltinOptions & {
   /** The loaded policy files: the inventory and the tools.yaml declarations behind it. */
   readonly policies: Pick<LoadedPolicies, "inventory" | "toolsPolicy">;
   /** Absolute path of the workspace (created if missing, resolved with realpath once). */
@@ -39,50 +28,12 @@ export type ToolRuntimeOptions = {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Variable names commands may see although they look secret (never SSH_*). */
   readonly envAllowlist?: readonly string[];
-  readonly webFetch?: WebFetchOptions;
-  /** grep's deadline for one call (default 10 s). */
-  readonly grep?: { readonly timeMs?: number };
-  /** SIGTERM → SIGKILL grace for commands (default 3 s; tests shorten it). */
-  readonly killGraceMs?: number;
   readonly logger: Logger;
 };
 
-/** Built-ins implemented here; ask_user_question and manage_memory never reach caller runs. */
-type BuiltinFactory = (descriptor: ToolDescriptor) => ToolImplementation;
-
-function requireHalf(descriptor: ToolDescriptor): string {
-  if (descriptor.executeHalf === undefined) {
-    throw new Error(
-      `${descriptor.name} is implemented as two-phase but its descriptor has no hidden half`,
-    );
-  }
-  return descriptor.executeHalf;
-}
-
-function buildBuiltins(
-  workspace: Workspace,
-  env: Record<string, string>,
-  options: ToolRuntimeOptions,
-): ReadonlyMap<string, BuiltinFactory> {
-  const killGrace = options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs };
-  return new Map<string, BuiltinFactory>([
-    ["read_file", () => createReadFileTool(workspace)],
-    ["ls", () => createListDirectoryTool(workspace)],
-    ["find", () => createFindFilesTool(workspace)],
-    ["grep", () => createGrepTool(workspace, options.grep ?? {})],
-    ["stat", () => createStatTool(workspace)],
-    ["get_time", () => createGetTimeTool()],
-    ["web_fetch", () => createWebFetchTool(options.webFetch ?? {})],
-    ["write_file", (d) => createWriteFileTool(workspace, requireHalf(d))],
-    ["edit_file", (d) => createEditFileTool(workspace, requireHalf(d))],
-    ["mkdir", () => createMakeDirectoryTool(workspace)],
-    [
-      "execute_command",
-      (d) =>
-        createExecuteCommandTool({ workspace, executeHalfName: requireHalf(d), env, ...killGrace }),
-    ],
-  ]);
-}
+const builtinsByName: ReadonlyMap<string, BuiltinTool> = new Map(
+  builtinTools.map((tool) => [tool.descriptor.name, tool]),
+);
 
 /**
  * Builds every tool implementation. Throws ConfigError when the workspace cannot be used, a
@@ -107,7 +58,7 @@ export async function createToolRuntime(options: ToolRuntimeOptions): Promise<To
     );
   }
   const env = scrubEnvironment(options.env, options.envAllowlist);
-  const builtins = buildBuiltins(workspace, env, options);
+  const context: BuiltinContext = { workspace, env, options };
   const { inventory, toolsPolicy } = options.policies;
 
   const tools = new Map<string, ToolImplementation>();
@@ -117,15 +68,15 @@ export async function createToolRuntime(options: ToolRuntimeOptions): Promise<To
   for (const descriptor of inventory.tools) {
     if (descriptor.category === "custom" || descriptor.category === "mcp") continue;
     if (descriptor.needsPerson || descriptor.persistsOperatorState) continue;
-    const factory = builtins.get(descriptor.name);
-    if (factory === undefined) {
+    const create = builtinsByName.get(descriptor.name)?.create;
+    if (create === undefined) {
       problems.push({
         field: descriptor.name,
         message: `built-in tool ${descriptor.name} has no implementation`,
       });
       continue;
     }
-    add(factory(descriptor));
+    add(create(context, descriptor));
   }
 
   for (const tool of await createCommandTools({

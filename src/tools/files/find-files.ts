@@ -4,10 +4,26 @@
 // results and time; `truncated` says the list may not be exhaustive.
 import path from "node:path";
 import { z } from "zod";
+import { defineBuiltin } from "../builtin.ts";
 import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
 import type { ToolImplementation } from "../types.ts";
 import { checkCallWorkspace, type Workspace } from "../workspace.ts";
 import { type WalkState, walkTree } from "./walk-tree.ts";
+
+/** The built-in: its descriptor (the one description the model and the operator read) and its factory. */
+export const findFilesTool = defineBuiltin(
+  {
+    name: "find",
+    category: "files",
+    risk: "read-only",
+    disclosure: "internal",
+    egress: false,
+    aliases: ["glob"],
+    description:
+      "Find files and directories in the workspace by glob pattern. Directories end with '/'. Symbolic links are not followed.",
+  },
+  ({ workspace }) => createFindFilesTool(workspace),
+);
 
 export const findLimits = {
   defaultResults: 200,
@@ -55,8 +71,7 @@ export function matchPattern(pattern: string, name: string, fromStart: string): 
 export function createFindFilesTool(workspace: Workspace): ToolImplementation {
   return {
     name: "find",
-    description:
-      "Find files and directories in the workspace by glob pattern. Directories end with '/'. Symbolic links are not followed.",
+    description: findFilesTool.descriptor.description,
     inputSchema,
     timeoutMs: 30_000,
     execute: (args, ctx) =>

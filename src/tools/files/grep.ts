@@ -8,6 +8,7 @@ import type { FileHandle } from "node:fs/promises";
 import { Worker } from "node:worker_threads";
 import { z } from "zod";
 import { quoteUntrusted } from "../../policy/quote.ts";
+import { defineBuiltin } from "../builtin.ts";
 import { isBinary, sniffBytes } from "../text.ts";
 import { runGuarded, ToolCallError } from "../tool-call-error.ts";
 import type { ToolImplementation } from "../types.ts";
@@ -15,6 +16,20 @@ import { checkCallWorkspace, type Workspace } from "../workspace.ts";
 import { matchPattern } from "./find-files.ts";
 import type { GrepWorkerReply, GrepWorkerRequest } from "./grep-worker.ts";
 import { type WalkState, walkTree } from "./walk-tree.ts";
+
+/** The built-in: its descriptor (the one description the model and the operator read) and its factory. */
+export const grepTool = defineBuiltin(
+  {
+    name: "grep",
+    category: "files",
+    risk: "read-only",
+    disclosure: "private",
+    egress: false,
+    description:
+      "Search text files in the workspace for lines matching a JavaScript regular expression. Returns path, line number and line. Binary and very large files are skipped.",
+  },
+  ({ workspace, options }) => createGrepTool(workspace, options.grep ?? {}),
+);
 
 export const grepLimits = {
   defaultMatches: 200,
@@ -150,8 +165,7 @@ export function createGrepTool(
   const timeMs = options.timeMs ?? grepLimits.timeMs;
   return {
     name: "grep",
-    description:
-      "Search text files in the workspace for lines matching a JavaScript regular expression. Returns path, line number and line. Binary and very large files are skipped.",
+    description: grepTool.descriptor.description,
     inputSchema,
     timeoutMs: timeMs + 20_000,
     execute: (args, ctx) =>

@@ -6,6 +6,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ConfigError } from "../../../src/errors.ts";
 import { parseToolsPolicy } from "../../../src/policy/policy-files.ts";
+import { builtinDescriptors } from "../../../src/tools/builtin-tools.ts";
 import type { ToolRuntime } from "../../../src/tools/types.ts";
 import {
   baseEnv,
@@ -41,7 +42,7 @@ afterEach(async () => {
 });
 
 async function start(yaml: string, pathVariable = `${bin}:/usr/bin:/bin`) {
-  const toolsPolicy = parseToolsPolicy(yaml, "tools.yaml");
+  const toolsPolicy = parseToolsPolicy(yaml, "tools.yaml", builtinDescriptors);
   runtime = await startRuntime(sandbox, {
     policies: buildPolicies(toolsPolicy),
     env: baseEnv({ PATH: pathVariable, SERVICE_TOKEN: "leak" }),
