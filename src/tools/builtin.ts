@@ -10,6 +10,8 @@ import type { Workspace } from "./workspace.ts";
 /** The operator's settings the built-ins read (a subset of the runtime's options). */
 export type BuiltinOptions = {
   readonly webFetch?: WebFetchOptions;
+  /** find's deadline for one call (default 10 s). */
+  readonly find?: { readonly timeMs?: number };
   /** grep's deadline for one call (default 10 s). */
   readonly grep?: { readonly timeMs?: number };
   /** SIGTERM → SIGKILL grace for commands (default 3 s; tests shorten it). */

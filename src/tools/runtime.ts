@@ -28,6 +28,11 @@ export type ToolRuntimeOptions = BuiltinOptions & {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Variable names commands may see although they look secret (never SSH_*). */
   readonly envAllowlist?: readonly string[];
+  /**
+   * Lets the file tools read a regular file that has more than one hard link (default false: such
+   * a file may be a link planted in the workspace to a file outside it).
+   */
+  readonly allowHardLinks?: boolean;
   readonly logger: Logger;
 };
 
@@ -43,7 +48,11 @@ const builtinsByName: ReadonlyMap<string, BuiltinTool> = new Map(
 export async function createToolRuntime(options: ToolRuntimeOptions): Promise<ToolRuntime> {
   let workspace: Workspace;
   try {
-    workspace = await createWorkspace({ root: options.workspace, dataDir: options.dataDir });
+    workspace = await createWorkspace({
+      root: options.workspace,
+      dataDir: options.dataDir,
+      allowHardLinks: options.allowHardLinks === true,
+    });
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     throw new ConfigError(
