@@ -67,6 +67,8 @@ const fixedCommandSchema = z.strictObject({
     .string({ error: "the program's SHA-256, 64 lowercase hex digits" })
     .regex(/^[0-9a-f]{64}$/, { error: "the program's SHA-256, 64 lowercase hex digits" })
     .optional(),
+  /** The model's arguments may be options (start with `-`); default: refused unless after `--`. */
+  allowOptions: z.boolean({ error: "true or false" }).optional(),
   timeoutMs,
   ...metadataFields,
 });
@@ -78,6 +80,8 @@ const structuredCommandSchema = z.strictObject({
   programs: z
     .array(text("a program name"), { error: "a list of the programs the model may run" })
     .min(1, { error: "a list of at least one program the model may run" }),
+  /** The model's arguments may be options (start with `-`); default: refused unless after `--`. */
+  allowOptions: z.boolean({ error: "true or false" }).optional(),
   timeoutMs,
   ...metadataFields,
 });
