@@ -135,6 +135,23 @@ describe("agent.yaml fields", () => {
 });
 
 describe("tools.yaml fields", () => {
+  it("reads allowOptions as true or false only", () => {
+    const error = failure(() =>
+      parseToolsPolicy(
+        [
+          "commands:",
+          "  - {name: a, description: d, mode: fixed, program: p, allowOptions: yes-please}",
+          "  - {name: b, description: d, mode: structured, programs: [p], allowOptions: 1}",
+        ].join("\n"),
+        "tools.yaml",
+        builtinTools,
+      ),
+    );
+    const byField = new Map(error.problems.map((p) => [p.field, p.message]));
+    expect(byField.get("tools.yaml: commands[0].allowOptions")).toMatch(/expected true or false/);
+    expect(byField.get("tools.yaml: commands[1].allowOptions")).toMatch(/expected true or false/);
+  });
+
   it("lists every bad field of commands and MCP servers", () => {
     const error = failure(() =>
       parseToolsPolicy(
