@@ -27,7 +27,7 @@ const backtracking = `${"*a".repeat(12)}*b`;
 beforeEach(async () => {
   sandbox = await createSandbox();
   // A generous deadline: the assertions never depend on how long it is.
-  runtime = await startRuntime(sandbox, { find: { timeMs: 2_000 }, grep: { timeMs: 2_000 } });
+  runtime = await startRuntime(sandbox, { find: { timeMs: 3_000 }, grep: { timeMs: 3_000 } });
   await mkdir(path.join(sandbox.workspace, "src"));
   await writeFile(path.join(sandbox.workspace, longName), `${"a".repeat(64)}\n`);
   await writeFile(path.join(sandbox.workspace, "src", "main.ts"), "export {};\n");
