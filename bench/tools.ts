@@ -10,6 +10,7 @@ import path from "node:path";
 import { createLogger } from "../src/log.ts";
 import { listPolicyTools } from "../src/policy/policy-files.ts";
 import { createInventory } from "../src/policy/tools.ts";
+import { builtinDescriptors } from "../src/tools/builtin-tools.ts";
 import { createToolRuntime } from "../src/tools/runtime.ts";
 import { assessShellRisk } from "../src/tools/shell-risk.ts";
 import type { ToolCallContext, ToolRuntime } from "../src/tools/types.ts";
@@ -37,7 +38,10 @@ const server = createServer((_req, res) => {
 await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
 const port = (server.address() as AddressInfo).port;
 
-const built = createInventory(listPolicyTools({ commands: [], mcpServers: [] }), "bench");
+const built = createInventory(
+  listPolicyTools({ commands: [], mcpServers: [] }, builtinDescriptors),
+  "bench",
+);
 if (!built.ok) throw new Error("inventory");
 const startedAt = performance.now();
 const runtime: ToolRuntime = await createToolRuntime({

@@ -10,7 +10,6 @@
 import { parseDocument } from "yaml";
 import { z } from "zod";
 import { ConfigError, type Problem } from "../errors.ts";
-import { builtinTools } from "./builtin-inventory.ts";
 import { quoteUntrusted } from "./quote.ts";
 import {
   checkToolNames,
@@ -68,6 +67,8 @@ const fixedCommandSchema = z.strictObject({
     .string({ error: "the program's SHA-256, 64 lowercase hex digits" })
     .regex(/^[0-9a-f]{64}$/, { error: "the program's SHA-256, 64 lowercase hex digits" })
     .optional(),
+  /** The model's arguments may be options (start with `-`); default: refused unless after `--`. */
+  allowOptions: z.boolean({ error: "true or false" }).optional(),
   timeoutMs,
   ...metadataFields,
 });
@@ -79,6 +80,8 @@ const structuredCommandSchema = z.strictObject({
   programs: z
     .array(text("a program name"), { error: "a list of the programs the model may run" })
     .min(1, { error: "a list of at least one program the model may run" }),
+  /** The model's arguments may be options (start with `-`); default: refused unless after `--`. */
+  allowOptions: z.boolean({ error: "true or false" }).optional(),
   timeoutMs,
   ...metadataFields,
 });
@@ -313,12 +316,17 @@ export function parseAgentPolicy(text: string, fileName: string): AgentPolicy {
 /**
  * Parses tools.yaml text, including the name rules across the whole inventory: no declared name
  * may equal a built-in's name, alias or hidden half up to case or NFKC, nor another declared one.
+ * `builtins` are the built-in descriptors (src/tools/ declares them; policy only receives them).
  * Throws ConfigError listing every problem.
  */
-export function parseToolsPolicy(text: string, fileName: string): ToolsPolicy {
+export function parseToolsPolicy(
+  text: string,
+  fileName: string,
+  builtins: readonly ToolDescriptor[],
+): ToolsPolicy {
   const policy = parseWith(toolsPolicySchema, text, fileName);
   const entries: { name: string; where: string }[] = [];
-  for (const tool of builtinTools) {
+  for (const tool of builtins) {
     for (const name of listToolNames(tool)) {
       const what =
         name === tool.name ? "tool" : name === tool.executeHalf ? "hidden half" : "alias";
@@ -369,8 +377,11 @@ function checkServerNames(servers: readonly { name: string; where: string }[]) {
 }
 
 /** Every tool the policy files declare: the built-ins, then command tools, then MCP tools. */
-export function listPolicyTools(policy: ToolsPolicy): ToolDescriptor[] {
-  const tools: ToolDescriptor[] = [...builtinTools];
+export function listPolicyTools(
+  policy: ToolsPolicy,
+  builtins: readonly ToolDescriptor[],
+): ToolDescriptor[] {
+  const tools: ToolDescriptor[] = [...builtins];
   for (const command of policy.commands) {
     tools.push(
       describeTool({

@@ -11,8 +11,9 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { parseToolsPolicy } from "../../src/policy/policy-files.ts";
-import type { ToolRuntime } from "../../src/tools/types.ts";
+import { parseToolsPolicy } from "../../../src/policy/policy-files.ts";
+import { builtinDescriptors } from "../../../src/tools/builtin-tools.ts";
+import type { ToolRuntime } from "../../../src/tools/types.ts";
 import {
   baseEnv,
   buildPolicies,
@@ -22,9 +23,9 @@ import {
   expectSuccess,
   type Sandbox,
   startRuntime,
-} from "./support.ts";
+} from "../support.ts";
 
-const fixture = fileURLToPath(new URL("./fixtures/mcp-server.ts", import.meta.url));
+const fixture = fileURLToPath(new URL("../fixtures/mcp-server.ts", import.meta.url));
 
 let sandbox: Sandbox;
 let runtime: ToolRuntime;
@@ -49,6 +50,7 @@ beforeEach(async () => {
       image:
 `,
     "tools.yaml",
+    builtinDescriptors,
   );
   runtime = await startRuntime(sandbox, {
     policies: buildPolicies(toolsPolicy),
@@ -154,6 +156,7 @@ describe("an MCP server that cannot be reached", () => {
   - {name: broken, transport: stdio, command: /nonexistent/mcp-server, tools: {x: }}
 `,
       "tools.yaml",
+      builtinDescriptors,
     );
     const broken = await startRuntime(sandbox, { policies: buildPolicies(toolsPolicy) });
     try {
@@ -187,6 +190,7 @@ describe("an MCP server over streamable HTTP (loopback)", () => {
     const toolsPolicy = parseToolsPolicy(
       `mcpServers:\n  - {name: remote, transport: http, url: "http://127.0.0.1:${port}/mcp", tools: {shout: }}\n`,
       "tools.yaml",
+      builtinDescriptors,
     );
     const remote = await startRuntime(sandbox, { policies: buildPolicies(toolsPolicy) });
     try {

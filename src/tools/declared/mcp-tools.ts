@@ -12,13 +12,13 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { z } from "zod";
-import type { Logger } from "../log.ts";
-import type { McpServerPolicy } from "../policy/policy-files.ts";
-import { quoteUntrusted } from "../policy/quote.ts";
-import { cutUtf8 } from "./text.ts";
-import { runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
-import type { Workspace } from "./workspace.ts";
+import type { Logger } from "../../log.ts";
+import type { McpServerPolicy } from "../../policy/policy-files.ts";
+import { quoteUntrusted } from "../../policy/quote.ts";
+import { cutUtf8 } from "../text.ts";
+import { runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import type { Workspace } from "../workspace.ts";
 
 export const mcpLimits = {
   callTimeoutMs: 60_000,

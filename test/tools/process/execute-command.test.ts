@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 import { readdir, readFile, stat } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { ToolRuntime } from "../../src/tools/types.ts";
+import type { ToolRuntime } from "../../../src/tools/types.ts";
 import {
   approveAndRun,
   baseEnv,
@@ -19,7 +19,7 @@ import {
   runHalf,
   type Sandbox,
   startRuntime,
-} from "./support.ts";
+} from "../support.ts";
 
 const node = process.execPath;
 const printArgv = "process.stdout.write(JSON.stringify(process.argv.slice(1)))";

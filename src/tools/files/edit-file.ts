@@ -4,6 +4,11 @@
 // (by hash), and writes the result atomically. Replacement is by slicing, never
 // String.prototype.replace, whose `$&`-style patterns would rewrite the model's text.
 import { z } from "zod";
+import { defineBuiltin, requireHalf } from "../builtin.ts";
+import { describeBinary, isBinary, sniffBytes } from "../text.ts";
+import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ApprovalRequest, ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, type Workspace } from "../workspace.ts";
 import { writeFileAtomically } from "./atomic-write.ts";
 import {
   boundPreview,
@@ -12,11 +17,22 @@ import {
   maxEditableBytes,
   readCurrentBytes,
 } from "./file-state.ts";
-import { describeBinary, isBinary, sniffBytes } from "./text.ts";
-import { quotePath, runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ApprovalRequest, ToolImplementation } from "./types.ts";
 import { createUnifiedDiff } from "./unified-diff.ts";
-import { checkCallWorkspace, type Workspace } from "./workspace.ts";
+
+/** The built-in: its descriptor (the one description anyone reads) and its factory. */
+export const editFileTool = defineBuiltin(
+  {
+    name: "edit_file",
+    category: "files",
+    risk: "high-risk",
+    disclosure: "private",
+    egress: false,
+    twoPhase: true,
+    description:
+      "Replace exact text in a file in the workspace. oldString must occur exactly once unless replaceAll is set. Shows the diff for approval first.",
+  },
+  ({ workspace }, d) => createEditFileTool(workspace, requireHalf(d)),
+);
 
 const pathField = z.string().min(1).max(4096);
 const textField = z.string().max(maxEditableBytes);
@@ -128,8 +144,7 @@ export function createEditFileTool(
 ): ToolImplementation {
   return {
     name: "edit_file",
-    description:
-      "Replace exact text in a file in the workspace. oldString must occur exactly once unless replaceAll is set. Shows the diff for approval first.",
+    description: editFileTool.descriptor.description,
     inputSchema,
     timeoutMs: 60_000,
     execute: (args, ctx) =>

@@ -7,14 +7,29 @@
 import type { FileHandle } from "node:fs/promises";
 import { Worker } from "node:worker_threads";
 import { z } from "zod";
-import { quoteUntrusted } from "../policy/quote.ts";
-import { matchPattern } from "./find-files.ts";
+import { quoteUntrusted } from "../../policy/quote.ts";
+import { defineBuiltin } from "../builtin.ts";
+import { isBinary, sniffBytes } from "../text.ts";
+import { runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, type Workspace } from "../workspace.ts";
+import { createGlobMatcher, type GlobMatcher } from "./glob.ts";
 import type { GrepWorkerReply, GrepWorkerRequest } from "./grep-worker.ts";
-import { isBinary, sniffBytes } from "./text.ts";
-import { runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
 import { type WalkState, walkTree } from "./walk-tree.ts";
-import { checkCallWorkspace, type Workspace } from "./workspace.ts";
+
+/** The built-in: its descriptor (the one description anyone reads) and its factory. */
+export const grepTool = defineBuiltin(
+  {
+    name: "grep",
+    category: "files",
+    risk: "read-only",
+    disclosure: "private",
+    egress: false,
+    description:
+      "Search text files in the workspace for lines matching a JavaScript regular expression. Returns path, line number and line. Binary and very large files are skipped.",
+  },
+  ({ workspace, options }) => createGrepTool(workspace, options.grep ?? {}),
+);
 
 export const grepLimits = {
   defaultMatches: 200,
@@ -54,7 +69,10 @@ const inputSchema = z.strictObject({
 });
 
 type Match = { path: string; line: number; text: string };
-type Loaded = { relative: string } & ({ text: string } | { skipped: "large" | "binary" });
+type Loaded = { relative: string } & (
+  | { text: string }
+  | { skipped: "large" | "binary" | "linked" }
+);
 
 /** One worker per call, asked one file at a time. */
 function startMatcher(pattern: string, flags: string) {
@@ -112,12 +130,17 @@ function startMatcher(pattern: string, flags: string) {
 
 /**
  * A small text file's contents, read from a handle opened by openEntryAt (closed here). Only
- * regular files are read; large and binary ones are skipped and counted.
+ * regular files are read; large, binary and hard-linked ones are skipped and counted.
  */
-async function loadText(relative: string, handle: FileHandle): Promise<Loaded | undefined> {
+async function loadText(
+  workspace: Workspace,
+  relative: string,
+  handle: FileHandle,
+): Promise<Loaded | undefined> {
   try {
     const stats = await handle.stat();
     if (!stats.isFile()) return undefined;
+    if (workspace.refusalOf(stats, relative) !== undefined) return { relative, skipped: "linked" };
     if (stats.size > grepLimits.maxFileBytes) return { relative, skipped: "large" };
     const bytes =
       stats.size < 64 * 1024 ? await readSmall(handle, stats.size) : await handle.readFile();
@@ -150,8 +173,7 @@ export function createGrepTool(
   const timeMs = options.timeMs ?? grepLimits.timeMs;
   return {
     name: "grep",
-    description:
-      "Search text files in the workspace for lines matching a JavaScript regular expression. Returns path, line number and line. Binary and very large files are skipped.",
+    description: grepTool.descriptor.description,
     inputSchema,
     timeoutMs: timeMs + 20_000,
     execute: (args, ctx) =>
@@ -169,12 +191,14 @@ export function createGrepTool(
         }
         const limit = input.limit ?? grepLimits.defaultMatches;
         const deadline = Date.now() + timeMs;
+        const globMatcher: GlobMatcher | undefined =
+          input.glob === undefined ? undefined : createGlobMatcher(input.glob, deadline, "glob");
         const start = await workspace.resolveExisting(input.path ?? ".");
         const matcher = startMatcher(input.pattern, flags);
         // Boot the worker (tens of milliseconds) while the first files are found and read.
         matcher.warm();
         const matches: Match[] = [];
-        const skipped = { large: 0, binary: 0 };
+        const skipped = { large: 0, binary: 0, linked: 0 };
         let outputBytes = 0;
         let truncated = false;
         let stoppedBy: "deadline" | "entries" | "matches" | "output" | undefined;
@@ -254,7 +278,7 @@ export function createGrepTool(
         try {
           let going = true;
           if (start.stats.isFile()) {
-            reads.push(loadText(start.relative, await workspace.openFile(start)));
+            reads.push(loadText(workspace, start.relative, await workspace.openFile(start)));
           } else {
             const state: WalkState = { stoppedBy: undefined, visited: 0 };
             const walk = walkTree(
@@ -270,15 +294,21 @@ export function createGrepTool(
             );
             for await (const entry of walk) {
               if (entry.type !== "file") continue;
-              if (
-                input.glob !== undefined &&
-                !matchPattern(input.glob, entry.name, entry.fromStart)
-              ) {
-                continue;
+              if (globMatcher !== undefined) {
+                const verdict = await globMatcher.match([entry]).catch((error: unknown) => {
+                  if (error instanceof ToolCallError && error.code === "timeout") return undefined;
+                  throw error;
+                });
+                if (verdict === undefined) {
+                  stoppedBy = "deadline";
+                  going = false;
+                  break;
+                }
+                if (verdict[0] !== true) continue;
               }
               const handle = await workspace.openEntryAt(entry.parent, entry.name);
               if (handle === undefined) continue;
-              reads.push(loadText(entry.relative, handle));
+              reads.push(loadText(workspace, entry.relative, handle));
               if (reads.length >= readAhead) {
                 going = await absorb(await next());
                 if (!going) break;
@@ -292,6 +322,7 @@ export function createGrepTool(
           // Every handle opened is closed before the call returns, whatever stopped it.
           await Promise.allSettled(reads);
           await matcher.stop();
+          await globMatcher?.stop();
         }
         if (stoppedBy !== undefined) truncated = true;
         return {
@@ -300,7 +331,16 @@ export function createGrepTool(
             pattern: input.pattern,
             matches,
             filesSearched,
-            ...(skipped.large + skipped.binary > 0 ? { skipped } : {}),
+            ...(skipped.large + skipped.binary + skipped.linked > 0
+              ? {
+                  skipped: {
+                    large: skipped.large,
+                    binary: skipped.binary,
+                    // Files with more than one hard link (refused unless the operator allows).
+                    ...(skipped.linked > 0 ? { linked: skipped.linked } : {}),
+                  },
+                }
+              : {}),
             ...(stoppedBy === undefined ? {} : { stoppedBy }),
           },
           truncated,

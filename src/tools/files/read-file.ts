@@ -3,10 +3,25 @@
 // one-line description instead of their bytes.
 import { StringDecoder } from "node:string_decoder";
 import { z } from "zod";
-import { describeBinary, isBinary, sniffBytes } from "./text.ts";
-import { quotePath, runGuarded, ToolCallError, throwIfAborted } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
-import { checkCallWorkspace, type Workspace } from "./workspace.ts";
+import { defineBuiltin } from "../builtin.ts";
+import { describeBinary, isBinary, sniffBytes } from "../text.ts";
+import { quotePath, runGuarded, ToolCallError, throwIfAborted } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, type Workspace } from "../workspace.ts";
+
+/** The built-in: its descriptor (the one description anyone reads) and its factory. */
+export const readFileTool = defineBuiltin(
+  {
+    name: "read_file",
+    category: "files",
+    risk: "read-only",
+    disclosure: "private",
+    egress: false,
+    description:
+      "Read a UTF-8 text file in the workspace, optionally a window of lines (offset counts from 1). Binary files are refused.",
+  },
+  ({ workspace }) => createReadFileTool(workspace),
+);
 
 export const readFileLimits = {
   defaultLines: 2000,
@@ -40,8 +55,7 @@ const inputSchema = z.strictObject({
 export function createReadFileTool(workspace: Workspace): ToolImplementation {
   return {
     name: "read_file",
-    description:
-      "Read a UTF-8 text file in the workspace, optionally a window of lines (offset counts from 1). Binary files are refused.",
+    description: readFileTool.descriptor.description,
     inputSchema,
     timeoutMs: 30_000,
     execute: (args, ctx) =>

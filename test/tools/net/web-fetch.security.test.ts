@@ -6,14 +6,14 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { judgeAddress } from "../../src/tools/ip-address.ts";
-import type { ToolRuntime } from "../../src/tools/types.ts";
+import { judgeAddress } from "../../../src/tools/net/ip-address.ts";
 import {
   createWebFetchTool,
   type ResolvedAddress,
   type WebFetchOptions,
-} from "../../src/tools/web-fetch.ts";
-import { expectFailure, expectSuccess, makeContext } from "./support.ts";
+} from "../../../src/tools/net/web-fetch.ts";
+import type { ToolRuntime } from "../../../src/tools/types.ts";
+import { expectFailure, expectSuccess, makeContext } from "../support.ts";
 
 let server: Server;
 let port: number;

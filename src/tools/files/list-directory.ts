@@ -2,9 +2,24 @@
 // sizes only (`internal` disclosure): no contents, no symlink targets.
 import { lstat, readdir } from "node:fs/promises";
 import { z } from "zod";
-import { quotePath, runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
-import { checkCallWorkspace, type EntryType, readEntryType, type Workspace } from "./workspace.ts";
+import { defineBuiltin } from "../builtin.ts";
+import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, type EntryType, readEntryType, type Workspace } from "../workspace.ts";
+
+/** The built-in: its descriptor (the one description anyone reads) and its factory. */
+export const listDirectoryTool = defineBuiltin(
+  {
+    name: "ls",
+    category: "files",
+    risk: "read-only",
+    disclosure: "internal",
+    egress: false,
+    description:
+      "List the entries of a directory in the workspace: name, type (file, directory, symlink, other) and size of files.",
+  },
+  ({ workspace }) => createListDirectoryTool(workspace),
+);
 
 export const listDirectoryLimits = { maxEntries: 1000 };
 
@@ -22,8 +37,7 @@ type Entry = { name: string; type: EntryType; size?: number };
 export function createListDirectoryTool(workspace: Workspace): ToolImplementation {
   return {
     name: "ls",
-    description:
-      "List the entries of a directory in the workspace: name, type (file, directory, symlink, other) and size of files.",
+    description: listDirectoryTool.descriptor.description,
     inputSchema,
     timeoutMs: 30_000,
     execute: (args, ctx) =>

@@ -2,9 +2,9 @@
 // naming its state by hash, and bounding the diff shown for approval. The proposal records the
 // hash it was computed against; the execute half refuses if the file no longer has it, so an
 // approval always applies to the file the operator saw.
-import { cutUtf8, hashText } from "./text.ts";
-import { quotePath, ToolCallError } from "./tool-call-error.ts";
-import type { ConfinedPath, Workspace } from "./workspace.ts";
+import { cutUtf8, hashText } from "../text.ts";
+import { quotePath, ToolCallError } from "../tool-call-error.ts";
+import type { ConfinedPath, Workspace } from "../workspace.ts";
 
 /** Largest file write_file or edit_file will replace or change. */
 export const maxEditableBytes = 8 * 1024 * 1024;

@@ -2,12 +2,28 @@
 // glob. A pattern without a slash matches names at any depth (`*.ts`); with a slash it matches
 // the path relative to the starting directory (`src/**/*.test.ts`). Bounded in entries visited,
 // results and time; `truncated` says the list may not be exhaustive.
-import path from "node:path";
 import { z } from "zod";
-import { quotePath, runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
-import { type WalkState, walkTree } from "./walk-tree.ts";
-import { checkCallWorkspace, type Workspace } from "./workspace.ts";
+import { defineBuiltin } from "../builtin.ts";
+import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, type Workspace } from "../workspace.ts";
+import { createGlobMatcher } from "./glob.ts";
+import { type WalkEntry, type WalkState, walkTree } from "./walk-tree.ts";
+
+/** The built-in: its descriptor (the one description anyone reads) and its factory. */
+export const findFilesTool = defineBuiltin(
+  {
+    name: "find",
+    category: "files",
+    risk: "read-only",
+    disclosure: "internal",
+    egress: false,
+    aliases: ["glob"],
+    description:
+      "Find files and directories in the workspace by glob pattern. Directories end with '/'. Symbolic links are not followed.",
+  },
+  ({ workspace, options }) => createFindFilesTool(workspace, options.find ?? {}),
+);
 
 export const findLimits = {
   defaultResults: 200,
@@ -16,6 +32,9 @@ export const findLimits = {
   maxDepth: 32,
   timeMs: 10_000,
 };
+
+/** Entries sent to the matcher at once. */
+const matchBatch = 256;
 
 const inputSchema = z.strictObject({
   pattern: z
@@ -40,23 +59,14 @@ const inputSchema = z.strictObject({
     .describe(`Most results to return (default ${findLimits.defaultResults}).`),
 });
 
-/** Whether a walked entry matches the pattern (see the module comment). */
-export function matchPattern(pattern: string, name: string, fromStart: string): boolean {
-  const normalized = pattern.startsWith("./") ? pattern.slice(2) : pattern;
-  try {
-    return normalized.includes("/")
-      ? path.posix.matchesGlob(fromStart, normalized)
-      : path.posix.matchesGlob(name, normalized);
-  } catch {
-    return false;
-  }
-}
-
-export function createFindFilesTool(workspace: Workspace): ToolImplementation {
+export function createFindFilesTool(
+  workspace: Workspace,
+  options: { readonly timeMs?: number } = {},
+): ToolImplementation {
+  const timeMs = options.timeMs ?? findLimits.timeMs;
   return {
     name: "find",
-    description:
-      "Find files and directories in the workspace by glob pattern. Directories end with '/'. Symbolic links are not followed.",
+    description: findFilesTool.descriptor.description,
     inputSchema,
     timeoutMs: 30_000,
     execute: (args, ctx) =>
@@ -71,6 +81,8 @@ export function createFindFilesTool(workspace: Workspace): ToolImplementation {
             `The path ${quotePath(confined.given)} is not a directory.`,
           );
         }
+        const deadline = Date.now() + timeMs;
+        const matcher = createGlobMatcher(input.pattern, deadline);
         const state: WalkState = { stoppedBy: undefined, visited: 0 };
         const matches: string[] = [];
         let truncated = false;
@@ -80,18 +92,40 @@ export function createFindFilesTool(workspace: Workspace): ToolImplementation {
           {
             maxDepth: findLimits.maxDepth,
             maxEntries: findLimits.maxEntries,
-            deadline: Date.now() + findLimits.timeMs,
+            deadline,
             signal: ctx.signal,
           },
           state,
         );
-        for await (const entry of walk) {
-          if (!matchPattern(input.pattern, entry.name, entry.fromStart)) continue;
-          if (matches.length >= limit) {
-            truncated = true;
-            break;
+        // Entries are matched in batches (off the main thread when the pattern is not simple).
+        let batch: WalkEntry[] = [];
+        const flush = async (): Promise<boolean> => {
+          const verdicts = await matcher.match(batch);
+          for (const [i, entry] of batch.entries()) {
+            if (verdicts[i] !== true) continue;
+            if (matches.length >= limit) {
+              truncated = true;
+              return false;
+            }
+            matches.push(entry.type === "directory" ? `${entry.relative}/` : entry.relative);
           }
-          matches.push(entry.type === "directory" ? `${entry.relative}/` : entry.relative);
+          batch = [];
+          return true;
+        };
+        try {
+          let going = true;
+          for await (const entry of walk) {
+            batch.push(entry);
+            if (batch.length < matchBatch) continue;
+            going = await flush();
+            if (!going) break;
+          }
+          if (going) await flush();
+        } catch (error) {
+          if (!(error instanceof ToolCallError && error.code === "timeout")) throw error;
+          state.stoppedBy ??= "deadline";
+        } finally {
+          await matcher.stop();
         }
         if (state.stoppedBy !== undefined) truncated = true;
         return {

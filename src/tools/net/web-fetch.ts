@@ -12,11 +12,26 @@ import https from "node:https";
 import { isIP, type LookupFunction, type Socket } from "node:net";
 import { TextDecoder } from "node:util";
 import { z } from "zod";
-import { quoteUntrusted } from "../policy/quote.ts";
+import { quoteUntrusted } from "../../policy/quote.ts";
+import { defineBuiltin } from "../builtin.ts";
+import { describeBinary, isBinary, sniffBytes } from "../text.ts";
+import { runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
 import { judgeAddress, normalizeAddress } from "./ip-address.ts";
-import { describeBinary, isBinary, sniffBytes } from "./text.ts";
-import { runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
+
+/** The built-in: its descriptor (the one description anyone reads) and its factory. */
+export const webFetchTool = defineBuiltin(
+  {
+    name: "web_fetch",
+    category: "web",
+    risk: "read-only",
+    disclosure: "public",
+    egress: true,
+    description:
+      "Fetch a public http(s) URL with GET and return its text (HTML, JSON, plain text). Private, loopback and metadata addresses are refused; large pages are cut.",
+  },
+  ({ options }) => createWebFetchTool(options.webFetch ?? {}),
+);
 
 export type ResolvedAddress = { readonly address: string; readonly family?: number };
 
@@ -232,8 +247,7 @@ export function createWebFetchTool(options: WebFetchOptions = {}): ToolImplement
 
   return {
     name: "web_fetch",
-    description:
-      "Fetch a public http(s) URL with GET and return its text (HTML, JSON, plain text). Private, loopback and metadata addresses are refused; large pages are cut.",
+    description: webFetchTool.descriptor.description,
     inputSchema,
     timeoutMs: timeoutMs + 5_000,
     execute: (args, ctx) =>

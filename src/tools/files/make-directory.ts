@@ -4,9 +4,24 @@
 // swapped for a symlink mid-way cannot redirect the creation outside the workspace.
 import { lstat, mkdir } from "node:fs/promises";
 import { z } from "zod";
-import { quotePath, runGuarded, ToolCallError, throwIfAborted } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
-import { checkCallWorkspace, type OpenDirectory, type Workspace } from "./workspace.ts";
+import { defineBuiltin } from "../builtin.ts";
+import { quotePath, runGuarded, ToolCallError, throwIfAborted } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, type OpenDirectory, type Workspace } from "../workspace.ts";
+
+/** The built-in: its descriptor (the one description anyone reads) and its factory. */
+export const makeDirectoryTool = defineBuiltin(
+  {
+    name: "mkdir",
+    category: "files",
+    risk: "high-risk",
+    disclosure: "public",
+    egress: false,
+    description:
+      "Create a directory in the workspace, with its missing parents unless parents is false. An existing directory is not an error.",
+  },
+  ({ workspace }) => createMakeDirectoryTool(workspace),
+);
 
 const inputSchema = z.strictObject({
   path: z.string().min(1).max(4096).describe("Directory to create, relative to the workspace."),
@@ -21,8 +36,7 @@ function errnoOf(error: unknown): string | undefined {
 export function createMakeDirectoryTool(workspace: Workspace): ToolImplementation {
   return {
     name: "mkdir",
-    description:
-      "Create a directory in the workspace, with its missing parents unless parents is false. An existing directory is not an error.",
+    description: makeDirectoryTool.descriptor.description,
     inputSchema,
     timeoutMs: 30_000,
     execute: (args, ctx) =>

@@ -11,14 +11,15 @@ import { constants, createReadStream } from "node:fs";
 import { access, stat } from "node:fs/promises";
 import path from "node:path";
 import { z } from "zod";
-import { ConfigError, type Problem } from "../errors.ts";
-import type { CommandToolPolicy } from "../policy/policy-files.ts";
-import { checkCommandDenylist } from "./command-denylist.ts";
-import { describeProcessResult } from "./execute-command.ts";
-import { runProcess } from "./run-process.ts";
-import { quotePath, runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
-import { checkCallWorkspace, type Workspace } from "./workspace.ts";
+import { ConfigError, type Problem } from "../../errors.ts";
+import type { CommandToolPolicy } from "../../policy/policy-files.ts";
+import { quoteUntrusted } from "../../policy/quote.ts";
+import { checkCommandDenylist } from "../command-denylist.ts";
+import { describeProcessResult } from "../process/execute-command.ts";
+import { runProcess } from "../run-process.ts";
+import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, type Workspace } from "../workspace.ts";
 
 export const commandToolLimits = {
   maxArguments: 32,
@@ -140,14 +141,18 @@ function buildCommandTool(
           arguments: argumentsField,
         });
   const fixedArgs = tool.mode === "fixed" ? tool.args : [];
+  // A model argument the program would read as an option (`git log --output=FILE`) can do more
+  // than the declared risk. It is safe after an operator-placed `--`; otherwise it is refused,
+  // unless the declaration says the model may pass options (allowOptions).
+  const optionsAllowed = tool.allowOptions === true || fixedArgs.includes("--");
   const pinned = tool.mode === "fixed" ? tool.sha256 : undefined;
 
   return {
     name: tool.name,
     description:
       tool.mode === "fixed"
-        ? `${tool.description}\n(Runs a fixed program; your arguments are appended literally, at most ${commandToolLimits.maxArguments}.)`
-        : `${tool.description}\n(Runs one of: ${tool.programs.join(", ")}; arguments are passed literally, no shell.)`,
+        ? `${tool.description}\n(Runs a fixed program; your arguments are appended literally, at most ${commandToolLimits.maxArguments}${optionsAllowed ? "" : ", none starting with -"}.)`
+        : `${tool.description}\n(Runs one of: ${tool.programs.join(", ")}; arguments are passed literally, no shell${optionsAllowed ? "" : ", none starting with -"}.)`,
     inputSchema,
     timeoutMs: timeoutMs + 10_000,
     execute: (args, ctx) =>
@@ -166,6 +171,13 @@ function buildCommandTool(
           throw new ToolCallError(
             "refused",
             `The program of ${tool.name} changed since peergate started (its SHA-256 no longer matches the pin); nothing was run.`,
+          );
+        }
+        const option = optionsAllowed ? undefined : input.arguments.find((a) => a.startsWith("-"));
+        if (option !== undefined) {
+          throw new ToolCallError(
+            "refused",
+            `The argument ${quoteUntrusted(option)} starts with "-": ${tool.name} does not take options from the model. Nothing was run.`,
           );
         }
         const argv = [...fixedArgs, ...input.arguments];

@@ -3,7 +3,7 @@
 import { chmod, mkdir, readdir, readFile, stat, symlink, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { ToolRuntime } from "../../src/tools/types.ts";
+import type { ToolRuntime } from "../../../src/tools/types.ts";
 import {
   approveAndRun,
   callTool,
@@ -14,7 +14,7 @@ import {
   runHalf,
   type Sandbox,
   startRuntime,
-} from "./support.ts";
+} from "../support.ts";
 
 let sandbox: Sandbox;
 let runtime: ToolRuntime;

@@ -4,8 +4,8 @@
 // name means, and it is atomic. All of it goes through the verified parent directory descriptor.
 import { constants } from "node:fs";
 import { open, rename, unlink } from "node:fs/promises";
-import { quotePath, ToolCallError, throwIfAborted } from "./tool-call-error.ts";
-import { type ConfinedTarget, nameTempFile, type Workspace } from "./workspace.ts";
+import { quotePath, ToolCallError, throwIfAborted } from "../tool-call-error.ts";
+import { type ConfinedTarget, nameTempFile, type Workspace } from "../workspace.ts";
 
 const chunkBytes = 256 * 1024;
 

@@ -1,8 +1,23 @@
 // stat: what a path is, how big, when it changed. Never its contents.
 import { z } from "zod";
-import { runGuarded } from "./tool-call-error.ts";
-import type { ToolImplementation } from "./types.ts";
-import { checkCallWorkspace, readEntryType, type Workspace } from "./workspace.ts";
+import { defineBuiltin } from "../builtin.ts";
+import { runGuarded } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import { checkCallWorkspace, readEntryType, type Workspace } from "../workspace.ts";
+
+/** The built-in: its descriptor (the one description anyone reads) and its factory. */
+export const statTool = defineBuiltin(
+  {
+    name: "stat",
+    category: "files",
+    risk: "read-only",
+    disclosure: "internal",
+    egress: false,
+    description:
+      "Describe a file or directory in the workspace: type, size, permissions and modification time (no contents).",
+  },
+  ({ workspace }) => createStatTool(workspace),
+);
 
 const inputSchema = z.strictObject({
   path: z.string().min(1).max(4096).describe("Path, relative to the workspace."),
@@ -11,8 +26,7 @@ const inputSchema = z.strictObject({
 export function createStatTool(workspace: Workspace): ToolImplementation {
   return {
     name: "stat",
-    description:
-      "Describe a file or directory in the workspace: type, size, permissions and modification time (no contents).",
+    description: statTool.descriptor.description,
     inputSchema,
     timeoutMs: 10_000,
     execute: (args, ctx) =>

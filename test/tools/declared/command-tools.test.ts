@@ -1,12 +1,16 @@
 // Declared command tools from tools.yaml: fixed and structured modes, literal argv, argument and
 // output bounds, PATH resolution at start, and the SHA-256 pin checked at start and per call.
+
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
 import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { ConfigError } from "../../src/errors.ts";
-import { parseToolsPolicy } from "../../src/policy/policy-files.ts";
-import type { ToolRuntime } from "../../src/tools/types.ts";
+import { ConfigError } from "../../../src/errors.ts";
+import { parseToolsPolicy } from "../../../src/policy/policy-files.ts";
+import { builtinDescriptors } from "../../../src/tools/builtin-tools.ts";
+import type { ToolRuntime } from "../../../src/tools/types.ts";
 import {
   baseEnv,
   buildPolicies,
@@ -16,7 +20,7 @@ import {
   expectSuccess,
   type Sandbox,
   startRuntime,
-} from "./support.ts";
+} from "../support.ts";
 
 let sandbox: Sandbox;
 let bin: string;
@@ -41,7 +45,7 @@ afterEach(async () => {
 });
 
 async function start(yaml: string, pathVariable = `${bin}:/usr/bin:/bin`) {
-  const toolsPolicy = parseToolsPolicy(yaml, "tools.yaml");
+  const toolsPolicy = parseToolsPolicy(yaml, "tools.yaml", builtinDescriptors);
   runtime = await startRuntime(sandbox, {
     policies: buildPolicies(toolsPolicy),
     env: baseEnv({ PATH: pathVariable, SERVICE_TOKEN: "leak" }),
@@ -58,7 +62,7 @@ const sha256 = (text: string) => createHash("sha256").update(text).digest("hex")
 describe("fixed command tools", () => {
   it("appends the model's arguments as literal argv after the fixed ones", async () => {
     const rt = await start(`commands:
-  - {name: show, description: d, mode: fixed, program: print-args, args: ["--fixed", "a b"], risk: read-only, disclosure: public, egress: false}
+  - {name: show, description: d, mode: fixed, program: print-args, args: ["--fixed", "a b"], allowOptions: true, risk: read-only, disclosure: public, egress: false}
 `);
     const hostile = ["; rm -rf /", "$(id)", "`id`", "x\ny", "*", "--output=/etc/passwd"];
     const result = expectSuccess(await callTool(rt, "show", { arguments: hostile }));
@@ -189,7 +193,7 @@ describe("structured command tools", () => {
 
   it("applies the denylist to what the model asks a declared shell to run", async () => {
     const rt = await start(`commands:
-  - {name: tools_run, description: d, mode: structured, programs: [sh]}
+  - {name: tools_run, description: d, mode: structured, programs: [sh], allowOptions: true}
 `);
     const error = expectFailure(
       await callTool(rt, "tools_run", { program: "sh", arguments: ["-c", "sudo id"] }),
@@ -197,4 +201,80 @@ describe("structured command tools", () => {
     );
     expect(error).toContain("privilege escalation");
   });
+});
+
+describe("fixed tools cannot be steered by options", () => {
+  it("refuses a model argument starting with - unless the declaration allows options", async () => {
+    const rt = await start(`commands:
+  - {name: show, description: d, mode: fixed, program: print-args, args: [fixed]}
+  - {name: pick, description: d, mode: structured, programs: [print-args]}
+  - {name: open, description: d, mode: fixed, program: print-args, allowOptions: true}
+`);
+    expect(rt.tools.get("show")?.description).toContain("none starting with -");
+    for (const argument of ["--output=/tmp/x", "-o", "-", "--"]) {
+      const error = expectFailure(
+        await callTool(rt, "show", { arguments: ["ok", argument] }),
+        "refused",
+      );
+      expect(error).toContain("does not take options");
+      expectFailure(
+        await callTool(rt, "pick", { program: "print-args", arguments: [argument] }),
+        "refused",
+      );
+    }
+    expect(lines(expectSuccess(await callTool(rt, "open", { arguments: ["-o", "x"] })))).toEqual([
+      "[-o]",
+      "[x]",
+    ]);
+  });
+
+  it("passes them after an operator-placed --, where they are operands", async () => {
+    const rt = await start(`commands:
+  - {name: show, description: d, mode: fixed, program: print-args, args: [log, --]}
+`);
+    const result = expectSuccess(await callTool(rt, "show", { arguments: ["--output=x", "-p"] }));
+    expect(lines(result)).toEqual(["[log]", "[--]", "[--output=x]", "[-p]"]);
+  });
+
+  it.skipIf(!existsSync("/usr/bin/git"))(
+    "the shipped read-only git example cannot be made to write a file",
+    async () => {
+      // The example exactly as shipped in policies/tools.yaml, uncommented.
+      const shipped = readFileSync(
+        path.join(import.meta.dirname, "..", "..", "..", "policies", "tools.yaml"),
+        "utf8",
+      );
+      const lines_ = shipped.split("\n");
+      const first = lines_.indexOf("#   - name: git_log");
+      const last = lines_.indexOf("#", first);
+      const block = lines_.slice(first, last).map((line) => line.slice(2));
+      const yaml = `commands:\n${block.join("\n")}\n`;
+      const git = (...args: string[]) =>
+        spawnSync("git", args, {
+          cwd: sandbox.workspace,
+          env: {
+            ...baseEnv(),
+            GIT_AUTHOR_NAME: "t",
+            GIT_AUTHOR_EMAIL: "t@example.com",
+            GIT_COMMITTER_NAME: "t",
+            GIT_COMMITTER_EMAIL: "t@example.com",
+          },
+        });
+      git("init", "-q");
+      await writeFile(path.join(sandbox.workspace, "a.txt"), "a\n");
+      git("add", "a.txt");
+      git("commit", "-qm", "first");
+      const rt = await start(yaml);
+      const stolen = path.join(sandbox.outside, "written-by-git");
+      // Before the fix, git read this as its --output option and wrote the log to the file.
+      const result = await callTool(rt, "git_log", { arguments: [`--output=${stolen}`] });
+      expect(existsSync(stolen)).toBe(false);
+      expect(existsSync(path.join(sandbox.workspace, `--output=${stolen}`))).toBe(false);
+      // Passed after the shipped `--`, the argument is a path that matches no commit.
+      expect(expectSuccess(result).stdout).toBe("");
+      expect(lines(expectSuccess(await callTool(rt, "git_log", { arguments: ["a.txt"] })))).toEqual(
+        [expect.stringMatching(/^[0-9a-f]+ first$/)],
+      );
+    },
+  );
 });

@@ -1,7 +1,8 @@
 // Which IP addresses web_fetch may connect to. Everything that reaches this machine, its local
 // networks or a cloud metadata service is refused: loopback, private, link-local, CGNAT,
-// multicast, unspecified, documentation and reserved ranges, and IPv6 forms that embed an IPv4
-// address (mapped, compatible, NAT64, 6to4) are judged by the address they embed. Input is the
+// multicast, unspecified, documentation and reserved ranges. Every IPv6 form that embeds an IPv4
+// address (mapped, translated, compatible, NAT64 well-known and local-use, 6to4, Teredo, ISATAP)
+// is judged by the address it embeds: a blocked IPv4 address is refused in any wrapping. Input is the
 // textual address a resolver returned or a URL host after WHATWG parsing (which has already
 // turned decimal, hex and octal IPv4 spellings into dotted quads); anything else is refused.
 import { isIPv4, isIPv6 } from "node:net";
@@ -93,7 +94,6 @@ const blocked6: readonly Range[] = [
   range6("::/128", "an unspecified address"),
   range6("::1/128", "a loopback address"),
   range6("::/96", "an IPv4-compatible address"),
-  range6("64:ff9b:1::/48", "a local-use NAT64 address"),
   range6("100::/64", "a discard address"),
   range6("2001::/23", "an IETF protocol address (Teredo and others)"),
   range6("2001:db8::/32", "a documentation address"),
@@ -106,8 +106,66 @@ const blocked6: readonly Range[] = [
 ];
 
 const mapped = range6("::ffff:0:0/96", "");
+const translated = range6("::ffff:0:0:0/96", "");
+const compatible = range6("::/96", "");
 const nat64 = range6("64:ff9b::/96", "");
+const nat64Local = range6("64:ff9b:1::/48", "");
 const sixToFour = range6("2002::/16", "");
+const teredo = range6("2001::/32", "");
+
+const low32 = (v6: bigint): bigint => v6 & 0xffffffffn;
+
+/**
+ * Where a local-use NAT64 prefix (64:ff9b:1::/48) may carry its IPv4 address: RFC 6052 places it
+ * by the prefix length the operator chose (/48, /56, /64 or /96), skipping bits 64-71. The
+ * length is not visible in the address, so every placement is judged.
+ */
+function nat64LocalCandidates(v6: bigint): bigint[] {
+  const byte = (i: number) => (v6 >> BigInt(8 * (15 - i))) & 0xffn;
+  const join = (...indexes: number[]) => indexes.reduce((acc, i) => (acc << 8n) | byte(i), 0n);
+  return [join(6, 7, 9, 10), join(7, 9, 10, 11), join(9, 10, 11, 12), low32(v6)];
+}
+
+/** ISATAP interface identifiers: [0-3]00:5efe followed by the IPv4 address. */
+function isIsatap(v6: bigint): boolean {
+  return ((v6 >> 32n) & 0xfcffffffn) === 0x00005efen;
+}
+
+type Embedding = {
+  readonly form: string;
+  readonly addresses: readonly bigint[];
+  /** Whether a public embedded address makes the IPv6 address acceptable on its own. */
+  readonly decides: boolean;
+};
+
+/** The IPv4 addresses an IPv6 address carries, and in which form; undefined for none. */
+function findEmbedded(v6: bigint): Embedding | undefined {
+  if (inRange(v6, mapped, 128))
+    return { form: "IPv4-mapped", addresses: [low32(v6)], decides: true };
+  if (inRange(v6, translated, 128)) {
+    return { form: "IPv4-translated", addresses: [low32(v6)], decides: true };
+  }
+  // :: and ::1 are judged as themselves below.
+  if (inRange(v6, compatible, 128) && v6 > 1n) {
+    // Deprecated and never routed: a public address inside is still refused (by ::/96 below).
+    return { form: "IPv4-compatible", addresses: [low32(v6)], decides: false };
+  }
+  if (inRange(v6, nat64, 128)) return { form: "NAT64", addresses: [low32(v6)], decides: true };
+  if (inRange(v6, nat64Local, 128)) {
+    return { form: "local-use NAT64", addresses: nat64LocalCandidates(v6), decides: true };
+  }
+  if (inRange(v6, sixToFour, 128)) {
+    return { form: "6to4", addresses: [(v6 >> 80n) & 0xffffffffn], decides: true };
+  }
+  if (inRange(v6, teredo, 128)) {
+    // The server's address in bits 32-63; the client's in the last 32 bits, inverted.
+    const server = (v6 >> 64n) & 0xffffffffn;
+    const client = low32(v6) ^ 0xffffffffn;
+    return { form: "Teredo", addresses: [server, client], decides: false };
+  }
+  if (isIsatap(v6)) return { form: "ISATAP", addresses: [low32(v6)], decides: false };
+  return undefined;
+}
 
 function judge4(value: bigint, address: string): AddressVerdict {
   if (metadata4.has(address)) {
@@ -133,16 +191,19 @@ export function judgeAddress(text: string): AddressVerdict {
   }
   if (metadata6.has(v6))
     return { allowed: false, reason: "a cloud metadata address", metadata: true };
-  // Forms that carry an IPv4 address are judged by it.
-  let embedded: bigint | undefined;
-  if (inRange(v6, mapped, 128) || inRange(v6, nat64, 128)) embedded = v6 & 0xffffffffn;
-  else if (inRange(v6, sixToFour, 128)) embedded = (v6 >> 80n) & 0xffffffffn;
+  // Forms that carry an IPv4 address are judged by it: refused if any address inside is.
+  const embedded = findEmbedded(v6);
   if (embedded !== undefined) {
-    const inner = judge4(embedded, formatIPv4(embedded));
-    if (!inner.allowed) {
-      return { ...inner, reason: `${inner.reason} inside an IPv6 address` };
+    for (const address of embedded.addresses) {
+      const inner = judge4(address, formatIPv4(address));
+      if (!inner.allowed) {
+        return {
+          ...inner,
+          reason: `${inner.reason} inside an IPv6 address (${embedded.form})`,
+        };
+      }
     }
-    return { allowed: true, family: 6, address: text };
+    if (embedded.decides) return { allowed: true, family: 6, address: text };
   }
   for (const range of blocked6) {
     if (inRange(v6, range, 128)) return { allowed: false, reason: range.reason, metadata: false };

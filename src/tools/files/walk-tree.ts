@@ -4,8 +4,8 @@
 
 import type { Dirent } from "node:fs";
 import { readdir } from "node:fs/promises";
-import { throwIfAborted } from "./tool-call-error.ts";
-import type { ConfinedPath, EntryType, OpenDirectory, Workspace } from "./workspace.ts";
+import { throwIfAborted } from "../tool-call-error.ts";
+import type { ConfinedPath, EntryType, OpenDirectory, Workspace } from "../workspace.ts";
 
 export type WalkEntry = {
   /** Relative to the workspace root, POSIX separators. */

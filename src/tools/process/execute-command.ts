@@ -4,12 +4,35 @@
 // risk floor's reasons); the hidden half checks again and runs it in the workspace, in its own
 // process group, with a scrubbed environment, a timeout, and capped output.
 import { z } from "zod";
-import { checkCommandDenylist } from "./command-denylist.ts";
-import { decodeOutput, type ProcessResult, runProcess } from "./run-process.ts";
-import { assessShellRisk } from "./shell-risk.ts";
-import { quotePath, runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ApprovalRequest, ToolFailure, ToolImplementation, ToolSuccess } from "./types.ts";
-import { checkCallWorkspace, type Workspace } from "./workspace.ts";
+import { defineBuiltin, requireHalf } from "../builtin.ts";
+import { checkCommandDenylist } from "../command-denylist.ts";
+import { decodeOutput, type ProcessResult, runProcess } from "../run-process.ts";
+import { assessShellRisk } from "../shell-risk.ts";
+import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ApprovalRequest, ToolFailure, ToolImplementation, ToolSuccess } from "../types.ts";
+import { checkCallWorkspace, type Workspace } from "../workspace.ts";
+
+/** The built-in: its descriptor (the one description anyone reads) and its factory. */
+export const executeCommandTool = defineBuiltin(
+  {
+    name: "execute_command",
+    category: "shell",
+    risk: "unknown",
+    disclosure: "private",
+    // A shell can reach the network (curl, git push): the honest answer is yes.
+    egress: true,
+    twoPhase: true,
+    description:
+      "Run a program with arguments in the workspace (no shell: args are passed literally). Shows the command for approval first. Returns exit code, stdout and stderr (each cut at 256 KiB).",
+  },
+  ({ workspace, env, options }, d) =>
+    createExecuteCommandTool({
+      workspace,
+      executeHalfName: requireHalf(d),
+      env,
+      ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
+    }),
+);
 
 export const commandLimits = {
   maxArgs: 256,
@@ -180,8 +203,7 @@ export function createExecuteCommandTool(options: {
 
   return {
     name: "execute_command",
-    description:
-      "Run a program with arguments in the workspace (no shell: args are passed literally). Shows the command for approval first. Returns exit code, stdout and stderr (each cut at 256 KiB).",
+    description: executeCommandTool.descriptor.description,
     inputSchema,
     // Also the bound the engine may apply to the hidden half, which runs the command.
     timeoutMs: commandLimits.maxTimeoutMs + 15_000,

@@ -2,6 +2,11 @@
 // real diff without changing anything; the hidden half re-resolves the path, checks the file is
 // still what the diff was computed against, and replaces it atomically.
 import { z } from "zod";
+import { defineBuiltin, requireHalf } from "../builtin.ts";
+import { describeBinary, isBinary, sniffBytes } from "../text.ts";
+import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ApprovalRequest, ToolImplementation } from "../types.ts";
+import { type ConfinedTarget, checkCallWorkspace, type Workspace } from "../workspace.ts";
 import { writeFileAtomically } from "./atomic-write.ts";
 import {
   boundPreview,
@@ -10,11 +15,22 @@ import {
   maxWriteBytes,
   readCurrentBytes,
 } from "./file-state.ts";
-import { describeBinary, isBinary, sniffBytes } from "./text.ts";
-import { quotePath, runGuarded, ToolCallError } from "./tool-call-error.ts";
-import type { ApprovalRequest, ToolImplementation } from "./types.ts";
 import { createUnifiedDiff } from "./unified-diff.ts";
-import { type ConfinedTarget, checkCallWorkspace, type Workspace } from "./workspace.ts";
+
+/** The built-in: its descriptor (the one description anyone reads) and its factory. */
+export const writeFileTool = defineBuiltin(
+  {
+    name: "write_file",
+    category: "files",
+    risk: "high-risk",
+    disclosure: "public",
+    egress: false,
+    twoPhase: true,
+    description:
+      "Create or overwrite a text file in the workspace with the given content. Shows the diff for approval first; the directory must exist.",
+  },
+  ({ workspace }, d) => createWriteFileTool(workspace, requireHalf(d)),
+);
 
 const pathField = z.string().min(1).max(4096);
 
@@ -64,8 +80,7 @@ export function createWriteFileTool(
 ): ToolImplementation {
   return {
     name: "write_file",
-    description:
-      "Create or overwrite a text file in the workspace with the given content. Shows the diff for approval first; the directory must exist.",
+    description: writeFileTool.descriptor.description,
     inputSchema,
     timeoutMs: 60_000,
     execute: (args, ctx) =>
