@@ -10,8 +10,13 @@ import path from "node:path";
 import { createLogger } from "../src/log.ts";
 import { listPolicyTools } from "../src/policy/policy-files.ts";
 import { createInventory } from "../src/policy/tools.ts";
+import { checkCommandDenylist as checkDenylistBefore } from "../src/tools/command-denylist.ts";
 import { createToolRuntime } from "../src/tools/runtime.ts";
+import { checkCommandDenylist as checkDenylistAfter } from "../src/tools/shell/command-denylist.ts";
+import { assessShellRisk as assessShellRiskAfter } from "../src/tools/shell/shell-risk.ts";
+import { scanShell as scanAfter } from "../src/tools/shell/shell-scan.ts";
 import { assessShellRisk } from "../src/tools/shell-risk.ts";
+import { scanShell as scanBefore } from "../src/tools/shell-scan.ts";
 import type { ToolCallContext, ToolRuntime } from "../src/tools/types.ts";
 
 const base = await realpath(await mkdtemp(path.join(os.tmpdir(), "peergate-bench-tools-")));
@@ -113,6 +118,44 @@ const rows = [
     assessShellRisk("grep -rn x src | sort > /dev/null", "unknown"),
   ),
 ];
+
+// The bash reader, per script: one parse, the floor on it, and the denylist on `sh -c script`,
+// over scripts of the kinds models send (median of batches; each row is per script).
+const scripts = [
+  "ls -la",
+  "git status --short",
+  "grep -rn 'TODO' src | sort | head -20",
+  'for f in *.ts; do wc -l "$f"; done > /dev/null',
+  "npm test -- --reporter=dot 2>&1 && echo ok || echo failed",
+  'find . -name "*.log" -mtime +7 -print | xargs -r rm -f',
+];
+async function perScript(label: string, rounds: number, run: (script: string) => unknown) {
+  const times: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    const t = performance.now();
+    for (const script of scripts) await run(script);
+    times.push((performance.now() - t) / scripts.length);
+  }
+  times.sort((a, b) => a - b);
+  const median = times[Math.floor(times.length / 2)] ?? 0;
+  return `| ${label} | ${rounds * scripts.length} | ${median.toFixed(3)} | ${(times.at(-1) ?? 0).toFixed(3)} |`;
+}
+rows.push(
+  await perScript("shell: parse only, before (hand lexer)", 200, (s) => scanBefore(s)),
+  await perScript("shell: parse only, after (tree-sitter)", 200, (s) => scanAfter(s)),
+  await perScript("shell: floor, before (sh-syntax + hand lexer)", 200, (s) =>
+    assessShellRisk(s, "unknown"),
+  ),
+  await perScript("shell: floor, after (tree-sitter)", 200, (s) =>
+    assessShellRiskAfter(s, "unknown"),
+  ),
+  await perScript("shell: denylist of sh -c script, before", 200, (s) =>
+    checkDenylistBefore("sh", ["-c", s]),
+  ),
+  await perScript("shell: denylist of sh -c script, after", 200, (s) =>
+    checkDenylistAfter("sh", ["-c", s]),
+  ),
+);
 
 console.log(`createToolRuntime: ${startMs.toFixed(1)} ms\n`);
 console.log("| call | runs | median ms | max ms |\n|---|---|---|---|");
