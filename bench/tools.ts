@@ -10,13 +10,10 @@ import path from "node:path";
 import { createLogger } from "../src/log.ts";
 import { listPolicyTools } from "../src/policy/policy-files.ts";
 import { createInventory } from "../src/policy/tools.ts";
-import { checkCommandDenylist as checkDenylistBefore } from "../src/tools/command-denylist.ts";
 import { createToolRuntime } from "../src/tools/runtime.ts";
-import { checkCommandDenylist as checkDenylistAfter } from "../src/tools/shell/command-denylist.ts";
-import { assessShellRisk as assessShellRiskAfter } from "../src/tools/shell/shell-risk.ts";
-import { scanShell as scanAfter } from "../src/tools/shell/shell-scan.ts";
-import { assessShellRisk } from "../src/tools/shell-risk.ts";
-import { scanShell as scanBefore } from "../src/tools/shell-scan.ts";
+import { checkCommandDenylist } from "../src/tools/shell/command-denylist.ts";
+import { assessShellRisk } from "../src/tools/shell/shell-risk.ts";
+import { scanShell } from "../src/tools/shell/shell-scan.ts";
 import type { ToolCallContext, ToolRuntime } from "../src/tools/types.ts";
 
 const base = await realpath(await mkdtemp(path.join(os.tmpdir(), "peergate-bench-tools-")));
@@ -114,13 +111,15 @@ const rows = [
     20,
     call("web_fetch", { url: `http://bench.test:${port}/` }),
   ),
-  await measure("assessShellRisk, one-line script", 50, () =>
+  await measure("assessShellRisk, one-line script", 50, async () =>
     assessShellRisk("grep -rn x src | sort > /dev/null", "unknown"),
   ),
 ];
 
 // The bash reader, per script: one parse, the floor on it, and the denylist on `sh -c script`,
-// over scripts of the kinds models send (median of batches; each row is per script).
+// over scripts of the kinds models send (median of batches; each row is per script). Before the
+// one reader, the floor cost 4.5-8.9 ms per script (sh-syntax instantiated per parse) and the hand
+// lexer 0.003 ms; measured side by side in one run in the commit that brought tree-sitter in.
 const scripts = [
   "ls -la",
   "git status --short",
@@ -141,19 +140,10 @@ async function perScript(label: string, rounds: number, run: (script: string) =>
   return `| ${label} | ${rounds * scripts.length} | ${median.toFixed(3)} | ${(times.at(-1) ?? 0).toFixed(3)} |`;
 }
 rows.push(
-  await perScript("shell: parse only, before (hand lexer)", 200, (s) => scanBefore(s)),
-  await perScript("shell: parse only, after (tree-sitter)", 200, (s) => scanAfter(s)),
-  await perScript("shell: floor, before (sh-syntax + hand lexer)", 200, (s) =>
-    assessShellRisk(s, "unknown"),
-  ),
-  await perScript("shell: floor, after (tree-sitter)", 200, (s) =>
-    assessShellRiskAfter(s, "unknown"),
-  ),
-  await perScript("shell: denylist of sh -c script, before", 200, (s) =>
-    checkDenylistBefore("sh", ["-c", s]),
-  ),
-  await perScript("shell: denylist of sh -c script, after", 200, (s) =>
-    checkDenylistAfter("sh", ["-c", s]),
+  await perScript("shell: parse (tree-sitter bash)", 200, (s) => scanShell(s)),
+  await perScript("shell: parse + floor", 200, (s) => assessShellRisk(s, "unknown")),
+  await perScript("shell: denylist of sh -c script", 200, (s) =>
+    checkCommandDenylist("sh", ["-c", s]),
   ),
 );
 

@@ -4,9 +4,9 @@
 // risk floor's reasons); the hidden half checks again and runs it in the workspace, in its own
 // process group, with a scrubbed environment, a timeout, and capped output.
 import { z } from "zod";
-import { checkCommandDenylist } from "./command-denylist.ts";
 import { decodeOutput, type ProcessResult, runProcess } from "./run-process.ts";
-import { assessShellRisk } from "./shell-risk.ts";
+import { checkCommandDenylist } from "./shell/command-denylist.ts";
+import { assessShellRisk } from "./shell/shell-risk.ts";
 import { quotePath, runGuarded, ToolCallError } from "./tool-call-error.ts";
 import type { ApprovalRequest, ToolFailure, ToolImplementation, ToolSuccess } from "./types.ts";
 import { checkCallWorkspace, type Workspace } from "./workspace.ts";
