@@ -75,6 +75,9 @@ export function scanShell(source: string): ShellScan {
       pipelines: 0,
     };
     visitBody(st, root, { nested: undefined, pipeline: undefined, stage: 0, depth: 0 });
+    // The walk reads what it understands; an error it did not meet (a missing closing quote
+    // inside a word) is still an error of the text.
+    if (st.hasError && st.problems.length === 0) noteFirstError(st, root);
     return {
       commands: st.commands,
       problems: st.problems,
@@ -104,6 +107,32 @@ function noteError(st: State, node: Node): void {
       ? `unterminated quote or construct (near ${JSON.stringify(excerpt(node.text))})`
       : `does not parse as bash (near ${JSON.stringify(excerpt(node.text))})`,
   );
+}
+
+function noteFirstError(st: State, root: Node): void {
+  const cursor = root.walk();
+  try {
+    for (;;) {
+      const node = cursor.currentNode;
+      if (node.isMissing) {
+        noteMissing(st, node);
+        return;
+      }
+      if (node.type === "ERROR") {
+        noteError(st, node);
+        return;
+      }
+      if (cursor.gotoFirstChild()) continue;
+      while (!cursor.gotoNextSibling()) {
+        if (!cursor.gotoParent()) {
+          problem(st, "does not parse as bash");
+          return;
+        }
+      }
+    }
+  } finally {
+    cursor.delete();
+  }
 }
 
 function noteMissing(st: State, node: Node): void {
