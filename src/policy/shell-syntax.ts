@@ -38,6 +38,8 @@ export type SimpleCommand = {
   readonly stage: number;
   /** Inside a command or process substitution. */
   readonly nested: "command" | "process" | undefined;
+  /** The function whose body holds the command, if any (`f() { f | f & }`). */
+  readonly function: string | undefined;
   /**
    * Set when the entry is not a command the shell runs by name: the redirections of a compound
    * statement (`for … done > log`) carry the statement's kind here, and `words` is empty.

@@ -8,6 +8,8 @@
 // The grammar loads once, when this module is first imported (a top-level await, so start-up has
 // it before any request); after that every parse is synchronous. It errs one way: a tree with an
 // error or a missing token is reported as a problem, which only ever makes a script look riskier.
+// One file over 500 lines on purpose: it is one recursive reading of one grammar's node types,
+// and split up, the cases of a node kind would sit apart from one another.
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { Language, type Node, Parser } from "web-tree-sitter";
@@ -50,6 +52,8 @@ type Place = {
   readonly pipeline: number | undefined;
   readonly stage: number;
   readonly depth: number;
+  /** The function whose body this is, if any. */
+  readonly fn: string | undefined;
 };
 
 /** Parses a script. Never throws; problems are reported in the result. */
@@ -74,7 +78,13 @@ export function scanShell(source: string): ShellScan {
       hasError: root.hasError,
       pipelines: 0,
     };
-    visitBody(st, root, { nested: undefined, pipeline: undefined, stage: 0, depth: 0 });
+    visitBody(st, root, {
+      nested: undefined,
+      pipeline: undefined,
+      stage: 0,
+      depth: 0,
+      fn: undefined,
+    });
     // The walk reads what it understands; an error it did not meet (a missing closing quote
     // inside a word) is still an error of the text.
     if (st.hasError && st.problems.length === 0) noteFirstError(st, root);
@@ -237,6 +247,7 @@ function visitStatement(st: State, node: Node, place: Place): void {
         pipeline: place.pipeline ?? st.pipelines++,
         stage: place.stage,
         nested: place.nested,
+        function: place.fn,
         keyword: undefined,
       });
       return;
@@ -244,7 +255,8 @@ function visitStatement(st: State, node: Node, place: Place): void {
     default: {
       const kind = compoundTypes[node.type];
       st.structure.add(kind ?? "compound");
-      visitCompound(st, node, place);
+      const name = node.type === "function_definition" ? node.childForFieldName("name") : null;
+      visitCompound(st, node, name === null ? place : { ...place, fn: name.text });
     }
   }
 }
@@ -316,6 +328,7 @@ function visitCompound(st: State, node: Node, place: Place): void {
         pipeline: place.pipeline ?? st.pipelines++,
         stage: place.stage,
         nested: place.nested,
+        function: place.fn,
         keyword: node.type,
       });
     } else wordOf(st, child, inner);
@@ -343,6 +356,7 @@ function visitRedirected(st: State, node: Node, place: Place): void {
     pipeline: place.pipeline ?? st.pipelines++,
     stage: place.stage,
     nested: place.nested,
+    function: place.fn,
     keyword: body?.type ?? "redirection",
   });
 }
@@ -384,6 +398,7 @@ function visitCommand(st: State, node: Node, place: Place, outer: ShellRedirect[
     pipeline: place.pipeline ?? st.pipelines++,
     stage: place.stage,
     nested: place.nested,
+    function: place.fn,
     keyword: undefined,
   });
 }
