@@ -158,6 +158,8 @@ describe("writes to system files", () => {
     [["chown", "u", "/usr/bin/sudo"]],
     [["touch", "/etc/cron.allow"]],
     [["cp", "-t", "/etc", "x"]],
+    [["sh", "-c", "cp x /e''tc/hosts"]],
+    [["sh", "-c", 'cp x "/etc"/hosts']],
   ])("refuses %j", (argv) => {
     expect(refusedFor(argv)).toMatch(/system file|persistence/);
   });
