@@ -5,7 +5,7 @@
 // read, and uncertainty is high-risk. Commands inside the script that hand a script on again
 // (`sh -c "bash -c '…'"`) are read the same way, a few levels deep. Pure: the reader is passed in.
 import { floorShellScan, maxScriptChars, raiseRisk } from "./shell-floor.ts";
-import { findInlineScript } from "./shell-programs.ts";
+import { describeCodeRunner, findInlineScript } from "./shell-programs.ts";
 import type { ReadShell } from "./shell-syntax.ts";
 import type { Risk } from "./tools.ts";
 
@@ -18,17 +18,40 @@ export type ArgvRisk = {
 
 const maxNesting = 4;
 
+export type FloorArgvOptions = {
+  /**
+   * How many leading elements of `argv` the operator fixed (a declared `fixed` tool: program and
+   * `args`). When those already fix the code (describeCodeRunner), interpreter code there is the
+   * operator's and passes; a fixed shell script still gets the floor (`sh -c '$1'` runs the
+   * model's first argument as a command).
+   */
+  readonly fixedArgs?: number;
+};
+
 /** The floor for one argv against its declared level. Never throws. */
-export function floorArgv(argv: readonly string[], declared: Risk, read: ReadShell): ArgvRisk {
+export function floorArgv(
+  argv: readonly string[],
+  declared: Risk,
+  read: ReadShell,
+  options: FloorArgvOptions = {},
+): ArgvRisk {
   const reasons: string[] = [];
-  collect(argv, read, reasons, 0);
+  const fixed = options.fixedArgs ?? 0;
+  const operatorCode = fixed > 0 && describeCodeRunner(argv.slice(0, fixed)) === undefined;
+  collect(argv, read, reasons, 0, operatorCode);
   return {
     risk: reasons.length > 0 ? raiseRisk(declared, "high-risk") : declared,
     reasons: [...new Set(reasons)],
   };
 }
 
-function collect(argv: readonly string[], read: ReadShell, reasons: string[], depth: number): void {
+function collect(
+  argv: readonly string[],
+  read: ReadShell,
+  reasons: string[],
+  depth: number,
+  operatorCode = false,
+): void {
   const inline = findInlineScript(argv);
   if (inline === undefined) return;
   const where = `${inline.program} ${inline.flag}`;
@@ -37,6 +60,7 @@ function collect(argv: readonly string[], read: ReadShell, reasons: string[], de
     return;
   }
   if (inline.kind === "interpreter") {
+    if (operatorCode) return;
     reasons.push(`${where} runs inline code, which the shell floor cannot read`);
     return;
   }

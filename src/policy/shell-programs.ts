@@ -248,3 +248,34 @@ function findAwkProgram(args: readonly string[]): string | undefined {
   }
   return undefined;
 }
+
+/**
+ * Why an argv whose later arguments someone else appends could run code of their choosing: a
+ * wrapper with no program after it (`env`, `xargs`, `sudo`), or a shell or interpreter whose
+ * code (`-c script`, `-e code`, a script file) is not already in the argv. Undefined when the
+ * code is fixed: appended arguments can then only be the code's own arguments.
+ */
+export function describeCodeRunner(argv: readonly string[], depth = 0): string | undefined {
+  const first = argv[0];
+  if (first === undefined || depth > maxWrapperDepth) return undefined;
+  const name = programName(first);
+  const args = argv.slice(1);
+  if (name === "busybox" || name === "toybox") {
+    return args[0] === undefined
+      ? `${name} runs whichever program its first argument names`
+      : describeCodeRunner(args, depth + 1);
+  }
+  if (findInlineScript(argv) !== undefined) return undefined;
+  const inner = unwrapCommand(name, args);
+  if (inner !== undefined) {
+    return inner.length === 0
+      ? `${name} runs whichever program its arguments name`
+      : describeCodeRunner(inner, depth + 1);
+  }
+  if (!isShellOrInterpreter(name)) return undefined;
+  const scriptFile = args.find((a) => !a.startsWith("-") && !a.startsWith("+"));
+  if (scriptFile !== undefined && !/awk$/.test(name)) return undefined;
+  return isShellProgram(name)
+    ? `${name} is a shell and runs any script its arguments give it (-c …)`
+    : `${name} is an interpreter and runs any code its arguments give it (-c, -e …)`;
+}

@@ -68,4 +68,22 @@ describe("assessArgvRisk", () => {
     expect(floor.risk).toBe("high-risk");
     expect(floor.reasons.join()).toContain("too long");
   });
+
+  it("does not judge code the operator fixed in a declared tool as the model's", () => {
+    const node = ["node", "-e", "process.stdout.write(process.argv.slice(1).join(' '))"];
+    expect(assessArgvRisk([...node, "a", "b"], "read-only", { fixedArgs: 3 })).toEqual({
+      risk: "read-only",
+      reasons: [],
+    });
+    // Without the operator's prefix, the same argv is the model's code.
+    expect(assessArgvRisk([...node, "a"], "read-only").risk).toBe("high-risk");
+    // A fixed shell script still gets the floor: `$1` as the command runs the model's argument.
+    const floor = assessArgvRisk(["sh", "-c", '"$1"', "_", "rm"], "read-only", { fixedArgs: 4 });
+    expect(floor.risk).toBe("high-risk");
+    expect(floor.reasons.join()).toContain("command word built from an expansion");
+    // A fixed prefix that leaves the program to the model does not count as fixed code.
+    expect(assessArgvRisk(["env", "python3", "-c", "1"], "read-only", { fixedArgs: 1 }).risk).toBe(
+      "high-risk",
+    );
+  });
 });
