@@ -11,6 +11,7 @@ import { parseDocument } from "yaml";
 import { z } from "zod";
 import { ConfigError, type Problem } from "../errors.ts";
 import { quoteUntrusted } from "./quote.ts";
+import { describeCodeRunner } from "./shell-programs.ts";
 import {
   checkToolNames,
   describeTool,
@@ -352,10 +353,40 @@ export function parseToolsPolicy(
   const problems = [
     ...checkToolNames(entries).map((p) => makeProblem(fileName, p.where, p.name, p.message)),
     ...checkServerNames(servers).map((p) => makeProblem(fileName, p.where, p.name, p.message)),
+    ...checkReadOnlyCodeRunners(policy).map((p) =>
+      makeProblem(fileName, p.where, "read-only", p.message),
+    ),
   ];
   // Built-ins come first, so a collision is always reported at the operator's declaration.
   if (problems.length > 0) failWith(fileName, problems);
   return policy;
+}
+
+/**
+ * A shell, an interpreter or a wrapper declared `read-only` runs whatever code the model's
+ * arguments give it, unless the declaration already fixes that code (a `fixed` tool whose `args`
+ * hold the script or the script file): then the model's arguments are only the code's operands.
+ */
+function checkReadOnlyCodeRunners(policy: ToolsPolicy) {
+  const problems: { where: string; message: string }[] = [];
+  for (const [i, command] of policy.commands.entries()) {
+    if (command.risk !== "read-only") continue;
+    const reasons =
+      command.mode === "fixed"
+        ? [describeCodeRunner([command.program, ...command.args])]
+        : command.programs.map((program) => describeCodeRunner([program]));
+    const reason = reasons.find((r) => r !== undefined);
+    if (reason === undefined) continue;
+    const fix =
+      command.mode === "fixed"
+        ? 'put the script in args (e.g. args: [-c, "git log -n 5"]) or declare risk: high-risk'
+        : "declare risk: high-risk, or a fixed tool whose args hold the script";
+    problems.push({
+      where: `commands[${i}].risk`,
+      message: `not read-only for tool ${command.name}: ${reason}, and the model chooses its arguments; ${fix}`,
+    });
+  }
+  return problems;
 }
 
 function checkServerNames(servers: readonly { name: string; where: string }[]) {

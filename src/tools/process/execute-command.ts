@@ -4,10 +4,11 @@
 // risk floor's reasons); the hidden half checks again and runs it in the workspace, in its own
 // process group, with a scrubbed environment, a timeout, and capped output.
 import { z } from "zod";
+import { shellPrograms } from "../../policy/shell-programs.ts";
 import { defineBuiltin, requireHalf } from "../builtin.ts";
-import { checkCommandDenylist } from "../command-denylist.ts";
 import { decodeOutput, type ProcessResult, runProcess } from "../run-process.ts";
-import { assessShellRisk } from "../shell-risk.ts";
+import { checkCommandDenylist } from "../shell/command-denylist.ts";
+import { assessShellRisk } from "../shell/shell-risk.ts";
 import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
 import type { ApprovalRequest, ToolFailure, ToolImplementation, ToolSuccess } from "../types.ts";
 import { checkCallWorkspace, type Workspace } from "../workspace.ts";
@@ -102,12 +103,10 @@ function checkDenylist(program: string, args: readonly string[]): void {
   }
 }
 
-const shellPrograms = /^(sh|bash|dash|zsh|ksh|mksh|ash)$/;
-
 /** When the program is a shell given `-c`, the floor's reasons for that script. */
 async function describeShellRisk(program: string, args: readonly string[]): Promise<string> {
   const name = program.split("/").pop() ?? program;
-  if (!shellPrograms.test(name)) return "";
+  if (!shellPrograms.has(name)) return "";
   const c = args.findIndex((a) => /^-[A-Za-z]*c[A-Za-z]*$/.test(a));
   const script = c === -1 ? undefined : args.slice(c + 1).find((a) => !a.startsWith("-"));
   if (script === undefined) return "";

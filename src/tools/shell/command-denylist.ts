@@ -1,14 +1,40 @@
 // A deterministic denylist for commands a model asks to run: each rule names one action whose
 // damage reaches past the workspace or cannot be undone — privilege escalation, wiping disks,
-// persistence (crontab, enabled services, shell startup files, authorized_keys), power changes,
-// reverse shells, and running a downloaded script unseen (`curl … | sh`). Rules match a program
-// where it would run: directly, behind a wrapper (env, nice, timeout, xargs …), or inside a
-// shell's `-c` script, parsed by shell-scan.ts; not where its name merely appears in an argument.
+// deleting outside the workspace (any spelling of a root, home or system path, `find -delete`,
+// `unlink`, `shred`, `truncate`), sending files to another host (curl -d @file / -T, scp and rsync
+// to a host, a file fed to nc), running a downloaded script unseen (`curl … | sh`, or `curl -o x`
+// then `sh x`), writes to system files, persistence (crontab, enabled services, shell startup
+// files, authorized_keys), power changes, reverse shells, fork bombs, and an agent granting itself
+// authority (peergate's own CLI or admin API). Rules match a program where the shell would run it:
+// every command of the parsed tree (pipelines, lists, subshells, substitutions), behind a wrapper
+// (env, nice, timeout, xargs …), or inside a shell's `-c` script; not where its name merely
+// appears in an argument. The rule classes are pure (policy/command-rules.ts); the shells,
+// interpreters and wrappers are policy/shell-programs.ts's one list.
 //
-// This is a backstop for a confused model, not a sandbox: variable expansion, quote splicing and
-// encoded payloads route around any matcher. Approval and the caller's ceiling are the controls.
+// This is a backstop for a confused model, not a sandbox: variable expansion, ANSI-C quoting,
+// encoded payloads and interpreters route around any matcher (test/tools/shell/
+// denylist-bypasses.test.ts pins them). The process sandbox is the boundary; approval and the
+// caller's ceiling are the controls.
 import path from "node:path";
-import { type SimpleCommand, scanShell } from "./shell-scan.ts";
+import {
+  checkAuthority,
+  checkDeletion,
+  checkRedirectWrite,
+  checkScriptPatterns,
+  checkSystemWrite,
+  checkUpload,
+  describeOutside,
+  normalizePath,
+} from "../../policy/command-rules.ts";
+import {
+  isInterpreterProgram,
+  isPrivilegeProgram,
+  isShellOrInterpreter,
+  isShellProgram,
+  unwrapCommand,
+} from "../../policy/shell-programs.ts";
+import type { SimpleCommand } from "../../policy/shell-syntax.ts";
+import { scanShell } from "./shell-scan.ts";
 
 export type DenylistVerdict =
   | { readonly denied: false }
@@ -16,22 +42,6 @@ export type DenylistVerdict =
 
 const maxDepth = 8;
 
-const privilege = new Set(["sudo", "su", "doas", "pkexec", "run0", "sudoedit", "runuser"]);
-const shells = new Set([
-  "sh",
-  "bash",
-  "dash",
-  "zsh",
-  "ksh",
-  "mksh",
-  "ash",
-  "fish",
-  "yash",
-  "posh",
-  "busybox",
-]);
-const interpreters =
-  /^(python[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node|nodejs|deno|bun|php[0-9.]*|lua[0-9.]*|tclsh|osascript)$/;
 const downloaders = new Set([
   "curl",
   "wget",
@@ -66,47 +76,6 @@ const startupFile =
   /(^|\/)(\.bashrc|\.bash_profile|\.bash_login|\.bash_logout|\.profile|\.zshrc|\.zprofile|\.zshenv|\.zlogin|\.kshrc|\.cshrc|\.tcshrc|\.xprofile|\.xinitrc|config\.fish|authorized_keys2?|rc\.local)$|^\/etc\/(profile|bash\.bashrc|zsh\/|profile\.d\/|cron|anacrontab|systemd\/|init\.d\/|sudoers)|\/\.config\/(autostart|systemd)\//;
 const networkDevice = /\/dev\/(tcp|udp)\//;
 
-const wrapperOptionsWithValue: Record<string, ReadonlySet<string>> = {
-  env: new Set(["-u", "--unset", "-C", "--chdir"]),
-  nice: new Set(["-n", "--adjustment"]),
-  timeout: new Set(["-s", "--signal", "-k", "--kill-after"]),
-  stdbuf: new Set(["-i", "-o", "-e"]),
-  ionice: new Set(["-c", "-n", "-p", "-P", "-u", "--class", "--classdata"]),
-  xargs: new Set([
-    "-I",
-    "-i",
-    "-n",
-    "-P",
-    "-d",
-    "-E",
-    "-e",
-    "-L",
-    "-l",
-    "-s",
-    "-a",
-    "--arg-file",
-    "--delimiter",
-    "--max-args",
-    "--max-procs",
-    "--replace",
-    "--max-lines",
-    "--max-chars",
-    "--process-slot-var",
-  ]),
-  exec: new Set(["-a"]),
-  flock: new Set(["-w", "--timeout", "-E", "--conflict-exit-code"]),
-  watch: new Set(["-n", "--interval", "-d", "--differences", "-q", "--equexit"]),
-  chrt: new Set(["-T", "-P", "-D"]),
-  taskset: new Set([]),
-  setsid: new Set([]),
-  nohup: new Set([]),
-  time: new Set(["-f", "--format", "-o", "--output"]),
-  command: new Set([]),
-  builtin: new Set([]),
-  unbuffer: new Set([]),
-  caffeinate: new Set(["-t", "-w"]),
-};
-
 function deny(reason: string): DenylistVerdict {
   return { denied: true, reason };
 }
@@ -126,43 +95,15 @@ function shortFlags(args: readonly string[]): Set<string> {
   return letters;
 }
 
-/** Skips a wrapper's own options (and env's NAME=VALUE) and returns the command it runs. */
-function unwrap(name: string, args: readonly string[]): readonly string[] | undefined {
-  const withValue = wrapperOptionsWithValue[name];
-  if (withValue === undefined) return undefined;
-  let i = 0;
-  while (i < args.length) {
-    const arg = args[i] as string;
-    if (arg === "--") {
-      i++;
-      break;
-    }
-    if (name === "env" && /^[A-Za-z_][A-Za-z0-9_]*=/.test(arg)) {
-      i++;
-      continue;
-    }
-    if (arg.startsWith("-") && arg !== "-") {
-      i += withValue.has(arg) ? 2 : 1;
-      continue;
-    }
-    break;
-  }
-  let rest = args.slice(i);
-  // Wrappers that take a positional value before the command.
-  if ((name === "timeout" || name === "chrt" || name === "taskset") && rest.length > 0) {
-    rest = rest.slice(1);
-  }
-  if (name === "flock" && rest.length > 0) rest = rest.slice(1);
-  return rest;
-}
-
 /** The program a stage really runs, after wrappers: `env X=1 nice sh` → sh. */
 function innerProgram(words: readonly string[], depth = 0): string | undefined {
   const first = words[0];
   if (first === undefined || depth > maxDepth) return undefined;
   const name = baseName(first);
-  if (privilege.has(name)) return innerProgram(skipOptions(words.slice(1)), depth + 1) ?? name;
-  const inner = unwrap(name, words.slice(1));
+  if (isPrivilegeProgram(name)) {
+    return innerProgram(skipOptions(words.slice(1)), depth + 1) ?? name;
+  }
+  const inner = unwrapCommand(name, words.slice(1));
   if (inner !== undefined && inner.length > 0) return innerProgram(inner, depth + 1);
   return name;
 }
@@ -173,14 +114,10 @@ function skipOptions(args: readonly string[]): readonly string[] {
   return args.slice(i);
 }
 
-function isShellOrInterpreter(name: string | undefined): boolean {
+function runsCode(name: string | undefined): boolean {
   return (
     name !== undefined &&
-    (shells.has(name) ||
-      interpreters.test(name) ||
-      name === "eval" ||
-      name === "source" ||
-      name === ".")
+    (isShellOrInterpreter(name) || name === "eval" || name === "source" || name === ".")
   );
 }
 
@@ -188,7 +125,7 @@ function isShellOrInterpreter(name: string | undefined): boolean {
 function findShellScript(name: string, args: readonly string[]): string | undefined {
   let rest = args;
   if (name === "busybox") {
-    if (rest[0] === undefined || !shells.has(rest[0])) return undefined;
+    if (rest[0] === undefined || !isShellProgram(rest[0])) return undefined;
     rest = rest.slice(1);
   }
   let sawC = false;
@@ -237,7 +174,7 @@ function checkArgv(argv: readonly string[], depth: number): DenylistVerdict {
       return deny("reverse shell: opens a network connection through /dev/tcp or /dev/udp");
     }
   }
-  if (privilege.has(name)) {
+  if (isPrivilegeProgram(name)) {
     return deny(`privilege escalation: ${name} runs commands as another user`);
   }
   if (name.startsWith("mkfs") || wipers.has(name))
@@ -257,25 +194,25 @@ function checkArgv(argv: readonly string[], depth: number): DenylistVerdict {
   if (name === "rm") {
     const flags = shortFlags(args);
     const recursive = flags.has("r") || flags.has("R") || args.includes("--recursive");
-    const roots = [
-      "/",
-      "/*",
-      "~",
-      "~/",
-      "~/*",
-      "$HOME",
-      // biome-ignore lint/suspicious/noTemplateCurlyInString: the literal text a shell expands
-      "${HOME}",
-      "$HOME/",
-      "/home",
-      "/root",
-      "/etc",
-      "/usr",
-    ];
-    if (args.includes("--no-preserve-root") || (recursive && args.some((a) => roots.includes(a)))) {
+    const wipes = (a: string) => {
+      const outside = describeOutside(a);
+      const path = normalizePath(a);
+      return (
+        outside === "the root directory" ||
+        outside === "the home directory" ||
+        (outside === "a system directory" && /^\/[^/]+\/?\*?$/.test(path))
+      );
+    };
+    if (args.includes("--no-preserve-root") || (recursive && args.some(wipes))) {
       return deny("disk wiping: rm -r of the root, system or home directory");
     }
   }
+  const ruled =
+    checkDeletion(name, args) ??
+    checkUpload(name, args) ??
+    checkSystemWrite(name, args) ??
+    checkAuthority(name, args);
+  if (ruled !== undefined) return deny(ruled);
   if (power.has(name)) return deny(`power change: ${name}`);
   if ((name === "init" || name === "telinit") && args.some((a) => a === "0" || a === "6")) {
     return deny(`power change: ${name} ${args.join(" ")}`);
@@ -357,24 +294,24 @@ function checkArgv(argv: readonly string[], depth: number): DenylistVerdict {
     }
   }
   if (name === "watch") {
-    const inner = unwrap(name, args);
+    const inner = unwrapCommand(name, args);
     if (inner !== undefined && inner.length > 0) return checkScript(inner.join(" "), depth + 1);
   }
   if (name === "flock") {
     const c = args.findIndex((a) => a === "-c" || a === "--command");
     if (c !== -1 && args[c + 1] !== undefined) return checkScript(args[c + 1] as string, depth + 1);
   }
-  const inner = unwrap(name, args);
+  const inner = unwrapCommand(name, args);
   if (inner !== undefined) return checkArgv(inner, depth + 1);
   if (name === "busybox" || name === "toybox") {
-    if (args[0] !== undefined && !shells.has(args[0])) return checkArgv(args, depth + 1);
+    if (args[0] !== undefined && !isShellProgram(args[0])) return checkArgv(args, depth + 1);
   }
-  if (shells.has(name)) {
+  if (isShellProgram(name)) {
     const script = findShellScript(name, args);
     if (script !== undefined) return checkScript(script, depth + 1);
     return allowed;
   }
-  if (interpreters.test(name)) {
+  if (isInterpreterProgram(name)) {
     const code = findInlineCode(args);
     if (code !== undefined && looksLikeReverseShell(code)) {
       return deny(`reverse shell: ${name} code that connects a socket to a shell`);
@@ -402,6 +339,7 @@ function checkScript(script: string, depth: number): DenylistVerdict {
   }
   const scan = scanShell(script);
   const stagesByPipeline = new Map<number, SimpleCommand[]>();
+  let fedToNetwork: string | undefined;
   for (const command of scan.commands) {
     if (command.keyword === undefined) {
       const verdict = checkArgv(wordsOf(command), depth + 1);
@@ -420,6 +358,16 @@ function checkScript(script: string, depth: number): DenylistVerdict {
       ) {
         return deny("disk wiping: redirects output onto a disk device");
       }
+      const write = checkRedirectWrite(redirect.op, target);
+      if (write !== undefined) return deny(write);
+      if (
+        redirect.op === "<" &&
+        netcats.has(innerProgram(wordsOf(command)) ?? "") &&
+        target !== "/dev/null"
+      ) {
+        // Reported after the pipelines, so `nc h 1 < f | sh > f` reads as the reverse shell it is.
+        fedToNetwork ??= `sends files to another host: a file fed to ${innerProgram(wordsOf(command))}`;
+      }
     }
     const stages = stagesByPipeline.get(command.pipeline) ?? [];
     stages.push(command);
@@ -427,7 +375,7 @@ function checkScript(script: string, depth: number): DenylistVerdict {
 
     // sh -c "$(curl …)", bash <(curl …), eval "$(wget -O- …)", . <(curl …)
     const program = innerProgram(wordsOf(command));
-    if (isShellOrInterpreter(program)) {
+    if (runsCode(program)) {
       const fed = [
         ...command.words.slice(1),
         ...command.redirects.map((r) => r.target).filter((t) => t !== undefined),
@@ -452,7 +400,7 @@ function checkScript(script: string, depth: number): DenylistVerdict {
     const netcat = programs.findIndex(
       (p) => p !== undefined && (netcats.has(p) || p === "telnet" || p === "socat"),
     );
-    const shellAt = programs.findLastIndex((p) => isShellOrInterpreter(p));
+    const shellAt = programs.findLastIndex((p) => runsCode(p));
     if (download !== -1 && shellAt > download) {
       return deny(
         "runs a downloaded script unseen (curl or wget piped into a shell or interpreter)",
@@ -462,6 +410,19 @@ function checkScript(script: string, depth: number): DenylistVerdict {
       return deny("reverse shell: a network connection piped to or from a shell");
     }
   }
+  for (const stages of stagesByPipeline.values()) {
+    const sender = stages.find(
+      (s) => s.stage > 0 && netcats.has(innerProgram(wordsOf(s)) ?? "") && s.words.length > 2,
+    );
+    if (sender !== undefined) {
+      return deny(
+        `sends files to another host: output piped into ${innerProgram(wordsOf(sender))}`,
+      );
+    }
+  }
+  if (fedToNetwork !== undefined) return deny(fedToNetwork);
+  const pattern = checkScriptPatterns(scan);
+  if (pattern !== undefined) return deny(pattern);
   return allowed;
 }
 
