@@ -27,7 +27,6 @@ import { loadPolicies } from "./load-policies.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics } from "./metrics.ts";
 import { createCeilingCache } from "./policy/ceiling-cache.ts";
-import { createRunEngine } from "./runs/engine.ts";
 import { loadPriceTable } from "./runs/prices.ts";
 import { resolveModel } from "./runs/resolve-model.ts";
 import {
@@ -42,6 +41,7 @@ import { type AuthDeps, authenticatePeer } from "./services/authenticate-caller.
 import { openCallerDirectory } from "./services/caller-directory.ts";
 import { checkReadiness } from "./services/check-readiness.ts";
 import type { ServiceContext } from "./services/context.ts";
+import { createRunEngine } from "./services/runs/engine.ts";
 import { createToolRuntime } from "./tools/runtime.ts";
 
 export type RunningServer = {

@@ -49,7 +49,7 @@ export type ModelToolCall = {
   readonly unparsable: boolean;
 };
 
-/** How a tool call row is opened, moved on and closed (src/runs/run-store.ts writes them). */
+/** How a tool call row is opened, moved on and closed (src/runs/run-state.ts writes them). */
 export type ToolCallRecorder = {
   open(rows: readonly OpenedCall[]): Promise<void>;
   start(recordId: string): Promise<void>;

@@ -11,7 +11,20 @@ export type CallerEvent = {
   name: string;
   version: number;
   change: "created" | "updated" | "revoked" | "restored" | "rotated";
+  /** `revoked`: the parked runs the revocation closed (rejected), so surfaces learn they ended. */
+  closedRunIds?: string[];
 };
+
+const runIdsPerEvent = 100;
+
+/** Run ids in groups small enough for one NOTIFY payload; always at least one (maybe empty). */
+export function chunkRunIds(ids: readonly string[]): string[][] {
+  const chunks: string[][] = [];
+  for (let i = 0; i < ids.length; i += runIdsPerEvent) {
+    chunks.push(ids.slice(i, i + runIdsPerEvent));
+  }
+  return chunks.length > 0 ? chunks : [[]];
+}
 
 export async function announceCallerChange(tx: DbTransaction, event: CallerEvent): Promise<void> {
   await tx.execute(sql`select pg_notify(${callerChannel}, ${JSON.stringify(event)})`);
