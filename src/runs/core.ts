@@ -17,7 +17,7 @@ import { emptyPriceTable, findModelPrice, type ModelPrice, type PriceTable } fro
 import type { ResolvedModel } from "./resolve-model.ts";
 import type { RunEvent } from "./types.ts";
 
-export type RunEngineOptions = {
+export type RunCoreOptions = {
   readonly database: Database;
   readonly policies: LoadedPolicies;
   readonly ceilings: CeilingCache;
@@ -83,7 +83,7 @@ export type RunCore = {
 };
 
 export async function createRunCore(
-  options: RunEngineOptions,
+  options: RunCoreOptions,
   stopping: () => boolean,
 ): Promise<RunCore> {
   const { database, ceilings, policies, model, priceTable = emptyPriceTable } = options;

@@ -13,7 +13,7 @@
 // const { runId, outcome } = await engine.start({ caller, origin: "a2a", messages }, onEvent);
 import { hostname } from "node:os";
 import { parseCancelNotice, runsChannel } from "../../runs/cancel-channel.ts";
-import { createRunCore, type RunEngineOptions } from "../../runs/core.ts";
+import { createRunCore, type RunCoreOptions } from "../../runs/core.ts";
 import { outcomeOf, type SettledRun, settledFromRun } from "../../runs/outcome.ts";
 import { readRun, registerInstance, removeInstance } from "../../runs/run-state.ts";
 import { describeError, recoverRuns, startSweeper, sweep } from "../../runs/sweeper.ts";
@@ -26,10 +26,14 @@ import { type RejectRunInput, rejectRun } from "./reject-run.ts";
 import { startRun } from "./start-run.ts";
 
 export { runsChannel } from "../../runs/cancel-channel.ts";
-export type { RunEngineOptions } from "../../runs/core.ts";
 export type { SettledRun } from "../../runs/outcome.ts";
 export type { ApproveRunInput } from "./approve-run.ts";
 export type { RejectRunInput } from "./reject-run.ts";
+
+export type RunEngineOptions = RunCoreOptions & {
+  /** Caller events (the caller directory's `onCallerEvent`): `revoked` stops the caller's runs. */
+  readonly subscribeCallerEvents?: (listener: (event: CallerEventNotice) => void) => () => void;
+};
 
 /** What the engine needs of a caller event (src/services/caller-events.ts). */
 export type CallerEventNotice = {
@@ -60,12 +64,7 @@ export type PeergateRunEngine = RunEngine & {
 };
 
 /** Creates the engine: registers this instance, listens for cancels, recovers orphaned runs. */
-export async function createRunEngine(
-  options: RunEngineOptions & {
-    /** Caller events (the caller directory's `onCallerEvent`): `revoked` stops the caller's runs. */
-    readonly subscribeCallerEvents?: (listener: (event: CallerEventNotice) => void) => () => void;
-  },
-): Promise<PeergateRunEngine> {
+export async function createRunEngine(options: RunEngineOptions): Promise<PeergateRunEngine> {
   let stopping = false;
   const ctx = await createRunCore(options, () => stopping);
   const { database, db, instanceId, logger, active } = ctx;
