@@ -1,6 +1,8 @@
 // The notification that makes a recorded cancel fast: the instance executing the run hears it and
 // stops the run at once. Losing it delays the cancel to the run's next between-steps check or
 // heartbeat, never loses it (the cancel is in the run's row).
+import type { Channel } from "../db/notifications.ts";
+
 export const runsChannel = "peergate_runs";
 
 export type CancelNotice = {
@@ -9,7 +11,7 @@ export type CancelNotice = {
   readonly reason: string;
 };
 
-export function formatCancelNotice(notice: Omit<CancelNotice, "type">): string {
+export function formatCancelNotice(notice: Pick<CancelNotice, "runId" | "reason">): string {
   return JSON.stringify({ type: "cancel", runId: notice.runId, reason: notice.reason });
 }
 
@@ -27,3 +29,9 @@ export function parseCancelNotice(payload: string): CancelNotice | undefined {
     reason: typeof message.reason === "string" ? message.reason : "canceled",
   };
 }
+
+export const cancelNotices: Channel<CancelNotice> = {
+  name: runsChannel,
+  parse: parseCancelNotice,
+  format: formatCancelNotice,
+};

@@ -4,6 +4,7 @@
 // by `createRunEngine`; plain values, so a test can build one too.
 import { realpath } from "node:fs/promises";
 import type { Database } from "../db/client.ts";
+import type { Notifications } from "../db/notifications.ts";
 import type { Caller, RunError } from "../db/schema.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
@@ -51,6 +52,8 @@ export type RunCoreOptions = {
 
 export type RunCore = {
   readonly database: Database;
+  /** The instance's notification hub: cancels are published and heard there. */
+  readonly notifications: Notifications;
   readonly db: Database["db"];
   readonly instanceId: string;
   readonly logger: Logger;
@@ -84,6 +87,7 @@ export type RunCore = {
 
 export async function createRunCore(
   options: RunCoreOptions,
+  notifications: Notifications,
   stopping: () => boolean,
 ): Promise<RunCore> {
   const { database, ceilings, policies, model, priceTable = emptyPriceTable } = options;
@@ -91,6 +95,7 @@ export async function createRunCore(
   const settledListeners = new Set<(settled: SettledRun) => void>();
   return {
     database,
+    notifications,
     db: database.db,
     instanceId: options.instanceId,
     logger,

@@ -49,8 +49,8 @@ export async function expireParkedRuns(core: RunCore): Promise<void> {
   }
 }
 
-/** Heartbeat, parked-run expiry and orphan recovery, once. */
-export async function sweep(core: RunCore): Promise<void> {
+/** Heartbeats the runs here and stops those a cancel was recorded for. */
+export async function stopRecordedCancels(core: RunCore): Promise<void> {
   const canceled = await heartbeat(core.db, {
     instanceId: core.instanceId,
     runIds: core.active.ids(),
@@ -60,6 +60,11 @@ export async function sweep(core: RunCore): Promise<void> {
     const entry = core.active.get(runId);
     if (entry) core.active.stop(entry, { kind: "cancel", message: cancelReason });
   }
+}
+
+/** Heartbeat (with recorded cancels), parked-run expiry and orphan recovery, once. */
+export async function sweep(core: RunCore): Promise<void> {
+  await stopRecordedCancels(core);
   await expireParkedRuns(core);
   await recoverRuns(core);
 }

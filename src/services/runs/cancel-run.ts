@@ -3,7 +3,7 @@
 // executing the run reads the record before each step's tools (and on its heartbeat), so the
 // cancel holds when the NOTIFY that makes it fast is lost.
 import { appendAuditEvent } from "../../db/audit.ts";
-import { formatCancelNotice, runsChannel } from "../../runs/cancel-channel.ts";
+import { cancelNotices } from "../../runs/cancel-channel.ts";
 import type { RunCore } from "../../runs/core.ts";
 import { outcomeOf, settledFromRun } from "../../runs/outcome.ts";
 import {
@@ -70,7 +70,7 @@ export async function cancelRun({
     return true;
   }
   try {
-    await ctx.database.notify(runsChannel, formatCancelNotice({ runId, reason }));
+    await ctx.notifications.publish(cancelNotices, { type: "cancel", runId, reason });
   } catch (error) {
     ctx.logger.warn(
       "a cancel was recorded but its notification failed; it holds at the next step",

@@ -12,11 +12,18 @@
 //   logger, subscribeCallerEvents: directory.onCallerEvent, priceTable });
 // const { runId, outcome } = await engine.start({ caller, origin: "a2a", messages }, onEvent);
 import { hostname } from "node:os";
-import { parseCancelNotice, runsChannel } from "../../runs/cancel-channel.ts";
+import { type Notifications, openNotifications } from "../../db/notifications.ts";
+import { cancelNotices } from "../../runs/cancel-channel.ts";
 import { createRunCore, type RunCoreOptions } from "../../runs/core.ts";
 import { outcomeOf, type SettledRun, settledFromRun } from "../../runs/outcome.ts";
 import { readRun, registerInstance, removeInstance } from "../../runs/run-state.ts";
-import { describeError, recoverRuns, startSweeper, sweep } from "../../runs/sweeper.ts";
+import {
+  describeError,
+  recoverRuns,
+  startSweeper,
+  stopRecordedCancels,
+  sweep,
+} from "../../runs/sweeper.ts";
 import type { RunEngine, RunHandle } from "../../runs/types.ts";
 import { type ApproveRunInput, approveRun } from "./approve-run.ts";
 import { cancelRun } from "./cancel-run.ts";
@@ -25,12 +32,13 @@ import { type ListRunsInput, listRuns, type RunSummary } from "./list-runs.ts";
 import { type RejectRunInput, rejectRun } from "./reject-run.ts";
 import { startRun } from "./start-run.ts";
 
-export { runsChannel } from "../../runs/cancel-channel.ts";
 export type { SettledRun } from "../../runs/outcome.ts";
 export type { ApproveRunInput } from "./approve-run.ts";
 export type { RejectRunInput } from "./reject-run.ts";
 
 export type RunEngineOptions = RunCoreOptions & {
+  /** The instance's notification hub (shared with the caller directory). Default: its own. */
+  readonly notifications?: Notifications;
   /** Caller events (the caller directory's `onCallerEvent`): `revoked` stops the caller's runs. */
   readonly subscribeCallerEvents?: (listener: (event: CallerEventNotice) => void) => () => void;
 };
@@ -66,8 +74,16 @@ export type PeergateRunEngine = RunEngine & {
 /** Creates the engine: registers this instance, listens for cancels, recovers orphaned runs. */
 export async function createRunEngine(options: RunEngineOptions): Promise<PeergateRunEngine> {
   let stopping = false;
-  const ctx = await createRunCore(options, () => stopping);
-  const { database, db, instanceId, logger, active } = ctx;
+  // A hub of its own sends no heartbeats: nothing here trusts notifications, they only speed up.
+  const notifications =
+    options.notifications ??
+    (await openNotifications({
+      database: options.database,
+      logger: options.logger,
+      heartbeatMs: 0,
+    }));
+  const ctx = await createRunCore(options, notifications, () => stopping);
+  const { db, instanceId, logger, active } = ctx;
 
   await registerInstance(db, {
     id: instanceId,
@@ -75,10 +91,16 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
     pid: process.pid,
     at: ctx.now(),
   });
-  const unlisten = await database.listen(runsChannel, (payload) => {
-    const notice = parseCancelNotice(payload);
-    const entry = notice && active.get(notice.runId);
+  const unlisten = await notifications.subscribe(cancelNotices, (notice) => {
+    const entry = active.get(notice.runId);
     if (entry) active.stop(entry, { kind: "cancel", message: notice.reason });
+  });
+  // Cancels sent while notifications were lost are in the runs' rows: read them now rather than
+  // at the next step or heartbeat.
+  const offGap = notifications.onGap(() => {
+    stopRecordedCancels(ctx).catch((error: unknown) =>
+      logger.warn("could not read recorded cancels", { error: describeError(error) }),
+    );
   });
   const unsubscribe =
     options.subscribeCallerEvents?.((event) => {
@@ -119,8 +141,10 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
     await Promise.allSettled(running.map((entry) => entry.done));
     await sweeper.stop();
     unsubscribe();
+    offGap();
     try {
       await unlisten();
+      if (!options.notifications) await notifications.close();
     } catch (error) {
       logger.warn("could not stop listening for run cancels", { error: describeError(error) });
     }
