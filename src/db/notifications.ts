@@ -108,14 +108,22 @@ export async function openNotifications(options: {
     };
   };
 
-  await addHandler(heartbeatChannel, (payload) => {
-    if (payload === nonce) lastHeartbeat = clock();
-  });
-  const beat = async () => {
-    if (closed) return;
+  /** Reports a gap when the hub was healthy and is not any more. */
+  const observe = () => {
     const healthy = isHealthy();
     if (wasHealthy && !healthy) gap();
     wasHealthy = healthy;
+  };
+  await addHandler(heartbeatChannel, (payload) => {
+    if (payload !== nonce) return;
+    // A heartbeat that comes back late still ends a stale period: report it before trusting again.
+    observe();
+    lastHeartbeat = clock();
+    wasHealthy = true;
+  });
+  const beat = async () => {
+    if (closed) return;
+    observe();
     try {
       await database.notify(heartbeatChannel, nonce);
     } catch (error) {
