@@ -7,7 +7,7 @@ import type { DbTransaction } from "../db/client.ts";
 import type { Caller } from "../db/schema.ts";
 import { RateLimitedError, ValidationError } from "../errors.ts";
 import { formatUtcDay, secondsUntilNextUtcDay } from "./budgets.ts";
-import { countActiveRuns, readDailyTotals } from "./run-state.ts";
+import { countActiveRuns, readDailyTotals } from "./run-queries.ts";
 
 export function checkMessages(messages: readonly ModelMessage[]): void {
   if (!Array.isArray(messages) || messages.length === 0) {

@@ -13,16 +13,13 @@ import type { RunCore } from "./core.ts";
 import { buildModelTools } from "./model-tools.ts";
 import { mapSegmentEnd, outcomeOf } from "./outcome.ts";
 import { runSegment, type SegmentEnd } from "./run-loop.ts";
+import { listCallIds, lockRun, readDailyTotals, readRun } from "./run-queries.ts";
 import {
   chargeStep,
   closeParkedRuns,
   createToolCallRecorder,
   finishRun,
-  listCallIds,
-  lockRun,
   parkRun,
-  readDailyTotals,
-  readRun,
   readStopRequest,
   saveMessages,
 } from "./run-state.ts";

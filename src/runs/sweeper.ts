@@ -3,14 +3,8 @@
 // passed, and mark runs interrupted whose instance stopped heartbeating.
 import type { RunCore } from "./core.ts";
 import { expiredError, outcomeOf, settledFromRun } from "./outcome.ts";
-import {
-  closeParkedRuns,
-  heartbeat,
-  listExpiredParkedRuns,
-  lockRun,
-  readRun,
-  recoverOrphanedRuns,
-} from "./run-state.ts";
+import { listExpiredParkedRuns, lockRun, readRun } from "./run-queries.ts";
+import { closeParkedRuns, heartbeat, recoverOrphanedRuns } from "./run-state.ts";
 
 /** Marks orphaned runs interrupted; returns how many. */
 export async function recoverRuns(core: RunCore): Promise<number> {

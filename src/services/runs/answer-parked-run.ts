@@ -8,13 +8,8 @@ import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts"
 import { isCallerRevoked } from "../../policy/caller-revoked.ts";
 import type { RunCore } from "../../runs/core.ts";
 import { expiredError, outcomeOf, settledFromRun } from "../../runs/outcome.ts";
-import {
-  claimParkedRun,
-  closeParkedRuns,
-  lockRun,
-  readCaller,
-  readRun,
-} from "../../runs/run-state.ts";
+import { lockRun, readCaller, readRun } from "../../runs/run-queries.ts";
+import { claimParkedRun, closeParkedRuns } from "../../runs/run-state.ts";
 import { executeSegment } from "../../runs/segment.ts";
 import type { ApprovalDecision } from "../../runs/tool-batch.ts";
 import type { RunHandle } from "../../runs/types.ts";

@@ -6,13 +6,8 @@ import { appendAuditEvent } from "../../db/audit.ts";
 import { cancelNotices } from "../../runs/cancel-channel.ts";
 import type { RunCore } from "../../runs/core.ts";
 import { outcomeOf, settledFromRun } from "../../runs/outcome.ts";
-import {
-  activeStatuses,
-  closeParkedRuns,
-  lockRun,
-  readRun,
-  requestCancel,
-} from "../../runs/run-state.ts";
+import { activeStatuses, lockRun, readRun } from "../../runs/run-queries.ts";
+import { closeParkedRuns, requestCancel } from "../../runs/run-state.ts";
 
 export type CancelRunInput = { readonly runId: string; readonly reason: string };
 

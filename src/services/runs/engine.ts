@@ -16,7 +16,7 @@ import { type Notifications, openNotifications } from "../../db/notifications.ts
 import { cancelNotices } from "../../runs/cancel-channel.ts";
 import { createRunCore, type RunCoreOptions } from "../../runs/core.ts";
 import { outcomeOf, type SettledRun, settledFromRun } from "../../runs/outcome.ts";
-import { readRun, registerInstance, removeInstance } from "../../runs/run-state.ts";
+import { readRun, registerInstance, removeInstance } from "../../runs/run-queries.ts";
 import {
   describeError,
   recoverRuns,

@@ -10,7 +10,7 @@ import {
   type ToolCallStatus,
   toolCalls,
 } from "../../db/schema.ts";
-import { isUuid } from "../../runs/run-state.ts";
+import { isUuid } from "../../runs/run-queries.ts";
 import { type RunSummary, summarizeRun } from "./list-runs.ts";
 
 export type RunToolCall = {

@@ -14,7 +14,7 @@ import {
   runs,
 } from "../../db/schema.ts";
 import { ValidationError } from "../../errors.ts";
-import { isUuid } from "../../runs/run-state.ts";
+import { isUuid } from "../../runs/run-queries.ts";
 
 export type ListRunsInput = {
   readonly callerId?: string;

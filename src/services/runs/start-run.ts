@@ -10,7 +10,8 @@ import { checkLimits, checkMessages } from "../../runs/admission.ts";
 import { formatUtcDay, readRunLimits, zeroUsage } from "../../runs/budgets.ts";
 import type { RunCore } from "../../runs/core.ts";
 import { outcomeOf } from "../../runs/outcome.ts";
-import { addDailyUsage, insertRun, lockCallerRuns, readCaller } from "../../runs/run-state.ts";
+import { addDailyUsage, lockCallerRuns, readCaller } from "../../runs/run-queries.ts";
+import { insertRun } from "../../runs/run-state.ts";
 import { executeSegment } from "../../runs/segment.ts";
 import type { RunEvent, RunHandle, StartRunRequest } from "../../runs/types.ts";
 
