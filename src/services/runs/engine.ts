@@ -131,6 +131,8 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
   async function stop(): Promise<void> {
     if (stopping) return;
     stopping = true;
+    // No sweep starts from here on; one in flight is waited for below.
+    const sweepDone = sweeper.stop();
     const running = active.all();
     for (const entry of running) {
       active.stop(entry, {
@@ -139,7 +141,7 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
       });
     }
     await Promise.allSettled(running.map((entry) => entry.done));
-    await sweeper.stop();
+    await sweepDone;
     unsubscribe();
     offGap();
     try {
