@@ -13,6 +13,7 @@ import { generateSecretKeyText, parseSecretKey } from "./auth/sealed-secrets.ts"
 import type { Config } from "./config.ts";
 import type { Database } from "./db/client.ts";
 import { migrateDatabase } from "./db/migrate.ts";
+import { openNotifications } from "./db/notifications.ts";
 import {
   describeDatabase,
   openConfiguredDatabase,
@@ -27,7 +28,6 @@ import { loadPolicies } from "./load-policies.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics } from "./metrics.ts";
 import { createCeilingCache } from "./policy/ceiling-cache.ts";
-import { createRunEngine } from "./runs/engine.ts";
 import { loadPriceTable } from "./runs/prices.ts";
 import { resolveModel } from "./runs/resolve-model.ts";
 import {
@@ -42,6 +42,7 @@ import { type AuthDeps, authenticatePeer } from "./services/authenticate-caller.
 import { openCallerDirectory } from "./services/caller-directory.ts";
 import { checkReadiness } from "./services/check-readiness.ts";
 import type { ServiceContext } from "./services/context.ts";
+import { createRunEngine } from "./services/runs/engine.ts";
 import { createToolRuntime } from "./tools/runtime.ts";
 
 export type RunningServer = {
@@ -177,7 +178,10 @@ export async function startServer(
     };
     cleanups.push(closeServer);
 
-    const directory = await openCallerDirectory({ database, logger });
+    // One LISTEN hub for the instance: the caller directory and the run engine share it.
+    const notifications = await openNotifications({ database, logger });
+    cleanups.push(() => notifications.close());
+    const directory = await openCallerDirectory({ database, logger, notifications });
     cleanups.push(() => directory.close());
     const services: ServiceContext = {
       database,
@@ -240,6 +244,7 @@ export async function startServer(
       logger,
       // The runtime's resolved root (realpath): tools refuse a call made for any other root.
       workspace: tools.workspace ?? config.workspace,
+      notifications,
       subscribeCallerEvents: (listener) => directory.onCallerEvent(listener),
       priceTable: await loadPriceTable(path.join(config.policiesDir, "models.yaml")),
     });

@@ -1,14 +1,16 @@
-// The run engine's reads and writes. Every state change of a run commits together with its audit
-// event; every compare-and-set names the state it expects (a run another instance already moved
-// on is left alone, never overwritten).
-import { and, eq, gte, inArray, isNull, lt, or, sql } from "drizzle-orm";
+// The one writer of run state: no other module in src/ inserts or updates `runs` or `tool_calls`
+// (test/runs/run-state-writers.test.ts fails the build if one does). Every state change of a run
+// commits together with its audit event; every compare-and-set names the state it expects (a run
+// another instance already moved on is left alone, never overwritten). A parked run ends without
+// resuming in exactly one place, `closeParkedRuns`, whoever closes it (revocation, cancel, expiry,
+// the approval claim), so its batch is cleared, its parked calls closed and its end audited alike.
+// It is one file over 500 lines on purpose: being the only writer is what makes the writes
+// reviewable side by side (reads live in run-queries.ts).
+import { and, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
 import { appendAuditEvent } from "../db/audit.ts";
 import type { DbOrTx, DbTransaction } from "../db/client.ts";
-import { runReservationLockSpace } from "../db/locks.ts";
 import {
   type Caller,
-  callers,
-  dailyUsage,
   instances,
   type NewRun,
   type PendingApproval,
@@ -21,75 +23,8 @@ import {
   toolCalls,
 } from "../db/schema.ts";
 import { storableText, toStorableJson } from "../db/storable.ts";
-import type { DailyTotals } from "./budgets.ts";
+import { activeStatuses, addDailyUsage, lockRun, readCaller } from "./run-queries.ts";
 import type { CallEnd, OpenedCall, ToolCallRecorder } from "./tool-batch.ts";
-
-/** Statuses that hold a concurrency slot. */
-export const activeStatuses: readonly RunStatus[] = ["submitted", "working"];
-
-export function isCallerRevoked(caller: Pick<Caller, "tier" | "revokedAt">): boolean {
-  return caller.revokedAt !== null || caller.tier === "none";
-}
-
-/** Serialises run starts of one caller across instances (held until the transaction ends). */
-export async function lockCallerRuns(tx: DbTransaction, callerId: string): Promise<void> {
-  await tx.execute(
-    sql`select pg_advisory_xact_lock(${runReservationLockSpace}, hashtext(${callerId}))`,
-  );
-}
-
-export async function readCaller(db: DbOrTx, callerId: string): Promise<Caller | undefined> {
-  const [row] = await db.select().from(callers).where(eq(callers.id, callerId)).limit(1);
-  return row;
-}
-
-export async function countActiveRuns(db: DbOrTx, callerId: string): Promise<number> {
-  const [row] = await db
-    .select({ n: sql<number>`count(*)::int` })
-    .from(runs)
-    .where(and(eq(runs.callerId, callerId), inArray(runs.status, [...activeStatuses])));
-  return Number(row?.n ?? 0);
-}
-
-export async function readDailyTotals(
-  db: DbOrTx,
-  callerId: string,
-  day: string,
-): Promise<DailyTotals> {
-  const [row] = await db
-    .select()
-    .from(dailyUsage)
-    .where(and(eq(dailyUsage.callerId, callerId), eq(dailyUsage.day, day)))
-    .limit(1);
-  return {
-    tokens: Number(row?.tokens ?? 0),
-    costUsd: Number(row?.costUsd ?? 0),
-    runs: Number(row?.runs ?? 0),
-  };
-}
-
-export async function addDailyUsage(
-  db: DbOrTx,
-  callerId: string,
-  day: string,
-  delta: { tokens?: number; costUsd?: number; runs?: number },
-): Promise<void> {
-  const tokens = Math.round(delta.tokens ?? 0);
-  const costUsd = delta.costUsd ?? 0;
-  const runCount = delta.runs ?? 0;
-  if (tokens === 0 && costUsd === 0 && runCount === 0) return;
-  await db
-    .insert(dailyUsage)
-    .values({ callerId, day, tokens, costUsd, runs: runCount })
-    .onConflictDoUpdate({
-      target: [dailyUsage.callerId, dailyUsage.day],
-      set: {
-        tokens: sql`${dailyUsage.tokens} + ${tokens}`,
-        costUsd: sql`${dailyUsage.costUsd} + ${costUsd.toFixed(6)}::numeric`,
-        runs: sql`${dailyUsage.runs} + ${runCount}`,
-      },
-    });
-}
 
 export async function insertRun(tx: DbTransaction, values: NewRun): Promise<Run> {
   const [row] = await tx
@@ -98,25 +33,6 @@ export async function insertRun(tx: DbTransaction, values: NewRun): Promise<Run>
     .returning();
   if (!row) throw new Error("inserting a run returned no row");
   return row;
-}
-
-export async function readRun(db: DbOrTx, runId: string): Promise<Run | undefined> {
-  if (!isUuid(runId)) return undefined;
-  const [row] = await db.select().from(runs).where(eq(runs.id, runId)).limit(1);
-  return row;
-}
-
-export async function lockRun(tx: DbTransaction, runId: string): Promise<Run | undefined> {
-  if (!isUuid(runId)) return undefined;
-  const [row] = await tx.select().from(runs).where(eq(runs.id, runId)).limit(1).for("update");
-  return row;
-}
-
-const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** Run ids are uuids; anything else names no run (and must not reach a uuid column). */
-export function isUuid(text: string): boolean {
-  return typeof text === "string" && uuidPattern.test(text);
 }
 
 /** Usage to add to a caller's daily totals in the same transaction as a run's change. */
@@ -241,15 +157,6 @@ export function createToolCallRecorder(input: {
   };
 }
 
-/** Every tool call row the run has, for unique row ids across segments. */
-export async function listCallIds(db: DbOrTx, runId: string): Promise<string[]> {
-  const rows = await db
-    .select({ callId: toolCalls.callId })
-    .from(toolCalls)
-    .where(eq(toolCalls.runId, runId));
-  return rows.map((r) => r.callId);
-}
-
 /** Parks a working run on `pending`; false when this instance no longer owns it. */
 export async function parkRun(
   db: DbOrTx,
@@ -264,7 +171,7 @@ export async function parkRun(
     at: Date;
     daily?: DailyCharge;
   },
-): Promise<boolean> {
+): Promise<{ cancelReason: string | null } | undefined> {
   return db.transaction(async (tx) => {
     const [row] = await tx
       .update(runs)
@@ -286,8 +193,8 @@ export async function parkRun(
           eq(runs.ownerInstanceId, input.instanceId),
         ),
       )
-      .returning({ id: runs.id });
-    if (!row) return false;
+      .returning({ cancelRequestedAt: runs.cancelRequestedAt, cancelReason: runs.cancelReason });
+    if (!row) return undefined;
     if (input.daily)
       await addDailyUsage(tx, input.daily.callerId, input.daily.day, input.daily.delta);
     await appendAuditEvent(tx, {
@@ -302,7 +209,8 @@ export async function parkRun(
         parkedUntil: input.parkedUntil.toISOString(),
       },
     });
-    return true;
+    // A cancel recorded while the run was parking still ends it (the caller closes it).
+    return { cancelReason: row.cancelRequestedAt ? (row.cancelReason ?? "canceled") : null };
   });
 }
 
@@ -402,81 +310,124 @@ export async function claimParkedRun(
   return claimed;
 }
 
-/** Ends a parked run without resuming it (cancel, expiry, revoked caller). */
-export async function closeParkedRun(
+/** How a parked run ends without resuming. */
+export type ParkedRunEnd = {
+  readonly status: "canceled" | "expired" | "rejected";
+  readonly error: RunError;
+  readonly actor: string;
+  readonly at: Date;
+};
+
+/** Locks the parked runs of one caller (a revocation closes them all). */
+export async function lockParkedRunsOfCaller(tx: DbTransaction, callerId: string): Promise<Run[]> {
+  return tx
+    .select()
+    .from(runs)
+    .where(and(eq(runs.callerId, callerId), eq(runs.status, "parked")))
+    .for("update");
+}
+
+/**
+ * Ends parked runs (locked by the caller's transaction) without resuming them: status and error
+ * set, pending approval and batch cleared, the calls still waiting marked `not-started`, and one
+ * `run.<status>` audit event per run. Returns the ids it closed (a run no longer parked is left).
+ */
+export async function closeParkedRuns(
   tx: DbTransaction,
-  input: {
-    run: Run;
-    status: "canceled" | "expired" | "rejected";
-    error: RunError;
-    actor: string;
-    at: Date;
-  },
-): Promise<void> {
-  const { run, at } = input;
-  await tx
+  input: ParkedRunEnd & { readonly runs: readonly Run[] },
+): Promise<string[]> {
+  const { at } = input;
+  const closed: string[] = [];
+  for (const run of input.runs) {
+    const [row] = await tx
+      .update(runs)
+      .set({
+        status: input.status,
+        error: input.error,
+        pendingApproval: null,
+        pendingBatch: null,
+        parkedUntil: null,
+        finishedAt: at,
+        updatedAt: at,
+      })
+      .where(and(eq(runs.id, run.id), eq(runs.status, "parked")))
+      .returning({ id: runs.id });
+    if (!row) continue;
+    await tx
+      .update(toolCalls)
+      .set({ status: "not-started", finishedAt: at })
+      .where(and(eq(toolCalls.runId, run.id), eq(toolCalls.status, "parked")));
+    await appendAuditEvent(tx, {
+      actor: input.actor,
+      kind: `run.${input.status}`,
+      subject: `run:${run.id}`,
+      data: {
+        runId: run.id,
+        status: input.status,
+        error: { code: input.error.code },
+        callId: run.pendingApproval?.callId ?? null,
+      },
+    });
+    closed.push(run.id);
+  }
+  return closed;
+}
+
+/**
+ * Records a cancel for a run that is still working (or about to). False when the run is not
+ * active. A second cancel keeps the first one's time and reason.
+ */
+export async function requestCancel(
+  tx: DbTransaction,
+  input: { runId: string; reason: string; at: Date },
+): Promise<boolean> {
+  const [row] = await tx
     .update(runs)
     .set({
-      status: input.status,
-      error: input.error,
-      pendingApproval: null,
-      pendingBatch: null,
-      finishedAt: at,
-      updatedAt: at,
+      cancelRequestedAt: sql`coalesce(${runs.cancelRequestedAt}, ${input.at.toISOString()}::timestamptz)`,
+      cancelReason: sql`coalesce(${runs.cancelReason}, ${storableText(input.reason)})`,
+      updatedAt: input.at,
     })
-    .where(and(eq(runs.id, run.id), eq(runs.status, "parked")));
-  await tx
-    .update(toolCalls)
-    .set({ status: "not-started", finishedAt: at })
-    .where(and(eq(toolCalls.runId, run.id), eq(toolCalls.status, "parked")));
-  await appendAuditEvent(tx, {
-    actor: input.actor,
-    kind: `run.${input.status}`,
-    subject: `run:${run.id}`,
-    data: {
-      runId: run.id,
-      status: input.status,
-      error: { code: input.error.code },
-      callId: run.pendingApproval?.callId ?? null,
-    },
-  });
+    .where(and(eq(runs.id, input.runId), inArray(runs.status, [...activeStatuses])))
+    .returning({ id: runs.id });
+  return row !== undefined;
 }
 
-/** Registers (or re-registers) this instance. */
-export async function registerInstance(
+/**
+ * What the between-steps check reads before a step's tools run: a cancel recorded for the run and
+ * whether its caller is revoked. Both also travel by notification; this read is what makes them
+ * hold when a notification is lost.
+ */
+export async function readStopRequest(
   db: DbOrTx,
-  input: { id: string; hostname: string; pid: number; at: Date },
-): Promise<void> {
-  await db
-    .insert(instances)
-    .values({
-      id: input.id,
-      hostname: input.hostname,
-      pid: input.pid,
-      startedAt: input.at,
-      heartbeatAt: input.at,
-    })
-    .onConflictDoUpdate({
-      target: instances.id,
-      set: { hostname: input.hostname, pid: input.pid, startedAt: input.at, heartbeatAt: input.at },
-    });
+  input: { runId: string; callerId: string },
+): Promise<{ cancelReason: string | undefined; caller: Caller | undefined }> {
+  const [run] = await db
+    .select({ cancelRequestedAt: runs.cancelRequestedAt, cancelReason: runs.cancelReason })
+    .from(runs)
+    .where(eq(runs.id, input.runId))
+    .limit(1);
+  const caller = await readCaller(db, input.callerId);
+  return {
+    cancelReason: run?.cancelRequestedAt ? (run.cancelReason ?? "canceled") : undefined,
+    caller,
+  };
 }
 
-export async function removeInstance(db: DbOrTx, id: string): Promise<void> {
-  await db.delete(instances).where(eq(instances.id, id));
-}
-
-/** Heartbeats this instance and the runs it is executing. */
+/**
+ * Heartbeats this instance and the runs it is executing; returns those of them with a cancel
+ * recorded, so a cancel whose notification was lost stops even a run busy in a long tool call.
+ */
 export async function heartbeat(
   db: DbOrTx,
   input: { instanceId: string; runIds: readonly string[]; at: Date },
-): Promise<void> {
+): Promise<{ runId: string; cancelReason: string }[]> {
   await db
     .update(instances)
     .set({ heartbeatAt: input.at })
     .where(eq(instances.id, input.instanceId));
-  if (input.runIds.length === 0) return;
-  await db
+  if (input.runIds.length === 0) return [];
+  const rows = await db
     .update(runs)
     .set({ heartbeatAt: input.at })
     .where(
@@ -485,7 +436,15 @@ export async function heartbeat(
         eq(runs.ownerInstanceId, input.instanceId),
         inArray(runs.status, [...activeStatuses]),
       ),
-    );
+    )
+    .returning({
+      runId: runs.id,
+      cancelRequestedAt: runs.cancelRequestedAt,
+      cancelReason: runs.cancelReason,
+    });
+  return rows
+    .filter((r) => r.cancelRequestedAt !== null)
+    .map((r) => ({ runId: r.runId, cancelReason: r.cancelReason ?? "canceled" }));
 }
 
 /**
@@ -572,36 +531,4 @@ export async function recoverOrphanedRuns(
     if (row) recovered.push(row);
   }
   return recovered;
-}
-
-/** Parked runs whose approval window closed. */
-export async function listExpiredParkedRuns(db: DbOrTx, at: Date): Promise<Run[]> {
-  return db
-    .select()
-    .from(runs)
-    .where(and(eq(runs.status, "parked"), lt(runs.parkedUntil, at)))
-    .limit(500);
-}
-
-/**
- * Runs of a caller that its revocation rejected while they were parked (src/services rejects
- * them in the revocation's own transaction), finished at or after `since`.
- */
-export async function listRunsRejectedByRevocation(
-  db: DbOrTx,
-  callerId: string,
-  since: Date,
-): Promise<Run[]> {
-  return db
-    .select()
-    .from(runs)
-    .where(
-      and(
-        eq(runs.callerId, callerId),
-        eq(runs.status, "rejected"),
-        sql`${runs.error}->>'code' = 'caller-revoked'`,
-        gte(runs.finishedAt, since),
-      ),
-    )
-    .limit(500);
 }

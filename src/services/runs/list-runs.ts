@@ -1,7 +1,7 @@
 // Runs for the admin API and CLI, newest first: what each run is doing, for whom, and what it
 // used. Plain inputs and plain JSON-ready outputs; src/http and src/cli shape them further.
 import { and, desc, eq, lt, type SQL } from "drizzle-orm";
-import type { DbOrTx } from "../db/client.ts";
+import type { DbOrTx } from "../../db/client.ts";
 import {
   callers,
   type PendingApproval,
@@ -12,9 +12,9 @@ import {
   type RunStatus,
   runStatuses,
   runs,
-} from "../db/schema.ts";
-import { ValidationError } from "../errors.ts";
-import { isUuid } from "./run-store.ts";
+} from "../../db/schema.ts";
+import { ValidationError } from "../../errors.ts";
+import { isUuid } from "../../runs/run-queries.ts";
 
 export type ListRunsInput = {
   readonly callerId?: string;
@@ -79,7 +79,14 @@ export function summarizeRun(run: Run, callerName: string): RunSummary {
 }
 
 /** Lists runs, newest first. Throws ValidationError for a bad filter. */
-export async function listRuns(db: DbOrTx, input: ListRunsInput = {}): Promise<RunSummary[]> {
+export async function listRuns({
+  ctx,
+  input = {},
+}: {
+  ctx: { readonly db: DbOrTx };
+  input?: ListRunsInput;
+}): Promise<RunSummary[]> {
+  const { db } = ctx;
   const limit = input.limit ?? 50;
   if (!Number.isInteger(limit) || limit < 1 || limit > 500) {
     throw new ValidationError([{ field: "limit", value: limit, message: "limit: 1 to 500" }]);

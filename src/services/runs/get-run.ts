@@ -2,16 +2,16 @@
 // pending call with its arguments and preview, the answer, the conversation, and every tool call
 // with how it ended (completed, interrupted, not started, refused, failed, parked, rejected).
 import { asc, eq } from "drizzle-orm";
-import type { DbOrTx } from "../db/client.ts";
+import type { DbOrTx } from "../../db/client.ts";
 import {
   callers,
   type PendingApproval,
   runs,
   type ToolCallStatus,
   toolCalls,
-} from "../db/schema.ts";
+} from "../../db/schema.ts";
+import { isUuid } from "../../runs/run-queries.ts";
 import { type RunSummary, summarizeRun } from "./list-runs.ts";
-import { isUuid } from "./run-store.ts";
 
 export type RunToolCall = {
   callId: string;
@@ -38,7 +38,15 @@ export type RunDetail = RunSummary & {
 };
 
 /** The run, or undefined when no run has this id. */
-export async function getRun(db: DbOrTx, runId: string): Promise<RunDetail | undefined> {
+export async function getRun({
+  ctx,
+  input,
+}: {
+  ctx: { readonly db: DbOrTx };
+  input: { readonly runId: string };
+}): Promise<RunDetail | undefined> {
+  const { db } = ctx;
+  const { runId } = input;
   if (!isUuid(runId)) return undefined;
   const [row] = await db
     .select({ run: runs, callerName: callers.name })
