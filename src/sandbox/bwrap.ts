@@ -1,0 +1,135 @@
+// The bubblewrap backend. One sandbox per process: its own user, mount, PID, IPC, UTS and cgroup
+// namespaces, and its own network namespace (only a loopback of its own) unless the tool declares
+// egress. Inside, the root holds /usr read-only with the usual /bin, /lib symlinks, the few /etc
+// files programs read, a fresh /tmp (also HOME), a /proc of the sandbox's own PID namespace, a
+// minimal /dev, and the workspace read-write at its own path, so paths in output mean the same
+// thing outside. Nothing else exists: no data directory, no /root, no /home, no /proc of peergate.
+//
+// bwrap is PID 1 of the sandbox and /proc/1/environ shows the environment bwrap was started
+// with, whatever --clearenv does for the child: so bwrap is spawned with PATH only, and the
+// child's variables go in as --setenv. prlimit (util-linux) execs into bwrap with the limits set,
+// so every process inside inherits them. When the outer bwrap dies (the run's kill reaches its
+// process group), --die-with-parent kills the sandbox's PID 1 and the kernel kills every process
+// left in its PID namespace: a setsid or double-forked child cannot outlive the call.
+import type { SandboxBackend, SandboxCommand, SandboxRequest } from "./types.ts";
+
+/** The environment bwrap itself runs with (visible inside as /proc/1/environ). */
+export const bwrapLauncherEnv: Readonly<Record<string, string>> = { PATH: "/usr/bin:/bin" };
+
+/** Files and directories of /etc that ordinary programs read; bound read-only when present. */
+const etcEntries = [
+  "passwd",
+  "group",
+  "nsswitch.conf",
+  "hosts",
+  "host.conf",
+  "localtime",
+  "timezone",
+  "ld.so.cache",
+  "ld.so.conf",
+  "ld.so.conf.d",
+  "alternatives",
+  "ssl",
+  "ca-certificates",
+  "ca-certificates.conf",
+  "mime.types",
+  "protocols",
+  "services",
+  "gitconfig",
+];
+/** Needed only to resolve names, so only when the network is shared. */
+const egressEtcEntries = ["resolv.conf", "gai.conf"];
+
+/** The sandbox's user: nobody, so nothing inside is root even in its own namespace. */
+const sandboxUid = "65534";
+
+export type BwrapOptions = {
+  /** Absolute path of bwrap (default /usr/bin/bwrap). */
+  readonly bwrapPath?: string;
+  /** Absolute path of prlimit (default /usr/bin/prlimit). */
+  readonly prlimitPath?: string;
+};
+
+export function createBwrapBackend(options: BwrapOptions = {}): SandboxBackend {
+  const bwrap = options.bwrapPath ?? "/usr/bin/bwrap";
+  const prlimit = options.prlimitPath ?? "/usr/bin/prlimit";
+  return {
+    kind: "bwrap",
+    confines: true,
+    wrap(request: SandboxRequest): SandboxCommand {
+      const { limits } = request;
+      const args = [
+        `--nproc=${limits.processes}`,
+        `--cpu=${limits.cpuSeconds}`,
+        `--fsize=${limits.fileSizeBytes}`,
+        `--as=${limits.memoryBytes}`,
+        "--",
+        bwrap,
+        ...bwrapArguments(request),
+        "--",
+        ...request.argv,
+      ];
+      return { command: prlimit, args, cwd: "/", env: { ...bwrapLauncherEnv } };
+    },
+  };
+}
+
+/** bwrap's options for one request (exported for the tests that read the command line). */
+export function bwrapArguments(request: SandboxRequest): string[] {
+  const args = [
+    "--unshare-user",
+    "--unshare-ipc",
+    "--unshare-pid",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    ...(request.egress ? [] : ["--unshare-net"]),
+    "--uid",
+    sandboxUid,
+    "--gid",
+    sandboxUid,
+    "--hostname",
+    "sandbox",
+    "--die-with-parent",
+    "--new-session",
+    "--cap-drop",
+    "ALL",
+    "--ro-bind",
+    "/usr",
+    "/usr",
+    "--symlink",
+    "usr/bin",
+    "/bin",
+    "--symlink",
+    "usr/sbin",
+    "/sbin",
+    "--symlink",
+    "usr/lib",
+    "/lib",
+    "--symlink",
+    "usr/lib64",
+    "/lib64",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
+  ];
+  for (const entry of request.egress ? [...etcEntries, ...egressEtcEntries] : etcEntries) {
+    args.push("--ro-bind-try", `/etc/${entry}`, `/etc/${entry}`);
+  }
+  for (const extra of request.readOnlyPaths ?? []) {
+    if (!isUnder(extra, "/usr")) args.push("--ro-bind-try", extra, extra);
+  }
+  // After /tmp: a workspace under /tmp is bound on top of the fresh tmpfs.
+  args.push("--bind", request.workspace, request.workspace, "--chdir", request.cwd);
+  args.push("--clearenv");
+  for (const [name, value] of Object.entries({ HOME: "/tmp", ...request.env })) {
+    args.push("--setenv", name, value);
+  }
+  return args;
+}
+
+function isUnder(file: string, dir: string): boolean {
+  return file === dir || file.startsWith(`${dir}/`);
+}
