@@ -11,6 +11,7 @@ import { parseDocument } from "yaml";
 import { z } from "zod";
 import { ConfigError, type Problem } from "../errors.ts";
 import { builtinTools } from "./builtin-inventory.ts";
+import { refuseEnvName } from "./env-names.ts";
 import { quoteUntrusted } from "./quote.ts";
 import {
   checkToolNames,
@@ -58,6 +59,43 @@ const timeoutMs = z
   .max(3_600_000, { error: "milliseconds, a whole number from 100 to 3600000" })
   .optional();
 
+/** Variable names a process may see beyond the minimal base; each must exist to be passed. */
+const envAllowlist = list(
+  z.string({ error: "an environment variable name" }).superRefine((name, ctx) => {
+    const why = refuseEnvName(name);
+    if (why !== undefined) {
+      ctx.addIssue({
+        code: "custom",
+        message: `a variable name a process may see (${JSON.stringify(name)}: ${why}; remove it from envAllowlist)`,
+      });
+    }
+  }),
+  "a list of environment variable names",
+).optional();
+
+const limit = (what: string, max: number) =>
+  z
+    .number({ error: `${what}, a whole number from 1 to ${max}` })
+    .int({ error: `${what}, a whole number from 1 to ${max}` })
+    .min(1, { error: `${what}, a whole number from 1 to ${max}` })
+    .max(max, { error: `${what}, a whole number from 1 to ${max}` })
+    .optional();
+
+/** Resource limits of the tool's sandboxed processes (defaults in src/sandbox/types.ts). */
+const sandboxLimits = z
+  .strictObject(
+    {
+      processes: limit("processes", 65_536),
+      cpuSeconds: limit("CPU seconds", 86_400),
+      fileSizeBytes: limit("bytes", 2 ** 50),
+      memoryBytes: limit("bytes", 2 ** 50),
+    },
+    { error: "a mapping with processes, cpuSeconds, fileSizeBytes and/or memoryBytes" },
+  )
+  .optional();
+
+const processFields = { envAllowlist, limits: sandboxLimits };
+
 const fixedCommandSchema = z.strictObject({
   name: toolName,
   description: text("a description the model reads (not empty)"),
@@ -70,6 +108,7 @@ const fixedCommandSchema = z.strictObject({
     .optional(),
   timeoutMs,
   ...metadataFields,
+  ...processFields,
 });
 
 const structuredCommandSchema = z.strictObject({
@@ -81,6 +120,7 @@ const structuredCommandSchema = z.strictObject({
     .min(1, { error: "a list of at least one program the model may run" }),
   timeoutMs,
   ...metadataFields,
+  ...processFields,
 });
 
 const commandToolSchema = z.discriminatedUnion(
@@ -137,6 +177,7 @@ const mcpServerSchema = z.discriminatedUnion(
       command: text("the command that starts the server"),
       args: list(z.string({ error: "an argument string" }), "a list of argument strings"),
       tools: mcpToolMap.default([]),
+      ...processFields,
     }),
     z.strictObject({
       name: serverName,
@@ -197,6 +238,7 @@ export const agentPolicySchema = z.strictObject(
     ),
     tools: list(toolEntry, "a list of tool names and categories"),
     deniedTools: list(toolEntry, "a list of tool names and categories"),
+    envAllowlist,
   },
   { error: "a mapping with name, description, version, skills, instructions, tools, deniedTools" },
 );
