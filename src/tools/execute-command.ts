@@ -4,6 +4,8 @@
 // risk floor's reasons); the hidden half checks again and runs it in the workspace, in its own
 // process group, with a scrubbed environment, a timeout, and capped output.
 import { z } from "zod";
+import type { Redactor } from "../sandbox/redact.ts";
+import { defaultSandboxLimits, type SandboxBackend } from "../sandbox/types.ts";
 import { checkCommandDenylist } from "./command-denylist.ts";
 import { decodeOutput, type ProcessResult, runProcess } from "./run-process.ts";
 import { assessShellRisk } from "./shell-risk.ts";
@@ -164,6 +166,10 @@ export function createExecuteCommandTool(options: {
   /** Already scrubbed of secrets (scrubEnvironment). */
   readonly env: Record<string, string>;
   readonly killGraceMs?: number;
+  readonly sandbox: SandboxBackend;
+  /** As the inventory declares it: false runs the command without a network. */
+  readonly egress: boolean;
+  readonly redactor?: Redactor;
 }): ToolImplementation {
   const { workspace, executeHalfName, env } = options;
 
@@ -222,6 +228,13 @@ export function createExecuteCommandTool(options: {
             signal: ctx.signal,
             maxOutputBytes: commandLimits.maxOutputBytes,
             ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
+            sandbox: {
+              backend: options.sandbox,
+              workspace: workspace.root,
+              egress: options.egress,
+              limits: defaultSandboxLimits,
+              ...(options.redactor === undefined ? {} : { redactor: options.redactor }),
+            },
           });
           return describeProcessResult(result, input.program, timeoutMs);
         }),

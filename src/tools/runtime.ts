@@ -10,6 +10,9 @@ import { ConfigError, type Problem } from "../errors.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
 import type { ToolDescriptor } from "../policy/tools.ts";
+import { createNoneBackend } from "../sandbox/none.ts";
+import type { Redactor } from "../sandbox/redact.ts";
+import type { SandboxBackend } from "../sandbox/types.ts";
 import { createCommandTools } from "./command-tools.ts";
 import { createEditFileTool } from "./edit-file.ts";
 import { createExecuteCommandTool } from "./execute-command.ts";
@@ -39,6 +42,10 @@ export type ToolRuntimeOptions = {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Variable names commands may see although they look secret (never SSH_*). */
   readonly envAllowlist?: readonly string[];
+  /** How processes are confined (src/sandbox/prepare-sandbox.ts); the server always passes one. */
+  readonly sandbox?: SandboxBackend;
+  /** Replaces every secret peergate holds in process output. */
+  readonly redactor?: Redactor;
   readonly webFetch?: WebFetchOptions;
   /** grep's deadline for one call (default 10 s). */
   readonly grep?: { readonly timeMs?: number };
@@ -65,6 +72,7 @@ function buildBuiltins(
   options: ToolRuntimeOptions,
 ): ReadonlyMap<string, BuiltinFactory> {
   const killGrace = options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs };
+  const confinement = processConfinement(options);
   return new Map<string, BuiltinFactory>([
     ["read_file", () => createReadFileTool(workspace)],
     ["ls", () => createListDirectoryTool(workspace)],
@@ -79,9 +87,24 @@ function buildBuiltins(
     [
       "execute_command",
       (d) =>
-        createExecuteCommandTool({ workspace, executeHalfName: requireHalf(d), env, ...killGrace }),
+        createExecuteCommandTool({
+          workspace,
+          executeHalfName: requireHalf(d),
+          env,
+          egress: d.egress,
+          ...confinement,
+          ...killGrace,
+        }),
     ],
   ]);
+}
+
+/** Tools' sandbox: without one (tool unit tests) processes are spawned plainly. */
+function processConfinement(options: ToolRuntimeOptions) {
+  return {
+    sandbox: options.sandbox ?? createNoneBackend(),
+    ...(options.redactor === undefined ? {} : { redactor: options.redactor }),
+  };
 }
 
 /**
@@ -132,6 +155,9 @@ export async function createToolRuntime(options: ToolRuntimeOptions): Promise<To
     commands: toolsPolicy.commands,
     workspace,
     env,
+    parentEnv: options.env,
+    envAllowlist: options.envAllowlist ?? [],
+    ...processConfinement(options),
     pathVariable: options.env.PATH,
     ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
   })) {
@@ -141,6 +167,8 @@ export async function createToolRuntime(options: ToolRuntimeOptions): Promise<To
     servers: toolsPolicy.mcpServers,
     workspace,
     env: options.env,
+    envAllowlist: options.envAllowlist ?? [],
+    ...processConfinement(options),
     logger: options.logger,
   });
   for (const tool of mcp.tools) add(tool);
