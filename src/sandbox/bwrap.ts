@@ -11,12 +11,20 @@
 // so every process inside inherits them. When the outer bwrap dies (the run's kill reaches its
 // process group), --die-with-parent kills the sandbox's PID 1 and the kernel kills every process
 // left in its PID namespace: a setsid or double-forked child cannot outlive the call.
+import { cpSync, existsSync, lstatSync, mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import type { SandboxBackend, SandboxCommand, SandboxRequest } from "./types.ts";
 
 /** The environment bwrap itself runs with (visible inside as /proc/1/environ). */
 export const bwrapLauncherEnv: Readonly<Record<string, string>> = { PATH: "/usr/bin:/bin" };
 
-/** Files and directories of /etc that ordinary programs read; bound read-only when present. */
+/**
+ * Files and directories of /etc that ordinary programs read. They are copied once (symlinks kept
+ * as symlinks) into a private directory bound read-only as the sandbox's /etc: one mount instead
+ * of one per entry, which is most of bwrap's start cost after the namespaces. The copy is taken
+ * at the first command; an edit of these files reaches sandboxes after a restart.
+ */
 const etcEntries = [
   "passwd",
   "group",
@@ -36,9 +44,36 @@ const etcEntries = [
   "protocols",
   "services",
   "gitconfig",
+  // Read only to resolve names, which only an egress tool can use.
+  "resolv.conf",
+  "gai.conf",
 ];
-/** Needed only to resolve names, so only when the network is shared. */
-const egressEtcEntries = ["resolv.conf", "gai.conf"];
+
+/** Never copied: TLS private keys (inside, the root-owned copy would be readable). */
+const etcExcluded = new Set(["/etc/ssl/private"]);
+
+function stageEtc(): string {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "peergate-sandbox-etc-"));
+  process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+  for (const entry of etcEntries) {
+    const from = `/etc/${entry}`;
+    if (!existsSync(from) && !isSymlink(from)) continue;
+    cpSync(from, path.join(dir, entry), {
+      recursive: true,
+      verbatimSymlinks: true,
+      filter: (source) => !etcExcluded.has(source),
+    });
+  }
+  return dir;
+}
+
+function isSymlink(file: string): boolean {
+  try {
+    return lstatSync(file).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
 
 /** The sandbox's user: nobody, so nothing inside is root even in its own namespace. */
 const sandboxUid = "65534";
@@ -53,6 +88,7 @@ export type BwrapOptions = {
 export function createBwrapBackend(options: BwrapOptions = {}): SandboxBackend {
   const bwrap = options.bwrapPath ?? "/usr/bin/bwrap";
   const prlimit = options.prlimitPath ?? "/usr/bin/prlimit";
+  let etc: string | undefined;
   return {
     kind: "bwrap",
     confines: true,
@@ -65,7 +101,7 @@ export function createBwrapBackend(options: BwrapOptions = {}): SandboxBackend {
         `--as=${limits.memoryBytes}`,
         "--",
         bwrap,
-        ...bwrapArguments(request),
+        ...bwrapArguments(request, (etc ??= stageEtc())),
         "--",
         ...request.argv,
       ];
@@ -74,8 +110,8 @@ export function createBwrapBackend(options: BwrapOptions = {}): SandboxBackend {
   };
 }
 
-/** bwrap's options for one request (exported for the tests that read the command line). */
-export function bwrapArguments(request: SandboxRequest): string[] {
+/** bwrap's options for one request, with `etc` as the sandbox's /etc (exported for tests). */
+export function bwrapArguments(request: SandboxRequest, etc: string): string[] {
   const args = [
     "--unshare-user",
     "--unshare-ipc",
@@ -114,10 +150,10 @@ export function bwrapArguments(request: SandboxRequest): string[] {
     "/dev",
     "--tmpfs",
     "/tmp",
+    "--ro-bind",
+    etc,
+    "/etc",
   ];
-  for (const entry of request.egress ? [...etcEntries, ...egressEtcEntries] : etcEntries) {
-    args.push("--ro-bind-try", `/etc/${entry}`, `/etc/${entry}`);
-  }
   for (const extra of request.readOnlyPaths ?? []) {
     if (!isUnder(extra, "/usr")) args.push("--ro-bind-try", extra, extra);
   }

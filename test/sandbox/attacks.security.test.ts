@@ -113,6 +113,7 @@ describeWithBwrap("the bwrap sandbox, attacked from inside", () => {
       ["the data dir through /proc/self/cwd", () => "cat /proc/self/cwd/../data/admin-token"],
       ["/root", () => "ls -a /root && cat /root/.bash_history"],
       ["/home", () => "ls -a /home"],
+      ["/etc/shadow or TLS private keys", () => "cat /etc/shadow || ls -a /etc/ssl/private"],
       ["the server's environment", () => `cat /proc/${process.pid}/environ`],
       ["the server's files through /proc", () => `ls /proc/${process.pid}/root/`],
     ])("cannot read %s", async (_what, script) => {

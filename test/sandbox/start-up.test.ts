@@ -243,14 +243,17 @@ describe("a process's environment", () => {
   });
 
   it("is passed to bwrap as --setenv after --clearenv, with the sandbox's HOME", () => {
-    const args = bwrapArguments({
-      argv: ["true"],
-      workspace: "/w",
-      cwd: "/w",
-      env: { PATH: "/usr/bin", A: "1" },
-      egress: false,
-      limits: defaultSandboxLimits,
-    });
+    const args = bwrapArguments(
+      {
+        argv: ["true"],
+        workspace: "/w",
+        cwd: "/w",
+        env: { PATH: "/usr/bin", A: "1" },
+        egress: false,
+        limits: defaultSandboxLimits,
+      },
+      "/staged-etc",
+    );
     const clear = args.indexOf("--clearenv");
     expect(clear).toBeGreaterThan(-1);
     expect(args.slice(clear + 1)).toEqual([
