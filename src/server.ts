@@ -225,7 +225,12 @@ export async function startServer(
     else
       logger.warn("runs will fail until a model is configured", { problem: resolvedModel.message });
 
-    const sandbox = await prepareSandbox({ kind: config.sandbox, policies, logger });
+    const sandbox = await prepareSandbox({
+      kind: config.sandbox,
+      policies,
+      logger,
+      dataDir: config.dataDir,
+    });
     // Every secret this process holds, replaced by value in process output.
     const redactor = createRedactor([
       config.modelApiKey,

@@ -11,7 +11,7 @@
 // so every process inside inherits them. When the outer bwrap dies (the run's kill reaches its
 // process group), --die-with-parent kills the sandbox's PID 1 and the kernel kills every process
 // left in its PID namespace: a setsid or double-forked child cannot outlive the call.
-import { cpSync, existsSync, lstatSync, mkdtempSync, rmSync } from "node:fs";
+import { cpSync, existsSync, lstatSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { SandboxBackend, SandboxCommand, SandboxRequest } from "./types.ts";
@@ -83,6 +83,8 @@ export type BwrapOptions = {
   readonly bwrapPath?: string;
   /** Absolute path of prlimit (default /usr/bin/prlimit). */
   readonly prlimitPath?: string;
+  /** Never bound, nor anything containing them (peergate's data directory). */
+  readonly hiddenPaths?: readonly string[];
 };
 
 export function createBwrapBackend(options: BwrapOptions = {}): SandboxBackend {
@@ -94,6 +96,7 @@ export function createBwrapBackend(options: BwrapOptions = {}): SandboxBackend {
     confines: true,
     wrap(request: SandboxRequest): SandboxCommand {
       const { limits } = request;
+      etc ??= stageEtc();
       const args = [
         `--nproc=${limits.processes}`,
         `--cpu=${limits.cpuSeconds}`,
@@ -101,7 +104,7 @@ export function createBwrapBackend(options: BwrapOptions = {}): SandboxBackend {
         `--as=${limits.memoryBytes}`,
         "--",
         bwrap,
-        ...bwrapArguments(request, (etc ??= stageEtc())),
+        ...bwrapArguments(request, etc, options.hiddenPaths ?? []),
         "--",
         ...request.argv,
       ];
@@ -111,7 +114,11 @@ export function createBwrapBackend(options: BwrapOptions = {}): SandboxBackend {
 }
 
 /** bwrap's options for one request, with `etc` as the sandbox's /etc (exported for tests). */
-export function bwrapArguments(request: SandboxRequest, etc: string): string[] {
+export function bwrapArguments(
+  request: SandboxRequest,
+  etc: string,
+  hiddenPaths: readonly string[] = [],
+): string[] {
   const args = [
     "--unshare-user",
     "--unshare-ipc",
@@ -154,8 +161,12 @@ export function bwrapArguments(request: SandboxRequest, etc: string): string[] {
     etc,
     "/etc",
   ];
+  // Only regular files (a program, a script): an argument such as `/` must not bind the host's
+  // root, and nothing in or around the data directory is ever bound.
   for (const extra of request.readOnlyPaths ?? []) {
-    if (!isUnder(extra, "/usr")) args.push("--ro-bind-try", extra, extra);
+    if (isUnder(extra, "/usr") || !isRegularFile(extra)) continue;
+    if (hiddenPaths.some((hidden) => isUnder(extra, hidden) || isUnder(hidden, extra))) continue;
+    args.push("--ro-bind", extra, extra);
   }
   // After /tmp: a workspace under /tmp is bound on top of the fresh tmpfs.
   args.push("--bind", request.workspace, request.workspace, "--chdir", request.cwd);
@@ -164,6 +175,14 @@ export function bwrapArguments(request: SandboxRequest, etc: string): string[] {
     args.push("--setenv", name, value);
   }
   return args;
+}
+
+function isRegularFile(file: string): boolean {
+  try {
+    return path.isAbsolute(file) && statSync(file).isFile();
+  } catch {
+    return false;
+  }
 }
 
 function isUnder(file: string, dir: string): boolean {

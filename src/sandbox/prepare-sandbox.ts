@@ -37,11 +37,18 @@ export async function prepareSandbox(options: {
   readonly kind: SandboxKind;
   readonly policies: Parameters<typeof startsProcesses>[0];
   readonly logger: Logger;
+  /** peergate's data directory: the backend never binds it into a sandbox. */
+  readonly dataDir?: string;
   /** For tests: the backend to use instead of the one `kind` names. */
   readonly backend?: SandboxBackend;
   readonly probe?: (backend: SandboxBackend) => Promise<SandboxProbe>;
 }): Promise<{ backend: SandboxBackend; status: SandboxStatus }> {
-  const backend = options.backend ?? createSandboxBackend(options.kind);
+  const backend =
+    options.backend ??
+    createSandboxBackend(
+      options.kind,
+      options.dataDir === undefined ? {} : { dataDir: options.dataDir },
+    );
   const needed = startsProcesses(options.policies);
   if (backend.kind === "none") {
     options.logger.warn(

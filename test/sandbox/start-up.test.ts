@@ -1,7 +1,7 @@
 // The sandbox's start-up rules without running a server: when it is required, what a broken
 // backend does to start-up, how PEERGATE_SANDBOX=none is reported, the workspace's place, the
 // envAllowlist rules in the policy files, the environment a process gets, and redaction.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -270,6 +270,30 @@ describe("a process's environment", () => {
     expect(args).toContain("--unshare-net");
     expect(args).toContain("--die-with-parent");
     expect(args).toContain("--new-session");
+  });
+
+  it("binds a declared program read-only, but never a directory nor the data dir", async () => {
+    const dataDir = path.join(base, "data");
+    const script = path.join(base, "tool.sh");
+    const inData = path.join(dataDir, "admin-token");
+    await mkdir(dataDir, { recursive: true });
+    await writeFile(script, "#!/bin/sh\n");
+    await writeFile(inData, "token");
+    const args = bwrapArguments(
+      {
+        argv: ["/bin/sh", script],
+        workspace: "/w",
+        cwd: "/w",
+        env: {},
+        egress: false,
+        limits: defaultSandboxLimits,
+        readOnlyPaths: [script, "/", base, inData, "/usr/bin/sh"],
+      },
+      "/staged-etc",
+      [dataDir],
+    );
+    const bound = args.flatMap((a, i) => (a === "--ro-bind" ? [args[i + 1]] : []));
+    expect(bound).toEqual(["/usr", "/staged-etc", script]);
   });
 
   it("the none backend runs the program itself, with exactly the given environment", () => {
