@@ -10,6 +10,10 @@ import path from "node:path";
 import { createLogger } from "../src/log.ts";
 import { listPolicyTools } from "../src/policy/policy-files.ts";
 import { createInventory } from "../src/policy/tools.ts";
+import { createBwrapBackend } from "../src/sandbox/bwrap.ts";
+import { createNoneBackend } from "../src/sandbox/none.ts";
+import { probeSandbox } from "../src/sandbox/probe.ts";
+import type { SandboxBackend } from "../src/sandbox/types.ts";
 import { builtinDescriptors } from "../src/tools/builtin-tools.ts";
 import { createToolRuntime } from "../src/tools/runtime.ts";
 import { checkCommandDenylist } from "../src/tools/shell/command-denylist.ts";
@@ -150,10 +154,66 @@ rows.push(
     checkCommandDenylist("sh", ["-c", s]),
   ),
 );
+// ---------------------------------------------------------------- the sandbox's start cost
+// One declared command tool running /usr/bin/true, spawned plainly (PEERGATE_SANDBOX=none) and
+// through bubblewrap: the difference of the medians is what confinement adds to every command.
+const trueTool = {
+  name: "run_true",
+  description: "Runs true.",
+  mode: "fixed" as const,
+  program: "/usr/bin/true",
+  args: [],
+  risk: "read-only" as const,
+  disclosure: "public" as const,
+  egress: false,
+};
+async function measureCommand(label: string, backend: SandboxBackend): Promise<number> {
+  const toolsPolicy = { commands: [trueTool], mcpServers: [] };
+  const inventory = createInventory(
+    listPolicyTools(toolsPolicy, builtinDescriptors),
+    "bench-sandbox",
+  );
+  if (!inventory.ok) throw new Error("inventory");
+  const commands = await createToolRuntime({
+    policies: { inventory: inventory.inventory, toolsPolicy },
+    workspace,
+    dataDir: path.join(base, "data"),
+    env: { PATH: process.env.PATH },
+    sandbox: backend,
+    logger: createLogger({ level: "silent", write: () => {} }),
+  });
+  const tool = commands.tools.get("run_true");
+  if (tool === undefined) throw new Error("run_true");
+  const times: number[] = [];
+  for (let i = 0; i < 30; i++) {
+    const t = performance.now();
+    const result = (await tool.execute({ arguments: [] }, ctx)) as { ok?: boolean };
+    times.push(performance.now() - t);
+    if (result.ok === false) throw new Error(`${label} failed: ${JSON.stringify(result)}`);
+  }
+  await commands.close();
+  times.sort((a, b) => a - b);
+  const median = times[Math.floor(times.length / 2)] ?? 0;
+  rows.push(`| ${label} | 30 | ${median.toFixed(2)} | ${(times.at(-1) ?? 0).toFixed(2)} |`);
+  return median;
+}
+const plain = await measureCommand("command `true`, PEERGATE_SANDBOX=none", createNoneBackend());
+const bwrap = createBwrapBackend();
+const probe = await probeSandbox(bwrap);
+let sandboxNote = "";
+if (probe.ok) {
+  const confined = await measureCommand("command `true`, PEERGATE_SANDBOX=bwrap", bwrap);
+  rows.push(
+    `| sandbox start cost added per command (bwrap − none; target < 15) | 30 | ${(confined - plain).toFixed(2)} | - |`,
+  );
+} else {
+  sandboxNote = `\nbwrap not measured: ${probe.problem}\n`;
+}
 
 console.log(`createToolRuntime: ${startMs.toFixed(1)} ms\n`);
 console.log("| call | runs | median ms | max ms |\n|---|---|---|---|");
 console.log(rows.join("\n"));
+if (sandboxNote) console.log(sandboxNote);
 
 await runtime.close();
 server.close();

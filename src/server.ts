@@ -30,6 +30,8 @@ import { createMetrics } from "./metrics.ts";
 import { createCeilingCache } from "./policy/ceiling-cache.ts";
 import { loadPriceTable } from "./runs/prices.ts";
 import { resolveModel } from "./runs/resolve-model.ts";
+import { prepareSandbox } from "./sandbox/prepare-sandbox.ts";
+import { createRedactor, databaseUrlSecrets } from "./sandbox/redact.ts";
 import {
   adminTokenFile,
   createSecretFile,
@@ -44,6 +46,7 @@ import { checkReadiness } from "./services/check-readiness.ts";
 import type { ServiceContext } from "./services/context.ts";
 import { createRunEngine } from "./services/runs/engine.ts";
 import { createToolRuntime } from "./tools/runtime.ts";
+import { isSecretName } from "./tools/scrub-environment.ts";
 
 export type RunningServer = {
   url: string;
@@ -226,11 +229,31 @@ export async function startServer(
     else
       logger.warn("runs will fail until a model is configured", { problem: resolvedModel.message });
 
+    const sandbox = await prepareSandbox({
+      kind: config.sandbox,
+      policies,
+      logger,
+      dataDir: config.dataDir,
+    });
+    // Every secret this process holds, replaced by value in process output.
+    const redactor = createRedactor([
+      config.modelApiKey,
+      config.adminToken,
+      admin.generated,
+      config.secretKey,
+      await readSecretFile(config.dataDir, adminTokenFile),
+      await readSecretFile(config.dataDir, secretKeyFile),
+      ...databaseUrlSecrets(config.databaseUrl),
+      ...Object.entries(env).flatMap(([name, value]) => (isSecretName(name) ? [value] : [])),
+    ]);
     const tools = await createToolRuntime({
       policies,
       workspace: config.workspace,
       dataDir: config.dataDir,
       env,
+      envAllowlist: policies.agent.envAllowlist ?? [],
+      sandbox: sandbox.backend,
+      redactor,
       logger,
     });
     cleanups.push(() => tools.close());
@@ -273,7 +296,7 @@ export async function startServer(
     const app = createApp({
       logger,
       metrics,
-      checkReadiness: () => checkReadiness({ database }),
+      checkReadiness: () => checkReadiness({ database, sandbox: sandbox.status }),
       admin: { services, limiter, runs: engine },
       webhooks: { auth, limiter, runs: engine },
       mount: [

@@ -10,6 +10,7 @@
 import { parseDocument } from "yaml";
 import { z } from "zod";
 import { ConfigError, type Problem } from "../errors.ts";
+import { refuseEnvName } from "./env-names.ts";
 import { quoteUntrusted } from "./quote.ts";
 import { describeCodeRunner } from "./shell-programs.ts";
 import {
@@ -58,6 +59,43 @@ const timeoutMs = z
   .max(3_600_000, { error: "milliseconds, a whole number from 100 to 3600000" })
   .optional();
 
+/** Variable names a process may see beyond the minimal base; each must exist to be passed. */
+const envAllowlist = list(
+  z.string({ error: "an environment variable name" }).superRefine((name, ctx) => {
+    const why = refuseEnvName(name);
+    if (why !== undefined) {
+      ctx.addIssue({
+        code: "custom",
+        message: `a variable name a process may see (${JSON.stringify(name)}: ${why}; remove it from envAllowlist)`,
+      });
+    }
+  }),
+  "a list of environment variable names",
+).optional();
+
+const limit = (what: string, max: number) =>
+  z
+    .number({ error: `${what}, a whole number from 1 to ${max}` })
+    .int({ error: `${what}, a whole number from 1 to ${max}` })
+    .min(1, { error: `${what}, a whole number from 1 to ${max}` })
+    .max(max, { error: `${what}, a whole number from 1 to ${max}` })
+    .optional();
+
+/** Resource limits of the tool's sandboxed processes (defaults in src/sandbox/types.ts). */
+const sandboxLimits = z
+  .strictObject(
+    {
+      processes: limit("processes", 65_536),
+      cpuSeconds: limit("CPU seconds", 86_400),
+      fileSizeBytes: limit("bytes", 2 ** 50),
+      memoryBytes: limit("bytes", 2 ** 50),
+    },
+    { error: "a mapping with processes, cpuSeconds, fileSizeBytes and/or memoryBytes" },
+  )
+  .optional();
+
+const processFields = { envAllowlist, limits: sandboxLimits };
+
 const fixedCommandSchema = z.strictObject({
   name: toolName,
   description: text("a description the model reads (not empty)"),
@@ -72,6 +110,7 @@ const fixedCommandSchema = z.strictObject({
   allowOptions: z.boolean({ error: "true or false" }).optional(),
   timeoutMs,
   ...metadataFields,
+  ...processFields,
 });
 
 const structuredCommandSchema = z.strictObject({
@@ -85,6 +124,7 @@ const structuredCommandSchema = z.strictObject({
   allowOptions: z.boolean({ error: "true or false" }).optional(),
   timeoutMs,
   ...metadataFields,
+  ...processFields,
 });
 
 const commandToolSchema = z.discriminatedUnion(
@@ -141,6 +181,7 @@ const mcpServerSchema = z.discriminatedUnion(
       command: text("the command that starts the server"),
       args: list(z.string({ error: "an argument string" }), "a list of argument strings"),
       tools: mcpToolMap.default([]),
+      ...processFields,
     }),
     z.strictObject({
       name: serverName,
@@ -216,6 +257,7 @@ export const agentPolicySchema = z.strictObject(
         )
         .optional(),
     ),
+    envAllowlist,
   },
   { error: "a mapping with name, description, version, skills, instructions, tools, deniedTools" },
 );

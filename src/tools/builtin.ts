@@ -3,6 +3,8 @@
 // its implementation. src/tools/builtin-tools.ts lists them; the loader hands their descriptors
 // to src/policy/, which never imports this folder.
 import { describeTool, type ToolDeclaration, type ToolDescriptor } from "../policy/tools.ts";
+import type { Redactor } from "../sandbox/redact.ts";
+import type { SandboxBackend } from "../sandbox/types.ts";
 import type { WebFetchOptions } from "./net/web-fetch.ts";
 import type { ToolImplementation } from "./types.ts";
 import type { Workspace } from "./workspace.ts";
@@ -24,6 +26,10 @@ export type BuiltinContext = {
   /** The environment commands inherit, already scrubbed. */
   readonly env: Record<string, string>;
   readonly options: BuiltinOptions;
+  /** How processes are confined; absent only in tool unit tests (then spawned plainly). */
+  readonly sandbox?: SandboxBackend;
+  /** Replaces every secret peergate holds in process output. */
+  readonly redactor?: Redactor;
 };
 
 export type BuiltinTool = {

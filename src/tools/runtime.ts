@@ -9,6 +9,9 @@
 import { ConfigError, type Problem } from "../errors.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
+import { createNoneBackend } from "../sandbox/none.ts";
+import type { Redactor } from "../sandbox/redact.ts";
+import type { SandboxBackend } from "../sandbox/types.ts";
 import type { BuiltinContext, BuiltinOptions, BuiltinTool } from "./builtin.ts";
 import { builtinTools } from "./builtin-tools.ts";
 import { createCommandTools } from "./declared/command-tools.ts";
@@ -33,12 +36,24 @@ export type ToolRuntimeOptions = BuiltinOptions & {
    * a file may be a link planted in the workspace to a file outside it).
    */
   readonly allowHardLinks?: boolean;
+  /** How processes are confined (src/sandbox/prepare-sandbox.ts); the server always passes one. */
+  readonly sandbox?: SandboxBackend;
+  /** Replaces every secret peergate holds in process output. */
+  readonly redactor?: Redactor;
   readonly logger: Logger;
 };
 
 const builtinsByName: ReadonlyMap<string, BuiltinTool> = new Map(
   builtinTools.map((tool) => [tool.descriptor.name, tool]),
 );
+
+/** Tools' sandbox: without one (tool unit tests) processes are spawned plainly. */
+function processConfinement(options: ToolRuntimeOptions) {
+  return {
+    sandbox: options.sandbox ?? createNoneBackend(),
+    ...(options.redactor === undefined ? {} : { redactor: options.redactor }),
+  };
+}
 
 /**
  * Builds every tool implementation. Throws ConfigError when the workspace cannot be used, a
@@ -67,7 +82,7 @@ export async function createToolRuntime(options: ToolRuntimeOptions): Promise<To
     );
   }
   const env = scrubEnvironment(options.env, options.envAllowlist);
-  const context: BuiltinContext = { workspace, env, options };
+  const context: BuiltinContext = { workspace, env, options, ...processConfinement(options) };
   const { inventory, toolsPolicy } = options.policies;
 
   const tools = new Map<string, ToolImplementation>();
@@ -92,6 +107,9 @@ export async function createToolRuntime(options: ToolRuntimeOptions): Promise<To
     commands: toolsPolicy.commands,
     workspace,
     env,
+    parentEnv: options.env,
+    envAllowlist: options.envAllowlist ?? [],
+    ...processConfinement(options),
     pathVariable: options.env.PATH,
     ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
   })) {
@@ -101,6 +119,8 @@ export async function createToolRuntime(options: ToolRuntimeOptions): Promise<To
     servers: toolsPolicy.mcpServers,
     workspace,
     env: options.env,
+    envAllowlist: options.envAllowlist ?? [],
+    ...processConfinement(options),
     logger: options.logger,
   });
   for (const tool of mcp.tools) add(tool);

@@ -14,8 +14,11 @@ import { z } from "zod";
 import { ConfigError, type Problem } from "../../errors.ts";
 import type { CommandToolPolicy } from "../../policy/policy-files.ts";
 import { quoteUntrusted } from "../../policy/quote.ts";
+import type { Redactor } from "../../sandbox/redact.ts";
+import { resolveSandboxLimits, type SandboxBackend } from "../../sandbox/types.ts";
 import { describeProcessResult } from "../process/execute-command.ts";
 import { runProcess } from "../run-process.ts";
+import { scrubEnvironment } from "../scrub-environment.ts";
 import { checkCommandDenylist } from "../shell/command-denylist.ts";
 import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
 import type { ToolImplementation } from "../types.ts";
@@ -91,6 +94,12 @@ export async function createCommandTools(options: {
   /** PATH to resolve programs with (the parent environment's). */
   readonly pathVariable: string | undefined;
   readonly killGraceMs?: number;
+  /** The parent environment, for the names a tool's own envAllowlist adds. */
+  readonly parentEnv?: Readonly<Record<string, string | undefined>>;
+  /** The agent-wide envAllowlist (a tool's own list is added to it). */
+  readonly envAllowlist?: readonly string[];
+  readonly sandbox: SandboxBackend;
+  readonly redactor?: Redactor;
 }): Promise<ToolImplementation[]> {
   const problems: Problem[] = [];
   const prepared: Prepared[] = [];
@@ -130,9 +139,17 @@ export async function createCommandTools(options: {
 
 function buildCommandTool(
   { tool, programs }: Prepared,
-  options: { workspace: Workspace; env: Record<string, string>; killGraceMs?: number },
+  options: Parameters<typeof createCommandTools>[0],
 ): ToolImplementation {
   const timeoutMs = tool.timeoutMs ?? commandToolLimits.defaultTimeoutMs;
+  const env =
+    tool.envAllowlist === undefined || options.parentEnv === undefined
+      ? options.env
+      : scrubEnvironment(options.parentEnv, [
+          ...(options.envAllowlist ?? []),
+          ...tool.envAllowlist,
+        ]);
+  const limits = resolveSandboxLimits(tool.limits);
   const inputSchema =
     tool.mode === "fixed"
       ? z.strictObject({ arguments: argumentsField })
@@ -192,11 +209,19 @@ function buildCommandTool(
           program: resolved,
           args: argv,
           cwd: options.workspace.root,
-          env: options.env,
+          env,
           timeoutMs,
           signal: ctx.signal,
           maxOutputBytes: commandToolLimits.maxOutputBytes,
           ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
+          sandbox: {
+            backend: options.sandbox,
+            workspace: options.workspace.root,
+            egress: tool.egress === true,
+            limits,
+            readOnlyPaths: [resolved],
+            ...(options.redactor === undefined ? {} : { redactor: options.redactor }),
+          },
         });
         return describeProcessResult(result, name, timeoutMs);
       }),

@@ -15,6 +15,8 @@ import { z } from "zod";
 import type { Logger } from "../../log.ts";
 import type { McpServerPolicy } from "../../policy/policy-files.ts";
 import { quoteUntrusted } from "../../policy/quote.ts";
+import { resolveSandboxLimits, type SandboxBackend } from "../../sandbox/types.ts";
+import { scrubEnvironment } from "../scrub-environment.ts";
 import { cutUtf8 } from "../text.ts";
 import { runGuarded, ToolCallError } from "../tool-call-error.ts";
 import type { ToolImplementation } from "../types.ts";
@@ -27,20 +29,15 @@ export const mcpLimits = {
   maxStderrBytes: 4096,
 };
 
-/** Environment names a stdio server inherits (the MCP SDK's own safe list, plus locale/tmp). */
-const inheritedNames = [
-  "HOME",
-  "LOGNAME",
-  "PATH",
-  "SHELL",
-  "TERM",
-  "USER",
-  "LANG",
-  "LC_ALL",
-  "TMPDIR",
-];
-
 const inputSchema = z.looseObject({});
+
+const launcherOverrides = {
+  HOME: "/",
+  LOGNAME: "nobody",
+  SHELL: "/bin/sh",
+  TERM: "dumb",
+  USER: "nobody",
+};
 
 type CallResult = Awaited<ReturnType<Client["callTool"]>>;
 
@@ -137,6 +134,8 @@ function connectLazily(
   options: {
     workspace: Workspace;
     env: Readonly<Record<string, string | undefined>>;
+    envAllowlist?: readonly string[];
+    sandbox: SandboxBackend;
     logger: Logger;
   },
 ): ServerConnection {
@@ -151,16 +150,27 @@ function connectLazily(
       if (!closed) connecting = undefined;
     };
     if (server.transport === "stdio") {
-      const env: Record<string, string> = {};
-      for (const name of inheritedNames) {
-        const value = options.env[name];
-        if (value !== undefined) env[name] = value;
-      }
-      const transport = new StdioClientTransport({
-        command: server.command,
-        args: [...server.args],
-        env,
+      // The server runs in the sandbox like any process; it has a network only when one of
+      // its tools is declared (or left undeclared, so the inventory says) as egress.
+      const sandboxed = options.sandbox.wrap({
+        argv: [server.command, ...server.args],
+        workspace: options.workspace.root,
         cwd: options.workspace.root,
+        env: scrubEnvironment(options.env, [
+          ...(options.envAllowlist ?? []),
+          ...(server.envAllowlist ?? []),
+        ]),
+        egress: server.tools.length === 0 || server.tools.some((t) => t.egress !== false),
+        limits: resolveSandboxLimits(server.limits),
+        readOnlyPaths: [server.command, ...server.args.filter((a) => a.startsWith("/"))],
+      });
+      const transport = new StdioClientTransport({
+        command: sandboxed.command,
+        args: [...sandboxed.args],
+        // The SDK merges HOME, USER, SHELL … of this process under the env it is given; for the
+        // sandbox's launcher (visible inside as /proc/1/environ) they are overridden.
+        env: options.sandbox.confines ? { ...launcherOverrides, ...sandboxed.env } : sandboxed.env,
+        cwd: sandboxed.cwd,
         stderr: "pipe",
       });
       let logged = 0;
@@ -214,8 +224,10 @@ function connectLazily(
 export function createMcpTools(options: {
   readonly servers: readonly McpServerPolicy[];
   readonly workspace: Workspace;
-  /** The parent environment; a stdio server inherits only a few harmless names from it. */
+  /** The parent environment; a stdio server gets the base names and its envAllowlist from it. */
   readonly env: Readonly<Record<string, string | undefined>>;
+  readonly envAllowlist?: readonly string[];
+  readonly sandbox: SandboxBackend;
   readonly logger: Logger;
 }): { tools: ToolImplementation[]; close: () => Promise<void> } {
   const connections: ServerConnection[] = [];

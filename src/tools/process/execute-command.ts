@@ -5,6 +5,9 @@
 // process group, with a scrubbed environment, a timeout, and capped output.
 import { z } from "zod";
 import { shellPrograms } from "../../policy/shell-programs.ts";
+import { createNoneBackend } from "../../sandbox/none.ts";
+import type { Redactor } from "../../sandbox/redact.ts";
+import { defaultSandboxLimits, type SandboxBackend } from "../../sandbox/types.ts";
 import { defineBuiltin, requireHalf } from "../builtin.ts";
 import { decodeOutput, type ProcessResult, runProcess } from "../run-process.ts";
 import { checkCommandDenylist } from "../shell/command-denylist.ts";
@@ -26,11 +29,14 @@ export const executeCommandTool = defineBuiltin(
     description:
       "Run a program with arguments in the workspace (no shell: args are passed literally). Shows the command for approval first. Returns exit code, stdout and stderr (each cut at 256 KiB).",
   },
-  ({ workspace, env, options }, d) =>
+  ({ workspace, env, options, sandbox, redactor }, d) =>
     createExecuteCommandTool({
       workspace,
       executeHalfName: requireHalf(d),
       env,
+      egress: d.egress,
+      sandbox: sandbox ?? createNoneBackend(),
+      ...(redactor === undefined ? {} : { redactor }),
       ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
     }),
 );
@@ -186,6 +192,10 @@ export function createExecuteCommandTool(options: {
   /** Already scrubbed of secrets (scrubEnvironment). */
   readonly env: Record<string, string>;
   readonly killGraceMs?: number;
+  readonly sandbox: SandboxBackend;
+  /** As the inventory declares it: false runs the command without a network. */
+  readonly egress: boolean;
+  readonly redactor?: Redactor;
 }): ToolImplementation {
   const { workspace, executeHalfName, env } = options;
 
@@ -243,6 +253,13 @@ export function createExecuteCommandTool(options: {
             signal: ctx.signal,
             maxOutputBytes: commandLimits.maxOutputBytes,
             ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
+            sandbox: {
+              backend: options.sandbox,
+              workspace: workspace.root,
+              egress: options.egress,
+              limits: defaultSandboxLimits,
+              ...(options.redactor === undefined ? {} : { redactor: options.redactor }),
+            },
           });
           return describeProcessResult(result, input.program, timeoutMs);
         }),

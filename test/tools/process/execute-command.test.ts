@@ -164,8 +164,9 @@ describe("the environment", () => {
       expect(stdout).not.toContain(leak);
     }
     expect(stdout).not.toContain("PEERGATE_PORT");
-    expect(stdout).toContain("KEYBOARD_LAYOUT=dvorak");
-    expect(stdout).toContain("SAFE_SETTING=visible");
+    // An allowlist, not a scrub: a harmless name not on the list stays out too.
+    expect(stdout).not.toContain("KEYBOARD_LAYOUT=dvorak");
+    expect(stdout).not.toContain("SAFE_SETTING=visible");
     // The allowlist un-hides an existing name, never SSH_*, and invents nothing.
     expect(stdout).toContain("GITHUB_TOKEN=ghp-leak-2");
     expect(stdout).not.toContain("SSH_AUTH_SOCK");
