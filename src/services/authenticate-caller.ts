@@ -61,23 +61,59 @@ function recordableName(name: string): string {
     : `(not recorded: ${name.length} characters)`;
 }
 
-/** Records why a request was refused, then throws the one error every refusal becomes. */
+/** What kind of credential a refused request presented, as the audit summary counts it. */
+function credentialKindOf(failure: AuthFailureContext, reason: string): string {
+  if (reason.startsWith("jwt-")) return "jwt";
+  switch (failure.surface) {
+    case "a2a":
+      return "peer-token";
+    case "webhook":
+      return "webhook-token";
+    case "github":
+      return "github-signature";
+    case "ifttt":
+      return "ifttt-secret";
+    case "admin":
+      return "admin-token";
+    case "operator":
+      return "operator-token";
+  }
+}
+
+/**
+ * Records why a request was refused, then throws the one error every refusal becomes. With the
+ * server's failure log the refusal goes into its source's summary (one audit event per window
+ * and source: src/services/record-auth-failures.ts); without one, it is an event of its own.
+ */
 export async function refuse(
   ctx: ServiceContext,
   failure: AuthFailureContext,
   reason: string,
   caller?: Caller,
 ): Promise<never> {
+  const claimedName = failure.claimedName ? recordableName(failure.claimedName) : undefined;
+  const subject = caller ? `caller:${caller.id}` : null;
+  if (ctx.authFailures) {
+    ctx.authFailures.record({
+      surface: failure.surface,
+      source: failure.source,
+      reason,
+      credentialKind: credentialKindOf(failure, reason),
+      claimedName,
+      subject,
+    });
+    throw new UnauthenticatedError(reason);
+  }
   try {
     await appendAuditEvent(ctx.db, {
       actor: "system",
       kind: "auth.failed",
-      subject: caller ? `caller:${caller.id}` : null,
+      subject,
       data: {
         surface: failure.surface,
         reason,
         source: failure.source,
-        ...(failure.claimedName ? { claimedName: recordableName(failure.claimedName) } : {}),
+        ...(claimedName ? { claimedName } : {}),
       },
     });
   } catch (error) {

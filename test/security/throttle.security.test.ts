@@ -336,3 +336,52 @@ describe("answers sent before the body was read", () => {
     c.socket.destroy();
   });
 });
+
+describe("the audit trail under a flood of failures", () => {
+  it("gets one summary for the source, written when asked to (or when the window closes), not one event per failure", async () => {
+    const source = "127.0.6.1";
+    const countEvents = async () =>
+      (await s.admin("GET", "/audit?kind=auth.failed&limit=500")).json.events.filter(
+        (e: { data: { source?: string } }) => e.data.source === source,
+      );
+    const c = await connect(source);
+    const rpc = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "GetTask", params: { id: "x" } });
+    const statuses = new Set<number>();
+    for (let i = 0; i < 200; i++) {
+      const a = await c.request(
+        requestText(
+          "POST",
+          "/a2a",
+          {
+            authorization: `Bearer pg_${String(i).padStart(43, "g")}`,
+            "content-type": "application/json",
+          },
+          rpc,
+        ),
+      );
+      statuses.add(a.status);
+    }
+    const tokenAsName = `pgw_${"s".repeat(43)}`;
+    await c.request(
+      requestText("POST", `/webhooks/${tokenAsName}`, { authorization: "Bearer pgw_x" }, "{}"),
+    );
+    c.socket.destroy();
+    expect([...statuses].sort()).toEqual([401, 429]);
+    expect(await countEvents()).toEqual([]);
+
+    await s.server.services.authFailures?.flushAll();
+    const events = await countEvents();
+    expect(events).toHaveLength(1);
+    expect(events[0].data).toMatchObject({
+      source,
+      count: 201,
+      surfaces: { a2a: 200, webhook: 1 },
+      credentialKinds: { "peer-token": 200, "webhook-token": 1 },
+      claimedNames: { [`(not recorded: ${tokenAsName.length} characters)`]: 1 },
+    });
+    expect(JSON.stringify(events[0])).not.toContain(tokenAsName);
+    expect(Date.parse(events[0].data.last)).toBeGreaterThanOrEqual(
+      Date.parse(events[0].data.first),
+    );
+  });
+});

@@ -87,7 +87,7 @@ export function closeUnreadBodies(): MiddlewareHandler {
   return async function closeUnreadBody(c, next) {
     await next();
     const incoming = (c.env as { incoming?: { complete?: boolean } } | undefined)?.incoming;
-    if (!incoming || incoming.complete !== false) return;
+    if (incoming?.complete !== false) return;
     // Bytes that arrived with the request may not be parsed yet when the answer is ready (the
     // handler can finish within the tick that parsed the headers): give the parser that tick.
     await new Promise((resolve) => setImmediate(resolve));
