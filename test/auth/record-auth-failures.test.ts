@@ -104,7 +104,8 @@ describeEachDatabase("the failed-authentication summary", (t) => {
     await log.close();
     const [event] = await readSummaries();
     expect(event?.data).toMatchObject({ count: 3 });
-    expect(Object.keys((event?.data as { claimedNames: object }).claimedNames).sort()).toEqual([
+    const data = (event?.data ?? {}) as { claimedNames?: object };
+    expect(Object.keys(data.claimedNames ?? {}).sort()).toEqual([
       "__proto__",
       "constructor",
       "toString",
