@@ -44,6 +44,7 @@ import { type AuthDeps, authenticatePeer } from "./services/authenticate-caller.
 import { openCallerDirectory } from "./services/caller-directory.ts";
 import { checkReadiness } from "./services/check-readiness.ts";
 import type { ServiceContext } from "./services/context.ts";
+import { createAuthFailureLog } from "./services/record-auth-failures.ts";
 import { createRunEngine } from "./services/runs/engine.ts";
 import { createToolRuntime } from "./tools/runtime.ts";
 import { isSecretName } from "./tools/scrub-environment.ts";
@@ -186,6 +187,13 @@ export async function startServer(
     cleanups.push(() => notifications.close());
     const directory = await openCallerDirectory({ database, logger, notifications });
     cleanups.push(() => directory.close());
+    // Written before the database closes: every failure's summary reaches the trail.
+    const authFailures = createAuthFailureLog({
+      db: database.db,
+      logger,
+      windowMs: (options.authThrottle ?? defaultAuthThrottle).windowMs,
+    });
+    cleanups.push(() => authFailures.close());
     const services: ServiceContext = {
       database,
       db: database.db,
@@ -196,6 +204,7 @@ export async function startServer(
       secretKey,
       publicUrl: config.publicUrl ?? url,
       callerChanged: (event) => directory.forget(event.callerId),
+      authFailures,
     };
 
     const admin = await ensureAdminToken({ ctx: services, configured: config.adminToken });

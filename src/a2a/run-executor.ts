@@ -117,10 +117,17 @@ const operatorMessage = (tool: string | undefined) =>
   "Nothing is needed from you: the task continues on its own once approved, or ends if the " +
   "operator rejects it or the approval expires. Follow it with GetTask or SubscribeToTask.";
 
+/**
+ * Failures whose message peergate wrote for the caller (a budget, a deadline). Any other failure
+ * (a model provider's error, an internal one) may carry addresses, paths or keys' names: the
+ * caller sees only a reference to the run, whose record keeps the text for the operator.
+ */
+const callerFacingFailures: ReadonlySet<string> = new Set(["budget-exceeded", "timeout"]);
+
 /** The final events for an outcome (after the answer artifact, if any). */
 export function describeOutcome(
   ids: { taskId: string; contextId: string },
-  outcome: Pick<RunOutcome, "status" | "text" | "error">,
+  outcome: Pick<RunOutcome, "runId" | "status" | "text" | "error">,
   parkedTool?: string,
 ): AgentExecutionEvent {
   const status: RunStatus = outcome.status;
@@ -170,7 +177,9 @@ export function describeOutcome(
         TaskStates.TASK_STATE_FAILED,
         agentMessage(
           ids,
-          reason ?? (status === "failed" ? "The run failed." : `The run ended as ${status}.`),
+          reason && callerFacingFailures.has(outcome.error?.code ?? "")
+            ? reason
+            : `The run failed (reference ${outcome.runId}).`,
           "status",
         ),
       );

@@ -1,11 +1,17 @@
-// The Hono application: request ids, access log and metrics, body limits, the one error mapper,
+// The Hono application: request ids, access log and metrics, body limits (and closing the
+// connection after an answer sent before the body was read), the one error mapper,
 // and the routes. It receives everything it needs; it reads no environment and opens nothing.
 import { Hono } from "hono";
 import { requestId } from "hono/request-id";
 import type { Logger } from "../log.ts";
 import type { Metrics } from "../metrics.ts";
 import type { Readiness } from "../services/check-readiness.ts";
-import { limitBody } from "./middleware/limit-body.ts";
+import {
+  closeUnreadBodies,
+  defaultMaxBodyBytes,
+  githubMaxBodyBytes,
+  limitBody,
+} from "./middleware/limit-body.ts";
 import { createInflightTracker, observe } from "./middleware/observe.ts";
 import { createErrorHandler, problemResponse } from "./problem.ts";
 import { type AdminRouteDeps, adminRoutes } from "./routes/admin.ts";
@@ -29,10 +35,6 @@ export type App = {
   inflight: ReturnType<typeof createInflightTracker>;
 };
 
-export const defaultMaxBodyBytes = 1024 * 1024;
-/** GitHub sends payloads of up to 25 MB. */
-export const githubMaxBodyBytes = 25 * 1024 * 1024;
-
 export function createApp(deps: AppDeps): App {
   const inflight = createInflightTracker();
   const hono = new Hono();
@@ -40,6 +42,7 @@ export function createApp(deps: AppDeps): App {
   const githubLimit = limitBody(githubMaxBodyBytes);
   hono.use(requestId());
   hono.use(observe({ logger: deps.logger, metrics: deps.metrics, inflight }));
+  hono.use(closeUnreadBodies());
   hono.use((c, next) =>
     c.req.path.startsWith("/webhooks/github/") ? githubLimit(c, next) : defaultLimit(c, next),
   );

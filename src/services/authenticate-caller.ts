@@ -62,23 +62,59 @@ function recordableName(name: string): string {
     : `(not recorded: ${name.length} characters)`;
 }
 
-/** Records why a request was refused, then throws the one error every refusal becomes. */
+/** What kind of credential a refused request presented, as the audit summary counts it. */
+function credentialKindOf(failure: AuthFailureContext, reason: string): string {
+  if (reason.startsWith("jwt-")) return "jwt";
+  switch (failure.surface) {
+    case "a2a":
+      return "peer-token";
+    case "webhook":
+      return "webhook-token";
+    case "github":
+      return "github-signature";
+    case "ifttt":
+      return "ifttt-secret";
+    case "admin":
+      return "admin-token";
+    case "operator":
+      return "operator-token";
+  }
+}
+
+/**
+ * Records why a request was refused, then throws the one error every refusal becomes. With the
+ * server's failure log the refusal goes into its source's summary (one audit event per window
+ * and source: src/services/record-auth-failures.ts); without one, it is an event of its own.
+ */
 export async function refuse(
   ctx: ServiceContext,
   failure: AuthFailureContext,
   reason: string,
   caller?: Caller,
 ): Promise<never> {
+  const claimedName = failure.claimedName ? recordableName(failure.claimedName) : undefined;
+  const subject = caller ? `caller:${caller.id}` : null;
+  if (ctx.authFailures) {
+    ctx.authFailures.record({
+      surface: failure.surface,
+      source: failure.source,
+      reason,
+      credentialKind: credentialKindOf(failure, reason),
+      claimedName,
+      subject,
+    });
+    throw new UnauthenticatedError(reason);
+  }
   try {
     await appendAuditEvent(ctx.db, {
       actor: "system",
       kind: "auth.failed",
-      subject: caller ? `caller:${caller.id}` : null,
+      subject,
       data: {
         surface: failure.surface,
         reason,
         source: failure.source,
-        ...(failure.claimedName ? { claimedName: recordableName(failure.claimedName) } : {}),
+        ...(claimedName ? { claimedName } : {}),
       },
     });
   } catch (error) {
@@ -224,18 +260,16 @@ export async function authenticateIfttt(
   return acceptSecret(deps, secret, { kind: "ifttt", method: "ifttt-secret", name }, failure);
 }
 
-/**
- * GitHub: the HMAC over the raw body under any of the caller's active secrets (more than one only
- * during a rotation's grace period). An unknown name still computes one HMAC, so the time taken
- * does not tell a prober whether the name exists.
- */
-export async function authenticateGithub(
-  deps: AuthDeps,
-  name: string,
-  rawBody: Uint8Array,
-  signature: string | null | undefined,
-  failure: AuthFailureContext,
-): Promise<AuthenticatedCaller> {
+/** What a GitHub caller name resolves to before the body is read: its active secrets, if any. */
+export type GithubSecrets = {
+  /** Whether the name is a GitHub caller with an active secret (so its body is worth reading). */
+  readonly known: boolean;
+  readonly match?: { caller: Caller; credential: Credential } | undefined;
+  readonly active: readonly Credential[];
+};
+
+/** Looks up a GitHub caller's active secrets by name; needs no body, so it runs before reading one. */
+export async function findGithubSecrets(deps: AuthDeps, name: string): Promise<GithubSecrets> {
   const { ctx } = deps;
   const now = ctx.now();
   // A name no caller can have is not looked up: PostgreSQL fails on some (a NUL byte from
@@ -253,13 +287,30 @@ export async function authenticateGithub(
         )
     : [];
   const active = rows.map((r) => r.credential).filter((c) => isCredentialActive(c, now));
-  if (active.length === 0) {
+  if (active.length === 0) return { known: false, active };
+  const match = await deps.directory.findByCredentialHash(active[0]?.secretHash ?? "");
+  return { known: match !== undefined, match, active };
+}
+
+/**
+ * GitHub: the HMAC over the raw body under any of the caller's active secrets (more than one only
+ * during a rotation's grace period). An unknown name still computes one HMAC, so the time taken
+ * does not tell a prober whether the name exists.
+ */
+export async function verifyGithubDelivery(
+  deps: AuthDeps,
+  found: GithubSecrets,
+  rawBody: Uint8Array,
+  signature: string | null | undefined,
+  failure: AuthFailureContext,
+): Promise<AuthenticatedCaller> {
+  const { ctx } = deps;
+  const { match, active } = found;
+  if (!match) {
     createHmac("sha256", "peergate-timing-pad").update(rawBody).digest();
     return refuse(ctx, failure, "unknown-github-caller");
   }
-  const match = await deps.directory.findByCredentialHash(active[0]?.secretHash ?? "");
-  if (!match) return refuse(ctx, failure, "unknown-github-caller");
-  const problem = credentialProblem(match, ["github"], now);
+  const problem = credentialProblem(match, ["github"], ctx.now());
   if (problem) return refuse(ctx, failure, problem, match.caller);
   let lastReason = "signature-missing";
   for (const credential of active) {
@@ -283,4 +334,21 @@ export async function authenticateGithub(
     lastReason = `signature-${check.reason}`;
   }
   return refuse(ctx, failure, lastReason, match.caller);
+}
+
+/** GitHub, in one step: the name's secrets, then the signature over `rawBody`. */
+export async function authenticateGithub(
+  deps: AuthDeps,
+  name: string,
+  rawBody: Uint8Array,
+  signature: string | null | undefined,
+  failure: AuthFailureContext,
+): Promise<AuthenticatedCaller> {
+  return verifyGithubDelivery(
+    deps,
+    await findGithubSecrets(deps, name),
+    rawBody,
+    signature,
+    failure,
+  );
 }

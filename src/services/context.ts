@@ -6,6 +6,7 @@ import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
 import type { CeilingCache } from "../policy/ceiling-cache.ts";
 import type { CallerEvent } from "./caller-events.ts";
+import type { AuthFailureLog } from "./record-auth-failures.ts";
 
 export type ServiceContext = {
   readonly database: Database;
@@ -20,6 +21,8 @@ export type ServiceContext = {
   readonly publicUrl: string;
   /** Told after a caller change commits on this instance (the caller directory forgets it). */
   readonly callerChanged?: ((event: CallerEvent) => void) | undefined;
+  /** Failed authentications, audited as summaries; without it, one event per failure. */
+  readonly authFailures?: AuthFailureLog | undefined;
 };
 
 /** Who performs an admin action, as the audit trail records it. */

@@ -1,11 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { createRateLimiter } from "../../src/auth/rate-limit.ts";
+import { createRateLimiter, sourceNetwork } from "../../src/auth/rate-limit.ts";
 import {
   generateSecretKeyText,
   openSecret,
   parseSecretKey,
   sealSecret,
 } from "../../src/auth/sealed-secrets.ts";
+import { RateLimitedError, UnauthenticatedError } from "../../src/errors.ts";
+import { throttleAuth } from "../../src/http/throttle.ts";
 
 describe("sealed webhook secrets", () => {
   const key = parseSecretKey(generateSecretKeyText());
@@ -55,5 +57,67 @@ describe("failure rate limiter", () => {
     for (let i = 0; i < 10_000; i++) limiter.fail(`k${i}`, 0);
     expect(limiter.retryAfter("k9999", 1)).toBeGreaterThan(0);
     expect(limiter.retryAfter("k0", 1)).toBe(0);
+  });
+});
+
+describe("source networks", () => {
+  it("counts an IPv4 address as itself and an IPv6 address as its /64", () => {
+    expect(sourceNetwork("192.0.2.7")).toBe("192.0.2.7");
+    expect(sourceNetwork("2001:db8:a:b:1:2:3:4")).toBe("2001:db8:a:b::/64");
+    expect(sourceNetwork("2001:db8:a:b::99")).toBe("2001:db8:a:b::/64");
+    expect(sourceNetwork("2001:DB8:A:B:ffff:ffff:ffff:ffff")).toBe("2001:db8:a:b::/64");
+    expect(sourceNetwork("2001:db8:a:c::1")).not.toBe(sourceNetwork("2001:db8:a:b::1"));
+    expect(sourceNetwork("::1")).toBe("0:0:0:0::/64");
+    expect(sourceNetwork("fe80::1%eth0")).toBe("fe80:0:0:0::/64");
+  });
+
+  it("counts an IPv4-mapped IPv6 address as its IPv4 address, in either spelling", () => {
+    expect(sourceNetwork("::ffff:192.0.2.7")).toBe("192.0.2.7");
+    expect(sourceNetwork("::ffff:c000:207")).toBe("192.0.2.7");
+  });
+
+  it("keeps what is not an address as it is", () => {
+    expect(sourceNetwork("unknown")).toBe("unknown");
+  });
+});
+
+describe("throttling failures, not good requests", () => {
+  const refuse = () => Promise.reject(new UnauthenticatedError("unknown-secret"));
+  const accept = () => Promise.resolve("ok");
+
+  it("answers failures past the limit 429 and still lets a verifying credential in", async () => {
+    const limiter = createRateLimiter({ maxFailures: 3, windowMs: 60_000 });
+    const keys = ["source:2001:db8::1", "caller:repo"];
+    for (let i = 0; i < 3; i++) {
+      await expect(throttleAuth(limiter, keys, refuse, () => 0)).rejects.toBeInstanceOf(
+        UnauthenticatedError,
+      );
+    }
+    await expect(throttleAuth(limiter, keys, refuse, () => 1)).rejects.toBeInstanceOf(
+      RateLimitedError,
+    );
+    await expect(throttleAuth(limiter, keys, accept, () => 2)).resolves.toBe("ok");
+    // Another host of the same /64 shares the count; the caller name does too.
+    await expect(
+      throttleAuth(limiter, ["source:2001:db8::2"], refuse, () => 3),
+    ).rejects.toBeInstanceOf(RateLimitedError);
+    await expect(throttleAuth(limiter, ["caller:repo"], refuse, () => 3)).rejects.toBeInstanceOf(
+      RateLimitedError,
+    );
+    // The window ends: failures are 401 again.
+    await expect(throttleAuth(limiter, keys, refuse, () => 60_001)).rejects.toBeInstanceOf(
+      UnauthenticatedError,
+    );
+  });
+
+  it("passes other errors through without counting them", async () => {
+    const limiter = createRateLimiter({ maxFailures: 1, windowMs: 60_000 });
+    const broken = () => Promise.reject(new Error("database down"));
+    for (let i = 0; i < 3; i++) {
+      await expect(throttleAuth(limiter, ["source:192.0.2.1"], broken)).rejects.toThrow(
+        "database down",
+      );
+    }
+    expect(limiter.retryAfter("source:192.0.2.1", Date.now())).toBe(0);
   });
 });

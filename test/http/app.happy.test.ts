@@ -13,6 +13,7 @@ function makeApp(readiness: Readiness = { ready: true, checks: [] }) {
     maxBodyBytes: 64,
   });
   app.hono.post("/echo", async (c) => c.text(await c.req.text()));
+  app.hono.post("/refuse", (c) => c.text("no", 401));
   app.hono.get("/boom", () => {
     throw new Error("database password is hunter2");
   });
@@ -106,6 +107,27 @@ describe("errors and limits", () => {
       duplex: "half",
     } as RequestInit);
     expect(res.status).toBe(413);
+  });
+
+  it("does not read a streamed body ahead of the handler: one that refuses it answers, not a 413", async () => {
+    const { app } = makeApp();
+    let pulled = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        pulled += 1;
+        if (pulled > 100) controller.close();
+        else controller.enqueue(new Uint8Array(8));
+      },
+    });
+    const res = await app.hono.request("/refuse", {
+      method: "POST",
+      body,
+      duplex: "half",
+    } as RequestInit);
+    // The handler answered (no 413: the body was not read up to the 64-byte limit first), and
+    // what was pulled is only what the streams' queues ask for when they are set up.
+    expect(res.status).toBe(401);
+    expect(pulled * 8).toBeLessThan(64);
   });
 
   it("accepts a body at the limit", async () => {

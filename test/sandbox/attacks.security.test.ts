@@ -167,7 +167,10 @@ describeWithBwrap("the bwrap sandbox, attacked from inside", () => {
       ["by deleting outside", () => `r=rm; $r -r ${outside} ../data ${dataDir}`],
       ["by moving a file in", () => "mv ../outside/victim.txt ./stolen.txt"],
       ["by hard-linking a file in", () => `ln ${dataDir}/admin-token ./token-link`],
-      ["into system files", () => "u=/usr; e=/etc; echo pwned > $u/bin/pwned || echo pwned >> $e/passwd"],
+      [
+        "into system files",
+        () => "u=/usr; e=/etc; echo pwned > $u/bin/pwned || echo pwned >> $e/passwd",
+      ],
     ])("cannot write outside the workspace %s", async (_how, script) => {
       const before = await snapshotAll();
       const out = await sh(script());

@@ -118,7 +118,12 @@ describeWithBwrap("the sandbox through the real server", () => {
     expect(ready.status).toBe(200);
     expect(JSON.stringify(await ready.json())).toContain("bwrap: works");
 
-    const peer = await addCaller(peergate, { name: "attacker", kind: "peer", tier: "public", allow: ["sh"] });
+    const peer = await addCaller(peergate, {
+      name: "attacker",
+      kind: "peer",
+      tier: "public",
+      allow: ["sh"],
+    });
     const workspaceBefore = await snapshotTree(workspace);
     // The embedded database lives in the data dir and changes with every run: compare the rest.
     const dataFiles = async () =>

@@ -54,6 +54,8 @@ export type SecurityServerOptions = {
    * embedded PGlite in the data directory otherwise (2-6 s).
    */
   database?: "postgres" | "pglite";
+  /** The failed-authentication throttle; default: raised out of the way (see above). */
+  authThrottle?: { maxFailures: number; windowMs: number };
 };
 
 export function newAdminToken(): string {
@@ -104,7 +106,7 @@ export async function startSecurityServer(
   let server: RunningServer;
   try {
     server = await startServer(loadConfig(env, dir), logger, env, {
-      authThrottle: { maxFailures: 1_000_000, windowMs: 60_000 },
+      authThrottle: options.authThrottle ?? { maxFailures: 1_000_000, windowMs: 60_000 },
       ...(options.clientTimeouts ? { clientTimeouts: options.clientTimeouts } : {}),
     });
   } catch (error) {

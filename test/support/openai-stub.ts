@@ -24,6 +24,8 @@ export type StubStep = {
   /** Start the answer, then never finish it: ends when the client goes away (an aborted call). */
   hang?: boolean;
   usage?: { prompt: number; completion: number };
+  /** Answer with this HTTP error and an OpenAI-style error body instead (a failing provider). */
+  error?: { status: number; message: string };
 };
 
 export type ChatMessage = {
@@ -93,6 +95,11 @@ export function createOpenAiStub(options: { record?: boolean } = {}): OpenAiStub
     if (record) requests.push({ body, authorization: req.headers.authorization });
     const step = await script(body, index);
     if (step.delayMs) await sleep(step.delayMs);
+    if (step.error) {
+      res.writeHead(step.error.status, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: step.error.message, type: "server_error" } }));
+      return;
+    }
     const toolCalls = (step.calls ?? []).map((call, i) => ({
       index: i,
       id: call.id,

@@ -2,6 +2,12 @@
 // generic sender uses a bearer token. Each is authenticated before its body means anything, every
 // failure is the same 401, and an accepted fire is answered 202 with the run id at once (GitHub
 // wants an answer within 10 s; the run goes on in the background).
+//
+// What can be authenticated without the body is, before a byte of it is read: an IFTTT secret
+// or a bearer token that fails is answered at once. A GitHub signature needs the body, so the
+// name is looked up first; the body of a name that is no GitHub caller, or from a source over
+// its failure limit, is read no further than a small limit (src/http/middleware/limit-body.ts).
+// The per-name throttle counts failures only: a request whose credential verifies always passes.
 
 import type { Context } from "hono";
 import { Hono } from "hono";
@@ -11,13 +17,20 @@ import { acceptWebhook, type WebhookAnswer } from "../../services/accept-webhook
 import {
   type AuthDeps,
   type AuthenticatedCaller,
-  authenticateGithub,
   authenticateIfttt,
   authenticateWebhookToken,
+  findGithubSecrets,
+  refuse,
+  verifyGithubDelivery,
 } from "../../services/authenticate-caller.ts";
 import { refuseBrowserOrigins, refuseQueryCredentials } from "../middleware/api-guards.ts";
+import {
+  githubMaxBodyBytes,
+  readBodyUpTo,
+  unauthenticatedBodyBytes,
+} from "../middleware/limit-body.ts";
 import { readSourceAddress } from "../request-info.ts";
-import { throttleAuth } from "../throttle.ts";
+import { throttleAuth, throttledFor } from "../throttle.ts";
 
 export type WebhookRouteDeps = { auth: AuthDeps; limiter: RateLimiter; runs: RunEngine };
 
@@ -39,38 +52,65 @@ export function webhookRoutes(deps: WebhookRouteDeps): Hono {
   app.use(refuseBrowserOrigins());
   app.use(refuseQueryCredentials());
   const ctx = deps.auth.ctx;
+  const keysOf = (source: string, name: string) => [
+    `source:${source}`,
+    `caller:${name.slice(0, 64)}`,
+  ];
 
+  /** IFTTT and generic webhooks: authenticated from the URL and headers, then the body is read. */
   const fire = async (
     c: Context,
     name: string,
-    authenticate: (source: string, rawBody: Uint8Array) => Promise<AuthenticatedCaller>,
-    extra: { deliveryId?: string | undefined; event?: string | undefined } = {},
+    authenticate: (source: string) => Promise<AuthenticatedCaller>,
   ) => {
     const source = readSourceAddress(c);
+    const { caller } = await throttleAuth(deps.limiter, keysOf(source, name), () =>
+      authenticate(source),
+    );
     const rawBody = new Uint8Array(await c.req.arrayBuffer());
-    const { caller } = await throttleAuth(
-      deps.limiter,
-      [`source:${source}`, `caller:${name.slice(0, 64)}`],
-      () => authenticate(source, rawBody),
+    return answer(c, await acceptWebhook({ ctx, runs: deps.runs, fire: { caller, rawBody } }));
+  };
+
+  app.post("/github/:name", async (c) => {
+    const name = c.req.param("name");
+    const source = readSourceAddress(c);
+    const failure = { surface: "github", claimedName: name, source } as const;
+    const found = await findGithubSecrets(deps.auth, name);
+    // A throttled source's own deliveries still pass if they verify, but it cannot make the
+    // server read a large body to find out (a failing name's limit does not apply: that would
+    // let anyone hold back a real caller's large deliveries by failing in its name).
+    const readable =
+      found.known && throttledFor(deps.limiter, [`source:${source}`]) === 0
+        ? githubMaxBodyBytes
+        : unauthenticatedBodyBytes;
+    const rawBody = await readBodyUpTo(c, readable);
+    const { caller } = await throttleAuth(deps.limiter, keysOf(source, name), () =>
+      rawBody === undefined
+        ? refuse(
+            ctx,
+            failure,
+            found.known ? "body-unread-source-throttled" : "unknown-github-caller",
+          )
+        : verifyGithubDelivery(
+            deps.auth,
+            found,
+            rawBody,
+            c.req.header("x-hub-signature-256"),
+            failure,
+          ),
     );
     return answer(
       c,
-      await acceptWebhook({ ctx, runs: deps.runs, fire: { caller, rawBody, ...extra } }),
-    );
-  };
-
-  app.post("/github/:name", (c) => {
-    const name = c.req.param("name");
-    return fire(
-      c,
-      name,
-      (source, rawBody) =>
-        authenticateGithub(deps.auth, name, rawBody, c.req.header("x-hub-signature-256"), {
-          surface: "github",
-          claimedName: name,
-          source,
-        }),
-      { deliveryId: c.req.header("x-github-delivery"), event: c.req.header("x-github-event") },
+      await acceptWebhook({
+        ctx,
+        runs: deps.runs,
+        fire: {
+          caller,
+          rawBody: rawBody ?? new Uint8Array(0),
+          deliveryId: c.req.header("x-github-delivery"),
+          event: c.req.header("x-github-event"),
+        },
+      }),
     );
   });
 
