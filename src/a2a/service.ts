@@ -4,9 +4,10 @@
 //   const a2a = createA2aService({ database, policies, publicUrl, runs, logger });
 //   a2a.agentCard(versionHeader)                 → { body, etag } (public card, 1.0 or 0.3 shape)
 //   a2a.extendedCard(caller, version)            → the card this caller gets (JSON object)
-//   await a2a.handleJsonRpc(rawBody, { caller, version, contentType })
+//   await a2a.handleJsonRpc(rawBody, { caller, version, contentType, accept })
 //        → { type: "json", response }            one JSON-RPC response, HTTP 200
 //        → { type: "sse", stream }               JSON-RPC responses, one per SSE `data:` line
+//        → { type: "none" }                      a notification: HTTP 204, no body (json-rpc.ts)
 //        throws RateLimitedError / UnavailableError: answer 429 + Retry-After / 503 instead
 //   a2a.closeCallerStreams(callerId)             ends the caller's open streams (revocation)
 //   a2a.closeAllStreams()                        ends every open stream
@@ -21,7 +22,9 @@
 // LegacyJsonRpcTransportHandler for 0.3, a Postgres TaskStore scoped to the caller, and an
 // AgentExecutor that bridges to the run engine. What the SDK gets wrong or leaves open is done
 // here: the JSON-RPC envelope and the A2A-Version rules (json-rpc.ts), the first stream event
-// read before SSE starts (an early error is a plain JSON-RPC error), readers that can go away
+// read before SSE starts (an error before it is one JSON-RPC error: an SSE stream of that one
+// event when the client accepts text/event-stream, since a client that asked for SSE may parse
+// nothing else, and a JSON body otherwise), readers that can go away
 // without freezing the task (event-stream.ts), internal error messages kept out of responses, and
 // errors that must become HTTP answers (call-context.ts).
 import type { AgentCard } from "@a2a-js/sdk";
@@ -51,8 +54,9 @@ import {
   type ProtocolVersion,
   readEscalated,
 } from "./call-context.ts";
-import { createStreamRegistry, pumpEvents } from "./event-stream.ts";
+import { createStreamRegistry, pumpEvents, singleEventStream } from "./event-stream.ts";
 import {
+  acceptsEventStream,
   checkEnvelope,
   errorResponse,
   isStreamingMethod,
@@ -83,14 +87,17 @@ export type A2aEventStream = AsyncIterable<JsonRpcResponse> & { close(): void };
 
 export type A2aReply =
   | { type: "json"; response: JsonRpcResponse }
-  | { type: "sse"; stream: A2aEventStream };
+  | { type: "sse"; stream: A2aEventStream }
+  | { type: "none" };
 
 export type A2aRequest = {
   caller: Caller;
-  /** The `A2A-Version` request header, as sent. */
+  /** The requested version: the `A2A-Version` header, or its query parameter (`readRequestedVersion`). */
   version: string | undefined;
   /** The `Content-Type` request header, as sent. */
   contentType?: string | undefined;
+  /** The `Accept` request header, as sent: whether an error of a streaming method comes as SSE. */
+  accept?: string | undefined;
 };
 
 /**
@@ -182,9 +189,22 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       version: request.version,
       contentType: request.contentType,
     });
-    if (!check.ok) return { type: "json", response: check.response };
+    if (!check.ok) {
+      if ("response" in check) return { type: "json", response: check.response };
+      logger.info("a JSON-RPC notification was dropped: A2A methods need an id", {
+        method: check.notification.method,
+        callerId: request.caller.id,
+      });
+      return { type: "none" };
+    }
     const { request: rpc, version } = check;
     const where = { method: rpc.method, callerId: request.caller.id };
+    const streaming = isStreamingMethod(rpc.method);
+    // An error of a streaming method, in the form the client asked for.
+    const early = (response: JsonRpcResponse): A2aReply =>
+      streaming && acceptsEventStream(request.accept)
+        ? { type: "sse", stream: singleEventStream(response) }
+        : { type: "json", response };
     stripTenant(rpc.params);
 
     const context = createCallContext(new CallerUser(request.caller.id, request.caller), version);
@@ -196,10 +216,17 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     if (!isAsyncIterable(result)) {
       const escalated = readEscalated(context);
       if (escalated) throw escalated;
-      return { type: "json", response: sanitizeResponse(result, where) };
+      return early(sanitizeResponse(result, where));
     }
-    if (!isStreamingMethod(rpc.method)) throw new Error("the SDK streamed a unary method");
-    return openStream(result, { id: rpc.id, version, callerId: request.caller.id, where, context });
+    if (!streaming) throw new Error("the SDK streamed a unary method");
+    return openStream(result, {
+      id: rpc.id,
+      version,
+      callerId: request.caller.id,
+      where,
+      context,
+      early,
+    });
   }
 
   async function openStream(
@@ -210,6 +237,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       callerId: string;
       where: Record<string, unknown>;
       context: ServerCallContext;
+      early: (response: JsonRpcResponse) => A2aReply;
     },
   ): Promise<A2aReply> {
     const events = pumpEvents(source);
@@ -220,27 +248,22 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       events.close();
       const escalated = readEscalated(request.context);
       if (escalated) throw escalated;
-      return {
-        type: "json",
-        response: errorResponse(
-          request.id,
-          sanitize(mapError(error, request.version), request.where),
-        ),
-      };
+      return request.early(
+        errorResponse(request.id, sanitize(mapError(error, request.version), request.where)),
+      );
     }
     if (first.done) {
       const escalated = readEscalated(request.context);
       if (escalated) throw escalated;
-      return {
-        type: "json",
-        response: errorResponse(
+      return request.early(
+        errorResponse(
           request.id,
           sanitize(
             { code: A2A_ERROR_CODE.INTERNAL_ERROR, message: "the task produced no events" },
             request.where,
           ),
         ),
-      };
+      );
     }
 
     let pendingFirst: JsonRpcResponse | undefined = first.value;
