@@ -54,14 +54,19 @@ const credentialSchemes = {
   },
 } as const;
 
-/** `/a2a` under the public URL, keeping any path prefix the URL already has. */
-export function resolveEndpointUrl(publicUrl: string): string {
+/** `path` under the public URL, keeping any path prefix the URL already has. */
+export function resolvePublicUrl(publicUrl: string, path: string): string {
   const base = new URL(publicUrl);
   const prefix = base.pathname.replace(/\/+$/, "");
-  base.pathname = `${prefix}/a2a`;
+  base.pathname = `${prefix}${path}`;
   base.search = "";
   base.hash = "";
   return base.toString();
+}
+
+/** `/a2a` under the public URL, keeping any path prefix the URL already has. */
+export function resolveEndpointUrl(publicUrl: string): string {
+  return resolvePublicUrl(publicUrl, "/a2a");
 }
 
 function toSkill(skill: VersionedAgentPolicy["skills"][number]): AgentSkill {
@@ -184,7 +189,7 @@ export function serializeCardV03(card: AgentCard): Record<string, unknown> {
   };
 }
 
-function toDocument(json: unknown): AgentCardDocument {
+export function toDocument(json: unknown): AgentCardDocument {
   const body = JSON.stringify(json);
   const hash = createHash("sha256").update(body).digest("base64url").slice(0, 27);
   return { body, etag: `"${hash}"` };

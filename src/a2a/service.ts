@@ -2,7 +2,9 @@
 // calls after it has authenticated the caller.
 //
 //   const a2a = createA2aService({ database, policies, publicUrl, runs, logger });
-//   a2a.agentCard(versionHeader)                 → { body, etag } (public card, 1.0 or 0.3 shape)
+//   await a2a.agentCard(versionHeader)           → { body, etag } (public card, 1.0 or 0.3 shape;
+//                                                  the 1.0 one signed when a signing key is given)
+//   a2a.jwks()                                   → { body, etag } (the key that signs the card)
 //   a2a.extendedCard(caller, version)            → the card this caller gets (JSON object)
 //   await a2a.handleJsonRpc(rawBody, { caller, version, contentType, accept })
 //        → { type: "json", response }            one JSON-RPC response, HTTP 200
@@ -46,7 +48,10 @@ import {
   type AgentCardDocument,
   buildAgentCards,
   buildExtendedCard,
+  resolvePublicUrl,
   serializeCard,
+  serializeCardV1,
+  toDocument,
 } from "./agent-card.ts";
 import {
   CallerUser,
@@ -54,6 +59,7 @@ import {
   type ProtocolVersion,
   readEscalated,
 } from "./call-context.ts";
+import { type CardSigningKey, publishJwks, signCardJson } from "./card-signing.ts";
 import { createStreamRegistry, pumpEvents, singleEventStream } from "./event-stream.ts";
 import {
   acceptsEventStream,
@@ -80,6 +86,8 @@ export type A2aServiceDeps = {
   textFlushMs?: number;
   /** A running task's progress is written to the database within this long (default 200 ms). */
   progressFlushMs?: number;
+  /** Signs the 1.0 card (public and extended); without it the card carries no signature. */
+  cardSigningKey?: CardSigningKey;
 };
 
 /** A stream of JSON-RPC responses that the reader (or a revocation) can end at any time. */
@@ -114,7 +122,9 @@ export type SettleRunInput = {
 };
 
 export type A2aService = {
-  agentCard(versionHeader: string | undefined): AgentCardDocument;
+  agentCard(versionHeader: string | undefined): Promise<AgentCardDocument>;
+  /** The JWKS at /.well-known/jwks.json: the card's signing key (no keys when none is given). */
+  jwks(): AgentCardDocument;
   extendedCard(caller: Caller, versionHeader: string | undefined): Record<string, unknown>;
   handleJsonRpc(body: unknown, request: A2aRequest): Promise<A2aReply>;
   closeCallerStreams(callerId: string): number;
@@ -151,6 +161,16 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     logger,
     ...(deps.textFlushMs === undefined ? {} : { textFlushMs: deps.textFlushMs }),
   });
+  const signingKey = deps.cardSigningKey;
+  const jwksUrl = resolvePublicUrl(deps.publicUrl, "/.well-known/jwks.json");
+  const jwks = toDocument(publishJwks(signingKey));
+  const signedV1: Promise<AgentCardDocument> = signingKey
+    ? signCardJson(serializeCardV1(cards.core), signingKey, jwksUrl).then((signature) =>
+        toDocument({ ...serializeCardV1(cards.core), signatures: [signature] }),
+      )
+    : Promise.resolve(cards.v1);
+  // A failure surfaces on the first card request; it must not crash the process before that.
+  signedV1.catch((error: unknown) => logger.error("signing the agent card failed", { error }));
   const extendedFor = (caller: Caller): AgentCard =>
     buildExtendedCard(agent, cards.endpointUrl, caller);
   const handler = new PeergateRequestHandler({
@@ -163,7 +183,10 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     extendedCard: async (context) => {
       const user = context.user;
       if (!(user instanceof CallerUser) || !user.caller) throw new Error("no caller");
-      return extendedFor(user.caller);
+      const card = extendedFor(user.caller);
+      if (signingKey)
+        card.signatures = [await signCardJson(serializeCardV1(card), signingKey, jwksUrl)];
+      return card;
     },
   });
   const transports = {
@@ -342,8 +365,9 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
   }
 
   return {
-    agentCard: (versionHeader) =>
-      selectCardVersion(versionHeader) === "0.3" ? cards.v03 : cards.v1,
+    agentCard: async (versionHeader) =>
+      selectCardVersion(versionHeader) === "0.3" ? cards.v03 : await signedV1,
+    jwks: () => jwks,
     extendedCard: (caller, versionHeader) =>
       serializeCard(extendedFor(caller), selectCardVersion(versionHeader)),
     handleJsonRpc,

@@ -4,6 +4,7 @@
 // - GET /.well-known/agent-card.json (and the v0.2 path /.well-known/agent.json): public; the
 //   1.0 or v0.3 shape by `A2A-Version` (the header, else the `A2A-Version` query parameter);
 //   ETag, Cache-Control, Vary: A2A-Version, 304 on a match.
+// - GET /.well-known/jwks.json: public; the key the 1.0 card is signed with (src/a2a/card-signing.ts).
 // - POST /a2a: `authenticate` runs first and throws UnauthenticatedError for missing or bad
 //   credentials, which the app's error mapper answers 401 with WWW-Authenticate: Bearer — never a
 //   JSON-RPC 200. An authenticated request gets JSON-RPC: one JSON response (errors included,
@@ -44,8 +45,8 @@ export function a2aRoutes(deps: A2aRouteDeps): Hono {
   const app = new Hono();
   const keepAliveMs = deps.keepAliveMs ?? 15_000;
 
-  const serveCard = (c: Context) => {
-    const card = deps.a2a.agentCard(requestedVersion(c));
+  const serveCard = async (c: Context) => {
+    const card = await deps.a2a.agentCard(requestedVersion(c));
     c.header("ETag", card.etag);
     c.header("Cache-Control", cardCacheControl);
     c.header("Vary", "A2A-Version");
@@ -54,6 +55,13 @@ export function a2aRoutes(deps: A2aRouteDeps): Hono {
   };
   app.get("/.well-known/agent-card.json", serveCard);
   app.get("/.well-known/agent.json", serveCard);
+  app.get("/.well-known/jwks.json", (c) => {
+    const jwks = deps.a2a.jwks();
+    c.header("ETag", jwks.etag);
+    c.header("Cache-Control", cardCacheControl);
+    if (matchesEtag(c.req.header("if-none-match"), jwks.etag)) return c.body(null, 304);
+    return c.body(jwks.body, 200, { "Content-Type": "application/jwk-set+json" });
+  });
 
   // A browser page must not drive /a2a with ambient credentials; tokens never ride in a URL.
   app.use("/a2a", refuseBrowserOrigins(), refuseQueryCredentials());
