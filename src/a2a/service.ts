@@ -184,8 +184,11 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       const user = context.user;
       if (!(user instanceof CallerUser) || !user.caller) throw new Error("no caller");
       const card = extendedFor(user.caller);
-      if (signingKey)
+      // The v0.3 transport would carry the signature over into a card of another shape, where
+      // it verifies nothing: only a 1.0 request gets it.
+      if (signingKey && context.requestedVersion === "1.0") {
         card.signatures = [await signCardJson(serializeCardV1(card), signingKey, jwksUrl)];
+      }
       return card;
     },
   });

@@ -120,6 +120,14 @@ describeEachDatabase(
       const v03 = await getCard({});
       expect(v03).toMatchObject({ protocolVersion: "0.3.0" });
       expect(v03).not.toHaveProperty("signatures");
+      const v03Extended = await h.rpc(
+        "alice",
+        { jsonrpc: "2.0", id: 1, method: "agent/getAuthenticatedExtendedCard" },
+        { "A2A-Version": "0.3" },
+      );
+      const v03Card = ((await v03Extended.json()) as { result: CardJson }).result;
+      expect(v03Card).toMatchObject({ name: "test-peer" });
+      expect(v03Card).not.toHaveProperty("signatures");
     });
 
     it("serves the same signed card and ETag on every request (Ed25519 signs deterministically)", async () => {
