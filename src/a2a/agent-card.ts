@@ -29,19 +29,44 @@ export type AgentCards = {
   endpointUrl: string;
 };
 
-const inputModes = ["text/plain"];
+// The media types a run reads and writes (src/a2a/conversation.ts, run-executor.ts). Text parts
+// are read as text and data parts as JSON. File parts (bytes or a URL) of any type are taken
+// without an error but only named to the run (filename, media type, size or URL): their content
+// is never opened or fetched (DESIGN §5), so no file type is listed — a client should not send a
+// PDF expecting it to be read. Every part peergate writes is text/plain.
+const inputModes = ["text/plain", "application/json"];
 const outputModes = ["text/plain"];
-const bearerDescription =
-  "A peergate credential: an opaque token (pg_…) issued by the operator, or a JWT signed by the key registered for the caller.";
 
-/** `/a2a` under the public URL, keeping any path prefix the URL already has. */
-export function resolveEndpointUrl(publicUrl: string): string {
+// Two credentials, either of which authenticates (the requirements are alternatives): the
+// operator-issued opaque token every caller can have, and a JWT for a caller registered with a
+// key. `bearerFormat` is only a hint (OpenAPI, A2A 1.0 HTTPAuthSecurityScheme); "JWT" alone
+// would send clients of an opaque-token caller looking for a token issuer that does not exist.
+const credentialSchemes = {
+  bearer: {
+    bearerFormat: "opaque",
+    description:
+      "An opaque peergate token (pg_…) issued by the operator for this caller; sent as Authorization: Bearer pg_….",
+  },
+  jwt: {
+    bearerFormat: "JWT",
+    description:
+      "A JWT (RFC 7519) signed with the key the operator registered for this caller, with the issuer and audience it names and exp, iat and jti; only for callers registered with a key.",
+  },
+} as const;
+
+/** `path` under the public URL, keeping any path prefix the URL already has. */
+export function resolvePublicUrl(publicUrl: string, path: string): string {
   const base = new URL(publicUrl);
   const prefix = base.pathname.replace(/\/+$/, "");
-  base.pathname = `${prefix}/a2a`;
+  base.pathname = `${prefix}${path}`;
   base.search = "";
   base.hash = "";
   return base.toString();
+}
+
+/** `/a2a` under the public URL, keeping any path prefix the URL already has. */
+export function resolveEndpointUrl(publicUrl: string): string {
+  return resolvePublicUrl(publicUrl, "/a2a");
 }
 
 function toSkill(skill: VersionedAgentPolicy["skills"][number]): AgentSkill {
@@ -85,15 +110,15 @@ function buildCoreCard(
       extensions: [],
       extendedAgentCard: true,
     },
-    securitySchemes: {
-      bearer: {
-        scheme: {
-          $case: "httpAuthSecurityScheme",
-          value: { scheme: "bearer", bearerFormat: "JWT", description: bearerDescription },
-        },
-      },
-    },
-    securityRequirements: [{ schemes: { bearer: { list: [] } } }],
+    securitySchemes: Object.fromEntries(
+      Object.entries(credentialSchemes).map(([name, scheme]) => [
+        name,
+        { scheme: { $case: "httpAuthSecurityScheme", value: { scheme: "bearer", ...scheme } } },
+      ]),
+    ),
+    securityRequirements: Object.keys(credentialSchemes).map((name) => ({
+      schemes: { [name]: { list: [] } },
+    })),
     defaultInputModes: [...inputModes],
     defaultOutputModes: [...outputModes],
     skills: skills.map(toSkill),
@@ -164,7 +189,7 @@ export function serializeCardV03(card: AgentCard): Record<string, unknown> {
   };
 }
 
-function toDocument(json: unknown): AgentCardDocument {
+export function toDocument(json: unknown): AgentCardDocument {
   const body = JSON.stringify(json);
   const hash = createHash("sha256").update(body).digest("base64url").slice(0, 27);
   return { body, etag: `"${hash}"` };

@@ -71,6 +71,23 @@ export function pumpEvents<T>(source: AsyncIterable<T>): EventSource<T> {
   };
 }
 
+/** A stream of one event (how an error reaches a client that asked for SSE). */
+export function singleEventStream<T>(event: T): AsyncIterable<T> & { close(): void } {
+  let sent = false;
+  return {
+    [Symbol.asyncIterator]: () => ({
+      async next(): Promise<IteratorResult<T, undefined>> {
+        if (sent) return { done: true, value: undefined };
+        sent = true;
+        return { done: false, value: event };
+      },
+    }),
+    close() {
+      sent = true;
+    },
+  };
+}
+
 /**
  * Streams that can be ended from outside, grouped by caller: revoking a caller ends every stream
  * it has open on this instance.

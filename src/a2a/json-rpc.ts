@@ -3,6 +3,18 @@
 // well, where JSON-RPC says -32700 and -32600. The method table and the A2A-Version rules live
 // here too: one endpoint serves the 1.0 names and the v0.3 names, and the header decides which
 // set a request is read against (absent or empty means 0.3, as the spec says).
+//
+// Two JSON-RPC corners are decided here:
+// - A notification (a valid request object without `id`) gets no reply, as JSON-RPC 2.0 demands:
+//   HTTP 204, no body. It is also not executed. A2A defines no notification method: every method
+//   has a result the client is meant to read, so a request without `id` is a client mistake, and
+//   running it would cost the caller (a SendMessage starts a model run, spending its budgets, whose
+//   answer nobody asked for) or change state without telling anyone (CancelTask). JSON-RPC lets a
+//   server drop such a request silently; the refusal is logged. A body that is not a valid
+//   request object (no `jsonrpc: "2.0"`, no method) is not a notification and is answered with
+//   -32600 and `id: null`, as JSON-RPC says.
+// - A batch (a JSON array) is not supported: it is answered with one -32600 error object, `id:
+//   null` (not an array of answers), and none of its requests is executed.
 
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import {
@@ -108,10 +120,40 @@ function plainError(code: number, message: string): JsonRpcError {
   return { code, message };
 }
 
+/**
+ * The `A2A-Version` a request asks for: the header when it has a value, else the `A2A-Version`
+ * query parameter (which the spec allows for clients that cannot set headers), else undefined
+ * (0.3). An empty header counts as absent, as it does for the version itself.
+ */
+export function readRequestedVersion(
+  header: string | undefined,
+  query: string | undefined,
+): string | undefined {
+  if (header !== undefined && header.trim() !== "") return header;
+  return query;
+}
+
+/**
+ * Whether an `Accept` header names `text/event-stream` with a non-zero quality. A wildcard does
+ * not count: a client that lists only `*\/*` has not said it parses SSE.
+ */
+export function acceptsEventStream(accept: string | undefined): boolean {
+  if (!accept) return false;
+  return accept.split(",").some((range) => {
+    const [type = "", ...parameters] = range.split(";").map((piece) => piece.trim());
+    if (type.toLowerCase() !== "text/event-stream") return false;
+    const quality = parameters.find((p) => /^q\s*=/i.test(p));
+    return quality === undefined || Number(quality.split("=")[1]) > 0;
+  });
+}
+
 export type EnvelopeCheck =
   | { ok: true; request: JsonRpcRequest; version: ProtocolVersion }
-  | { ok: false; response: JsonRpcResponse };
+  | { ok: false; response: JsonRpcResponse }
+  /** A valid request without `id`: answered with nothing and not executed (module comment). */
+  | { ok: false; notification: { method: string } };
 
+/** The id of a request object: null when absent (a notification, told apart later), undefined when invalid. */
 function readId(value: unknown): JsonRpcId | undefined {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return null;
   if (!("id" in value)) return null;
@@ -122,8 +164,9 @@ function readId(value: unknown): JsonRpcId | undefined {
 }
 
 /**
- * Reads and checks one request: media type (-32005), JSON (-32700), envelope (-32600), version
- * (-32009), method name (-32601). Params are left to the SDK and to PeergateRequestHandler.
+ * Reads and checks one request: media type (-32005), JSON (-32700), envelope (-32600), then
+ * whether it is a notification (no reply), version (-32009), method name (-32601). Params are
+ * left to the SDK and to PeergateRequestHandler.
  */
 export function checkEnvelope(
   body: string,
@@ -214,6 +257,8 @@ export function checkEnvelope(
     };
   }
   const method = envelope.method;
+  // `"id": null` is a request (whose answer carries id null); only a missing id is a notification.
+  if (!("id" in envelope)) return { ok: false, notification: { method: method.slice(0, 100) } };
 
   const version = selectProtocolVersion(headers.version);
   if (version === undefined) {

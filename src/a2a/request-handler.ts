@@ -4,6 +4,10 @@
 //
 // - a message needs a user role and at least one part (the SDK accepts an empty `parts`);
 // - `historyLength`, where given, is a whole number ≥ 0;
+// - ListTasks: `pageSize` a whole number 1–100, `statusTimestampAfter` an RFC 3339 timestamp
+//   (date, time and zone: `2026-01-31T12:00:00Z`) within the years 0001–9999, the range of the
+//   ProtoJSON Timestamp it stands for (the SDK checks it with Date.parse, which reads "-1" and
+//   "2026" as years, so "-1" listed everything). The SDK refuses an unknown `status` itself;
 // - a push-notification config on a message is refused (-32003), like the push methods;
 // - a follow-up (`taskId`) must name a task of this caller (else -32001, as for a task that does
 //   not exist) that is not still running here or waiting for an operator (-32004: the engine
@@ -66,6 +70,57 @@ function checkHistoryLength(value: number | undefined): void {
   }
 }
 
+const maxPageSize = 100;
+
+function checkPageSize(value: number | undefined): void {
+  if (value === undefined) return;
+  if (!Number.isInteger(value) || value < 1 || value > maxPageSize) {
+    throw new RequestMalformedError(
+      `pageSize must be a whole number from 1 to ${maxPageSize} (got ${JSON.stringify(value)})`,
+    );
+  }
+}
+
+const rfc3339 =
+  /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-](\d{2}):(\d{2}))$/;
+
+/** The instant of an RFC 3339 date-time in the years 0001–9999, or undefined when it is none. */
+export function parseTimestamp(value: string): Date | undefined {
+  const match = rfc3339.exec(value);
+  if (!match) return undefined;
+  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const offsetHours = match[9] === undefined ? 0 : Number(match[9]);
+  const offsetMinutes = match[10] === undefined ? 0 : Number(match[10]);
+  if (year < 1 || month < 1 || month > 12 || day < 1) return undefined;
+  if (hour > 23 || minute > 59 || second > 59 || offsetHours > 23 || offsetMinutes > 59) {
+    return undefined;
+  }
+  // A day past the month's end (2026-02-30) rolls over into the next month.
+  const calendar = new Date(0);
+  calendar.setUTCFullYear(year, month - 1, day);
+  if (calendar.getUTCMonth() !== month - 1) return undefined;
+  const instant = new Date(value);
+  if (Number.isNaN(instant.getTime())) return undefined;
+  const utcYear = instant.getUTCFullYear();
+  return utcYear < 1 || utcYear > 9999 ? undefined : instant;
+}
+
+function checkStatusTimestamp(value: string | undefined): void {
+  if (value === undefined || value === "") return;
+  if (!parseTimestamp(value)) {
+    throw new RequestMalformedError(
+      `statusTimestampAfter must be an RFC 3339 timestamp between the years 0001 and 9999, such as 2026-01-31T12:00:00Z (got ${JSON.stringify(value.slice(0, 40))})`,
+    );
+  }
+}
+
 function checkMessageShape(message: Message | undefined): asserts message is Message {
   if (!message) throw new RequestMalformedError("params.message is required");
   if (!message.messageId) throw new RequestMalformedError("message.messageId is required");
@@ -111,7 +166,7 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
       deps.extendedCard,
       undefined,
       // The bus closes whenever the executor returns: a parked run's executor returns at
-      // AUTH_REQUIRED, and the resumed run reports through settleResumedRun, not this bus.
+      // AUTH_REQUIRED, and the resumed run reports through the service's settleRun, not this bus.
       { keepBusAliveStates: [] },
     );
     this.#store = deps.store;
@@ -178,7 +233,9 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     params: ListTasksRequest,
     context: ServerCallContext,
   ): Promise<ListTasksResponse> {
+    checkPageSize(params.pageSize);
     checkHistoryLength(params.historyLength);
+    checkStatusTimestamp(params.statusTimestampAfter);
     return super.listTasks(params, context);
   }
 

@@ -16,7 +16,7 @@
 // Parked → AUTH_REQUIRED, not INPUT_REQUIRED: the run waits for an authorization that a person
 // grants out of band, and the client has nothing to send. INPUT_REQUIRED would invite a reply
 // that cannot approve anything. Both are interrupted, non-terminal states: the stream closes there,
-// and the task moves on when the operator answers (`settleResumedRun` in service.ts).
+// and the task moves on when the operator answers (`settleRun` in service.ts).
 //
 // The engine is asked for the run before the task is published. When it refuses with
 // RateLimitedError (or the database is down), nothing has been stored for a new task, and the
@@ -188,12 +188,7 @@ export function describeOutcome(
 
 type ActiveRun = { runId?: string; cancelRequested: boolean };
 
-export type RunExecutor = AgentExecutor & {
-  /** Tasks with a run in flight on this instance (for tests and shutdown). */
-  activeTaskIds(): string[];
-};
-
-export function createRunExecutor(deps: RunExecutorDeps): RunExecutor {
+export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
   const flushMs = deps.textFlushMs ?? 250;
   const contextTaskLimit = deps.contextTaskLimit ?? 20;
   const active = new Map<string, ActiveRun>();
@@ -448,5 +443,5 @@ export function createRunExecutor(deps: RunExecutorDeps): RunExecutor {
     if (!stopped) log.info("cancel found no running run", { runId: entry.runId });
   }
 
-  return { execute, cancelTask, activeTaskIds: () => [...active.keys()] };
+  return { execute, cancelTask };
 }

@@ -2,11 +2,14 @@
 // calls after it has authenticated the caller.
 //
 //   const a2a = createA2aService({ database, policies, publicUrl, runs, logger });
-//   a2a.agentCard(versionHeader)                 → { body, etag } (public card, 1.0 or 0.3 shape)
+//   await a2a.agentCard(versionHeader)           → { body, etag } (public card, 1.0 or 0.3 shape;
+//                                                  the 1.0 one signed when a signing key is given)
+//   a2a.jwks()                                   → { body, etag } (the key that signs the card)
 //   a2a.extendedCard(caller, version)            → the card this caller gets (JSON object)
-//   await a2a.handleJsonRpc(rawBody, { caller, version, contentType })
+//   await a2a.handleJsonRpc(rawBody, { caller, version, contentType, accept })
 //        → { type: "json", response }            one JSON-RPC response, HTTP 200
 //        → { type: "sse", stream }               JSON-RPC responses, one per SSE `data:` line
+//        → { type: "none" }                      a notification: HTTP 204, no body (json-rpc.ts)
 //        throws RateLimitedError / UnavailableError: answer 429 + Retry-After / 503 instead
 //   a2a.closeCallerStreams(callerId)             ends the caller's open streams (revocation)
 //   a2a.closeAllStreams()                        ends every open stream
@@ -21,7 +24,9 @@
 // LegacyJsonRpcTransportHandler for 0.3, a Postgres TaskStore scoped to the caller, and an
 // AgentExecutor that bridges to the run engine. What the SDK gets wrong or leaves open is done
 // here: the JSON-RPC envelope and the A2A-Version rules (json-rpc.ts), the first stream event
-// read before SSE starts (an early error is a plain JSON-RPC error), readers that can go away
+// read before SSE starts (an error before it is one JSON-RPC error: an SSE stream of that one
+// event when the client accepts text/event-stream, since a client that asked for SSE may parse
+// nothing else, and a JSON body otherwise), readers that can go away
 // without freezing the task (event-stream.ts), internal error messages kept out of responses, and
 // errors that must become HTTP answers (call-context.ts).
 import type { AgentCard } from "@a2a-js/sdk";
@@ -43,7 +48,10 @@ import {
   type AgentCardDocument,
   buildAgentCards,
   buildExtendedCard,
+  resolvePublicUrl,
   serializeCard,
+  serializeCardV1,
+  toDocument,
 } from "./agent-card.ts";
 import {
   CallerUser,
@@ -51,8 +59,10 @@ import {
   type ProtocolVersion,
   readEscalated,
 } from "./call-context.ts";
-import { createStreamRegistry, pumpEvents } from "./event-stream.ts";
+import { type CardSigningKey, publishJwks, signCardJson } from "./card-signing.ts";
+import { createStreamRegistry, pumpEvents, singleEventStream } from "./event-stream.ts";
 import {
+  acceptsEventStream,
   checkEnvelope,
   errorResponse,
   isStreamingMethod,
@@ -76,6 +86,8 @@ export type A2aServiceDeps = {
   textFlushMs?: number;
   /** A running task's progress is written to the database within this long (default 200 ms). */
   progressFlushMs?: number;
+  /** Signs the 1.0 card (public and extended); without it the card carries no signature. */
+  cardSigningKey?: CardSigningKey;
 };
 
 /** A stream of JSON-RPC responses that the reader (or a revocation) can end at any time. */
@@ -83,14 +95,17 @@ export type A2aEventStream = AsyncIterable<JsonRpcResponse> & { close(): void };
 
 export type A2aReply =
   | { type: "json"; response: JsonRpcResponse }
-  | { type: "sse"; stream: A2aEventStream };
+  | { type: "sse"; stream: A2aEventStream }
+  | { type: "none" };
 
 export type A2aRequest = {
   caller: Caller;
-  /** The `A2A-Version` request header, as sent. */
+  /** The requested version: the `A2A-Version` header, or its query parameter (`readRequestedVersion`). */
   version: string | undefined;
   /** The `Content-Type` request header, as sent. */
   contentType?: string | undefined;
+  /** The `Accept` request header, as sent: whether an error of a streaming method comes as SSE. */
+  accept?: string | undefined;
 };
 
 /**
@@ -107,7 +122,9 @@ export type SettleRunInput = {
 };
 
 export type A2aService = {
-  agentCard(versionHeader: string | undefined): AgentCardDocument;
+  agentCard(versionHeader: string | undefined): Promise<AgentCardDocument>;
+  /** The JWKS at /.well-known/jwks.json: the card's signing key (no keys when none is given). */
+  jwks(): AgentCardDocument;
   extendedCard(caller: Caller, versionHeader: string | undefined): Record<string, unknown>;
   handleJsonRpc(body: unknown, request: A2aRequest): Promise<A2aReply>;
   closeCallerStreams(callerId: string): number;
@@ -144,6 +161,16 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     logger,
     ...(deps.textFlushMs === undefined ? {} : { textFlushMs: deps.textFlushMs }),
   });
+  const signingKey = deps.cardSigningKey;
+  const jwksUrl = resolvePublicUrl(deps.publicUrl, "/.well-known/jwks.json");
+  const jwks = toDocument(publishJwks(signingKey));
+  const signedV1: Promise<AgentCardDocument> = signingKey
+    ? signCardJson(serializeCardV1(cards.core), signingKey, jwksUrl).then((signature) =>
+        toDocument({ ...serializeCardV1(cards.core), signatures: [signature] }),
+      )
+    : Promise.resolve(cards.v1);
+  // A failure surfaces on the first card request; it must not crash the process before that.
+  signedV1.catch((error: unknown) => logger.error("signing the agent card failed", { error }));
   const extendedFor = (caller: Caller): AgentCard =>
     buildExtendedCard(agent, cards.endpointUrl, caller);
   const handler = new PeergateRequestHandler({
@@ -156,7 +183,13 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     extendedCard: async (context) => {
       const user = context.user;
       if (!(user instanceof CallerUser) || !user.caller) throw new Error("no caller");
-      return extendedFor(user.caller);
+      const card = extendedFor(user.caller);
+      // The v0.3 transport would carry the signature over into a card of another shape, where
+      // it verifies nothing: only a 1.0 request gets it.
+      if (signingKey && context.requestedVersion === "1.0") {
+        card.signatures = [await signCardJson(serializeCardV1(card), signingKey, jwksUrl)];
+      }
+      return card;
     },
   });
   const transports = {
@@ -182,9 +215,22 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       version: request.version,
       contentType: request.contentType,
     });
-    if (!check.ok) return { type: "json", response: check.response };
+    if (!check.ok) {
+      if ("response" in check) return { type: "json", response: check.response };
+      logger.info("a JSON-RPC notification was dropped: A2A methods need an id", {
+        method: check.notification.method,
+        callerId: request.caller.id,
+      });
+      return { type: "none" };
+    }
     const { request: rpc, version } = check;
     const where = { method: rpc.method, callerId: request.caller.id };
+    const streaming = isStreamingMethod(rpc.method);
+    // An error of a streaming method, in the form the client asked for.
+    const early = (response: JsonRpcResponse): A2aReply =>
+      streaming && acceptsEventStream(request.accept)
+        ? { type: "sse", stream: singleEventStream(response) }
+        : { type: "json", response };
     stripTenant(rpc.params);
 
     const context = createCallContext(new CallerUser(request.caller.id, request.caller), version);
@@ -196,10 +242,17 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     if (!isAsyncIterable(result)) {
       const escalated = readEscalated(context);
       if (escalated) throw escalated;
-      return { type: "json", response: sanitizeResponse(result, where) };
+      return early(sanitizeResponse(result, where));
     }
-    if (!isStreamingMethod(rpc.method)) throw new Error("the SDK streamed a unary method");
-    return openStream(result, { id: rpc.id, version, callerId: request.caller.id, where, context });
+    if (!streaming) throw new Error("the SDK streamed a unary method");
+    return openStream(result, {
+      id: rpc.id,
+      version,
+      callerId: request.caller.id,
+      where,
+      context,
+      early,
+    });
   }
 
   async function openStream(
@@ -210,6 +263,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       callerId: string;
       where: Record<string, unknown>;
       context: ServerCallContext;
+      early: (response: JsonRpcResponse) => A2aReply;
     },
   ): Promise<A2aReply> {
     const events = pumpEvents(source);
@@ -220,27 +274,22 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       events.close();
       const escalated = readEscalated(request.context);
       if (escalated) throw escalated;
-      return {
-        type: "json",
-        response: errorResponse(
-          request.id,
-          sanitize(mapError(error, request.version), request.where),
-        ),
-      };
+      return request.early(
+        errorResponse(request.id, sanitize(mapError(error, request.version), request.where)),
+      );
     }
     if (first.done) {
       const escalated = readEscalated(request.context);
       if (escalated) throw escalated;
-      return {
-        type: "json",
-        response: errorResponse(
+      return request.early(
+        errorResponse(
           request.id,
           sanitize(
             { code: A2A_ERROR_CODE.INTERNAL_ERROR, message: "the task produced no events" },
             request.where,
           ),
         ),
-      };
+      );
     }
 
     let pendingFirst: JsonRpcResponse | undefined = first.value;
@@ -319,8 +368,9 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
   }
 
   return {
-    agentCard: (versionHeader) =>
-      selectCardVersion(versionHeader) === "0.3" ? cards.v03 : cards.v1,
+    agentCard: async (versionHeader) =>
+      selectCardVersion(versionHeader) === "0.3" ? cards.v03 : await signedV1,
+    jwks: () => jwks,
     extendedCard: (caller, versionHeader) =>
       serializeCard(extendedFor(caller), selectCardVersion(versionHeader)),
     handleJsonRpc,

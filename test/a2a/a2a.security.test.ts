@@ -265,17 +265,27 @@ describeEachDatabase(
           description: "A peer used by the A2A tests",
           version: "2.3.4",
           capabilities: { streaming: true, pushNotifications: false, extendedAgentCard: true },
-          defaultInputModes: ["text/plain"],
+          defaultInputModes: ["text/plain", "application/json"],
           defaultOutputModes: ["text/plain"],
           supportedInterfaces: [
             { url: `${h.baseUrl}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "1.0" },
             { url: `${h.baseUrl}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "0.3" },
           ],
+          // The opaque pg_ token every caller has, or a JWT for a caller registered with a key.
           securitySchemes: {
-            bearer: { httpAuthSecurityScheme: { scheme: "bearer", bearerFormat: "JWT" } },
+            bearer: { httpAuthSecurityScheme: { scheme: "bearer", bearerFormat: "opaque" } },
+            jwt: { httpAuthSecurityScheme: { scheme: "bearer", bearerFormat: "JWT" } },
           },
-          securityRequirements: [{ schemes: { bearer: { list: [] } } }],
+          securityRequirements: [
+            { schemes: { bearer: { list: [] } } },
+            { schemes: { jwt: { list: [] } } },
+          ],
         });
+        const schemes = card.securitySchemes as Record<
+          string,
+          { httpAuthSecurityScheme: { description: string } }
+        >;
+        expect(schemes.bearer?.httpAuthSecurityScheme.description).toContain("pg_");
         expect(card.skills).toEqual([
           {
             id: "echo",
@@ -303,8 +313,13 @@ describeEachDatabase(
             version: "2.3.4",
             capabilities: { streaming: true, pushNotifications: false },
             supportsAuthenticatedExtendedCard: true,
-            securitySchemes: { bearer: { type: "http", scheme: "bearer" } },
-            security: [{ bearer: [] }],
+            securitySchemes: {
+              bearer: { type: "http", scheme: "bearer", bearerFormat: "opaque" },
+              jwt: { type: "http", scheme: "bearer", bearerFormat: "JWT" },
+            },
+            security: [{ bearer: [] }, { jwt: [] }],
+            defaultInputModes: ["text/plain", "application/json"],
+            defaultOutputModes: ["text/plain"],
           });
           expect(card).not.toHaveProperty("supportedInterfaces");
         }
@@ -347,7 +362,10 @@ describeEachDatabase(
           { jsonrpc: "2.0", id: 1, method: "agent/getAuthenticatedExtendedCard" },
           { "A2A-Version": "0.3" },
         );
-        expect(v03.result).toMatchObject({ name: "test-peer", security: [{ bearer: [] }] });
+        expect(v03.result).toMatchObject({
+          name: "test-peer",
+          security: [{ bearer: [] }, { jwt: [] }],
+        });
       });
     });
   },

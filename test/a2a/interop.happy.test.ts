@@ -148,6 +148,42 @@ describeEachDatabase(
           expect(textOf(done.artifacts[0]?.parts)).toBe("all done");
         });
 
+        it("reads the card's two credential schemes and the media types it takes", async () => {
+          const card = await client.getAgentCard();
+          expect(card.defaultInputModes).toEqual(["text/plain", "application/json"]);
+          expect(card.defaultOutputModes).toEqual(["text/plain"]);
+          const formats = Object.fromEntries(
+            Object.entries(card.securitySchemes).map(([name, scheme]) => [
+              name,
+              scheme.scheme?.$case === "httpAuthSecurityScheme"
+                ? scheme.scheme.value.bearerFormat
+                : undefined,
+            ]),
+          );
+          expect(formats).toEqual({ bearer: "opaque", jwt: "JWT" });
+          expect(card.securityRequirements.map((r) => Object.keys(r.schemes))).toEqual([
+            ["bearer"],
+            ["jwt"],
+          ]);
+          // A data part, listed as application/json, reaches the run.
+          const task = asTask(
+            await client.sendMessage({
+              message: userMessage("", {
+                parts: [
+                  {
+                    content: { $case: "data", value: { city: "Lyon" } },
+                    mediaType: "application/json",
+                    filename: "",
+                    metadata: undefined,
+                  },
+                ],
+              }),
+            } as never),
+          );
+          expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+          expect(h.engine.starts.at(-1)?.messages.at(-1)?.content).toContain('"city": "Lyon"');
+        });
+
         it("gets the extended card with the caller's skills", async () => {
           const card = await client.getAgentCard();
           expect(card.name).toBe("test-peer");

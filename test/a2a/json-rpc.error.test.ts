@@ -71,13 +71,15 @@ describeEachDatabase(
         expect(reply.id).toEqual(id);
       });
 
-      it("answers an unknown method with -32601, with or without an id", async () => {
+      it("answers an unknown method with -32601; without an id (a notification) with nothing", async () => {
         expect(
           (await call({ jsonrpc: "2.0", id: "x", method: "tasks/explode", params: {} })).error
             ?.code,
         ).toBe(-32601);
-        const noId = await call({ jsonrpc: "2.0", method: "Nope", params: {} });
-        expect(noId).toMatchObject({ id: null, error: { code: -32601 } });
+        // JSON-RPC 2.0: a notification gets no reply (test/a2a/protocol.error.test.ts).
+        const noId = await h.rpc("alice", { jsonrpc: "2.0", method: "Nope", params: {} });
+        expect(noId.status).toBe(204);
+        expect(await noId.text()).toBe("");
       });
 
       it("reads method names against the version asked for, and says which version a name belongs to", async () => {
@@ -282,12 +284,13 @@ describeEachDatabase(
     });
 
     describe("streaming", () => {
-      it("answers an error before the first event as plain JSON, not SSE", async () => {
+      it("answers an error before the first event as plain JSON to a client that does not accept SSE", async () => {
+        // With Accept: text/event-stream it is one SSE error event (protocol.error.test.ts).
         const body = sendBody("x", { taskId: "no-such-task" });
         const res = await h.rpc(
           "alice",
           { ...body, method: "SendStreamingMessage" },
-          { Accept: "text/event-stream" },
+          { Accept: "application/json" },
         );
         expect(res.headers.get("content-type")).toContain("application/json");
         expect(((await res.json()) as RpcReply).error?.code).toBe(-32001);

@@ -11,7 +11,7 @@
 //   boom      start() throws a plain Error (an internal failure)
 //   anything  a tool call (started, completed), the answer in two deltas, completed:
 //             "echo: <text>"
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { once } from "node:events";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import type { AddressInfo } from "node:net";
@@ -29,6 +29,7 @@ import { serve } from "@hono/node-server";
 import type { ModelMessage } from "ai";
 import { Hono } from "hono";
 import { requestId } from "hono/request-id";
+import { type CardSigningKey, deriveCardSigningKey } from "../../src/a2a/card-signing.ts";
 import { type A2aService, createA2aService } from "../../src/a2a/service.ts";
 import type { Database } from "../../src/db/client.ts";
 import { type Caller, callers } from "../../src/db/schema.ts";
@@ -198,6 +199,8 @@ export function createFakeEngine(): FakeEngine {
 
 export type Harness = {
   baseUrl: string;
+  /** The key the card is signed with. */
+  cardSigningKey: CardSigningKey;
   a2a: A2aService;
   engine: FakeEngine;
   callers: Map<string, Caller>;
@@ -250,7 +253,9 @@ export async function startHarness(
   const baseUrl = `http://127.0.0.1:${port}`;
 
   const engine = createFakeEngine();
+  const cardSigningKey = await deriveCardSigningKey(randomBytes(32));
   const a2a = createA2aService({
+    cardSigningKey,
     database,
     policies,
     publicUrl: baseUrl,
@@ -312,6 +317,7 @@ export async function startHarness(
 
   return {
     baseUrl,
+    cardSigningKey,
     a2a,
     engine,
     callers: byName,

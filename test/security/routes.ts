@@ -328,4 +328,5 @@ export const publicRoutes: readonly { method: string; pattern: string }[] = [
   { method: "GET", pattern: "/metrics" },
   { method: "GET", pattern: "/.well-known/agent-card.json" },
   { method: "GET", pattern: "/.well-known/agent.json" },
+  { method: "GET", pattern: "/.well-known/jwks.json" },
 ];

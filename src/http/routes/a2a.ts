@@ -2,16 +2,21 @@
 // src/a2a/service.ts; this file only moves HTTP in and out of it.
 //
 // - GET /.well-known/agent-card.json (and the v0.2 path /.well-known/agent.json): public; the
-//   1.0 or v0.3 shape by `A2A-Version`; ETag, Cache-Control, Vary: A2A-Version, 304 on a match.
+//   1.0 or v0.3 shape by `A2A-Version` (the header, else the `A2A-Version` query parameter);
+//   ETag, Cache-Control, Vary: A2A-Version, 304 on a match.
+// - GET /.well-known/jwks.json: public; the key the 1.0 card is signed with (src/a2a/card-signing.ts).
 // - POST /a2a: `authenticate` runs first and throws UnauthenticatedError for missing or bad
 //   credentials, which the app's error mapper answers 401 with WWW-Authenticate: Bearer — never a
 //   JSON-RPC 200. An authenticated request gets JSON-RPC: one JSON response (errors included,
-//   HTTP 200), or SSE for the streaming methods, each event `data: <JSON-RPC response>`.
+//   HTTP 200), or SSE for the streaming methods, each event `data: <JSON-RPC response>` (also an
+//   error of a streaming method, when the client accepts text/event-stream), or HTTP 204 with no
+//   body for a JSON-RPC notification (see src/a2a/json-rpc.ts).
 //   RateLimitedError and UnavailableError thrown by the service go to the same mapper (429 with
 //   Retry-After, 503).
 import type { Context } from "hono";
 import { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
+import { readRequestedVersion } from "../../a2a/json-rpc.ts";
 import type { A2aService } from "../../a2a/service.ts";
 import type { Caller } from "../../db/schema.ts";
 import { refuseBrowserOrigins, refuseQueryCredentials } from "../middleware/api-guards.ts";
@@ -26,6 +31,9 @@ export type A2aRouteDeps = {
 
 const cardCacheControl = "public, max-age=300";
 
+const requestedVersion = (c: Context) =>
+  readRequestedVersion(c.req.header("a2a-version"), c.req.query("A2A-Version"));
+
 /** Whether an If-None-Match header matches `etag` (weak comparison, lists and `*`). */
 export function matchesEtag(ifNoneMatch: string | undefined, etag: string): boolean {
   if (!ifNoneMatch) return false;
@@ -37,8 +45,8 @@ export function a2aRoutes(deps: A2aRouteDeps): Hono {
   const app = new Hono();
   const keepAliveMs = deps.keepAliveMs ?? 15_000;
 
-  const serveCard = (c: Context) => {
-    const card = deps.a2a.agentCard(c.req.header("a2a-version"));
+  const serveCard = async (c: Context) => {
+    const card = await deps.a2a.agentCard(requestedVersion(c));
     c.header("ETag", card.etag);
     c.header("Cache-Control", cardCacheControl);
     c.header("Vary", "A2A-Version");
@@ -47,6 +55,13 @@ export function a2aRoutes(deps: A2aRouteDeps): Hono {
   };
   app.get("/.well-known/agent-card.json", serveCard);
   app.get("/.well-known/agent.json", serveCard);
+  app.get("/.well-known/jwks.json", (c) => {
+    const jwks = deps.a2a.jwks();
+    c.header("ETag", jwks.etag);
+    c.header("Cache-Control", cardCacheControl);
+    if (matchesEtag(c.req.header("if-none-match"), jwks.etag)) return c.body(null, 304);
+    return c.body(jwks.body, 200, { "Content-Type": "application/jwk-set+json" });
+  });
 
   // A browser page must not drive /a2a with ambient credentials; tokens never ride in a URL.
   app.use("/a2a", refuseBrowserOrigins(), refuseQueryCredentials());
@@ -54,9 +69,11 @@ export function a2aRoutes(deps: A2aRouteDeps): Hono {
     const caller = await deps.authenticate(c);
     const reply = await deps.a2a.handleJsonRpc(await c.req.text(), {
       caller,
-      version: c.req.header("a2a-version"),
+      version: requestedVersion(c),
       contentType: c.req.header("content-type"),
+      accept: c.req.header("accept"),
     });
+    if (reply.type === "none") return c.body(null, 204);
     if (reply.type === "json") return c.json(reply.response, 200);
 
     c.header("X-Accel-Buffering", "no");
