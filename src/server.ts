@@ -6,6 +6,7 @@ import { hostname } from "node:os";
 import path from "node:path";
 import { serve } from "@hono/node-server";
 import type { Hono } from "hono";
+import { deriveCardSigningKey } from "./a2a/card-signing.ts";
 import { createA2aService } from "./a2a/service.ts";
 import { createJwksCache } from "./auth/jwt.ts";
 import { createRateLimiter } from "./auth/rate-limit.ts";
@@ -286,6 +287,8 @@ export async function startServer(
       publicUrl: services.publicUrl,
       runs: engine,
       logger,
+      // Derived from the secret key, so instances sharing it sign the card alike.
+      cardSigningKey: await deriveCardSigningKey(secretKey.bytes),
     });
     // Reverse order at stop: the engine stops its runs first, then the A2A streams close.
     cleanups.push(() => a2a.close());
