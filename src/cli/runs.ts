@@ -1,5 +1,4 @@
 // `peergate runs …`: what callers' runs did, and the operator's answers to parked ones.
-import { readFile } from "node:fs/promises";
 import { quoteUntrusted } from "../policy/quote.ts";
 import type { RunDetail } from "../runs/get-run.ts";
 import type { RunSummary } from "../runs/list-runs.ts";
@@ -12,6 +11,7 @@ import {
   UsageError,
 } from "./command.ts";
 import { formatTable, printListing, queryFromOptions } from "./format-table.ts";
+import { readOperatorToken } from "./operator-token.ts";
 
 function runIdOf(args: ParsedArgs): string {
   const id = args.positionals[0];
@@ -111,10 +111,8 @@ export const runsShowCommand: Command = {
   },
 };
 
-async function readOperatorToken(args: ParsedArgs, ctx: CliContext): Promise<string> {
-  const file = args.values["operator-token-file"];
-  if (typeof file === "string") return (await readFile(file, "utf8")).trim();
-  const token = ctx.env.PEERGATE_OPERATOR_TOKEN;
+async function requireOperatorToken(args: ParsedArgs, ctx: CliContext): Promise<string> {
+  const token = await readOperatorToken(args, ctx);
   if (!token) {
     throw new UsageError(
       "approving needs the operator token: set PEERGATE_OPERATOR_TOKEN or pass --operator-token-file (create one with `peergate operator-token create`)",
@@ -147,7 +145,7 @@ export const runsApproveCommand: Command = {
         "--call and --digest are required (both are printed by `peergate runs show`)",
       );
     }
-    const token = await readOperatorToken(args, ctx);
+    const token = await requireOperatorToken(args, ctx);
     const result = await requestAdmin(
       ctx,
       "POST",
