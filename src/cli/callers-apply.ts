@@ -8,6 +8,7 @@ import { parse } from "yaml";
 import { createAdminClient } from "./admin-client.ts";
 import { type Command, exitCodes, UsageError } from "./command.ts";
 import { operatorHeaders, operatorTokenHelp, operatorTokenOption } from "./operator-token.ts";
+import { toTerminalJson } from "./terminal-text.ts";
 
 type Json = Record<string, unknown>;
 const managedFields = [
@@ -167,7 +168,7 @@ export const callersApplyCommand: Command = {
     }
 
     if (args.values.json) {
-      ctx.io.out(JSON.stringify({ dryRun, actions, credentials }));
+      ctx.io.out(toTerminalJson({ dryRun, actions, credentials }));
       return exitCodes.ok;
     }
     for (const a of actions) {

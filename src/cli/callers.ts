@@ -13,6 +13,7 @@ import {
 } from "./command.ts";
 import { printListing } from "./format-table.ts";
 import { operatorHeaders, operatorTokenHelp, operatorTokenOption } from "./operator-token.ts";
+import { escapeForTerminal, toTerminalJson } from "./terminal-text.ts";
 
 type Json = Record<string, unknown>;
 type CallerView = {
@@ -88,15 +89,16 @@ async function readJwt(args: ParsedArgs): Promise<Json | undefined> {
 
 function describeCaller(c: CallerView): string {
   const active = c.credentials.filter((k) => k.active);
+  const e = (text: unknown) => escapeForTerminal(text);
   return [
-    `${c.name}  (${c.kind}, version ${c.version})${c.revoked ? "  REVOKED" : ""}`,
-    `  tier:      ${c.tier}`,
+    `${e(c.name)}  (${e(c.kind)}, version ${e(c.version)})${c.revoked ? "  REVOKED" : ""}`,
+    `  tier:      ${e(c.tier)}`,
     `  allow:     ${c.allow.length ? c.allow.map((a) => quoteUntrusted(a)).join(", ") : "(none)"}`,
-    `  approval:  ${c.approvalPolicy}`,
-    `  budgets:   ${JSON.stringify(c.budgets)}`,
+    `  approval:  ${e(c.approvalPolicy)}`,
+    `  budgets:   ${toTerminalJson(c.budgets)}`,
     ...(c.promptTemplate !== null ? [`  prompt:    ${quoteUntrusted(c.promptTemplate, 200)}`] : []),
-    ...(c.eventFilter ? [`  events:    ${c.eventFilter.join(", ")}`] : []),
-    `  credentials: ${active.length ? active.map((k) => `${k.prefix}${k.expiresAt ? ` (until ${k.expiresAt})` : ""}`).join(", ") : "none active"}`,
+    ...(c.eventFilter ? [`  events:    ${e(c.eventFilter.join(", "))}`] : []),
+    `  credentials: ${active.length ? active.map((k) => `${e(k.prefix)}${k.expiresAt ? ` (until ${e(k.expiresAt)})` : ""}`).join(", ") : "none active"}`,
   ].join("\n");
 }
 
@@ -201,7 +203,7 @@ export const callersAddCommand: Command = {
       unknownAllowEntries: string[];
     }>(ctx, "POST", "/callers", body, await operatorHeaders(args, ctx));
     if (args.values.json) {
-      ctx.io.out(JSON.stringify(result));
+      ctx.io.out(toTerminalJson(result));
       return exitCodes.ok;
     }
     ctx.io.out(`created ${describeCaller(result.caller)}`);
@@ -255,7 +257,7 @@ export const callersShowCommand: Command = {
       "GET",
       `/callers/${encodeURIComponent(nameOf(args))}`,
     );
-    ctx.io.out(args.values.json ? JSON.stringify(result) : describeCaller(result.caller));
+    ctx.io.out(args.values.json ? toTerminalJson(result) : describeCaller(result.caller));
     return exitCodes.ok;
   },
 };
@@ -291,7 +293,7 @@ export const callersSetCommand: Command = {
       body,
       await operatorHeaders(args, ctx),
     );
-    if (args.values.json) ctx.io.out(JSON.stringify(result));
+    if (args.values.json) ctx.io.out(toTerminalJson(result));
     else {
       ctx.io.out(
         result.changed.length ? `changed ${result.changed.join(", ")}` : "nothing changed",
@@ -299,7 +301,7 @@ export const callersSetCommand: Command = {
       ctx.io.out(describeCaller(result.caller));
       if (result.unknownAllowEntries.length)
         ctx.io.out(
-          `note: allow entries that name no tool: ${result.unknownAllowEntries.join(", ")}`,
+          `note: allow entries that name no tool: ${result.unknownAllowEntries.map((a) => quoteUntrusted(a)).join(", ")}`,
         );
     }
     return exitCodes.ok;
@@ -328,10 +330,10 @@ export const callersRevokeCommand: Command = {
       `/callers/${encodeURIComponent(nameOf(args))}/revoke`,
       typeof args.values.reason === "string" ? { reason: args.values.reason } : {},
     );
-    if (args.values.json) ctx.io.out(JSON.stringify(result));
+    if (args.values.json) ctx.io.out(toTerminalJson(result));
     else
       ctx.io.out(
-        `revoked ${result.caller.name}: ${result.credentialsRevoked} credential(s) killed, ${result.parkedRunsRejected} parked run(s) rejected`,
+        `revoked ${escapeForTerminal(result.caller.name)}: ${result.credentialsRevoked} credential(s) killed, ${result.parkedRunsRejected} parked run(s) rejected`,
       );
     return exitCodes.ok;
   },
@@ -362,7 +364,7 @@ export const callersRestoreCommand: Command = {
       { tier: args.values.tier },
       await operatorHeaders(args, ctx),
     );
-    if (args.values.json) ctx.io.out(JSON.stringify(result));
+    if (args.values.json) ctx.io.out(toTerminalJson(result));
     else {
       ctx.io.out(`restored ${describeCaller(result.caller)}`);
       printCredential(ctx, result.credential);
@@ -401,7 +403,7 @@ export const callersRotateCommand: Command = {
       { graceSeconds: grace },
       await operatorHeaders(args, ctx),
     );
-    if (args.values.json) ctx.io.out(JSON.stringify(result));
+    if (args.values.json) ctx.io.out(toTerminalJson(result));
     else {
       ctx.io.out(
         grace === 0

@@ -4,6 +4,7 @@ import { openDatabase } from "../db/client.ts";
 import { migrateDatabase } from "../db/migrate.ts";
 import { describeDatabase, resolveDatabaseOptions } from "../db/open-configured.ts";
 import { type Command, exitCodes } from "./command.ts";
+import { toTerminalJson } from "./terminal-text.ts";
 
 export const migrateCommand: Command = {
   words: ["migrate"],
@@ -28,7 +29,7 @@ export const migrateCommand: Command = {
     try {
       const result = await migrateDatabase(database);
       if (args.values.json) {
-        ctx.io.out(JSON.stringify({ ...result, database: where }));
+        ctx.io.out(toTerminalJson({ ...result, database: where }));
       } else if (result.applied === 0) {
         ctx.io.out(`${where}: up to date, no migrations to apply`);
       } else {

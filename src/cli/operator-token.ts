@@ -13,6 +13,7 @@ import { ConflictError } from "../errors.ts";
 import { createOperatorToken, hasOperatorToken } from "../services/admin-credentials.ts";
 import { operatorTokenHeader } from "../services/widening.ts";
 import { type CliContext, type Command, exitCodes, type ParsedArgs } from "./command.ts";
+import { toTerminalJson } from "./terminal-text.ts";
 
 /** The option every verb that may need the operator token takes. */
 export const operatorTokenOption = { "operator-token-file": { type: "string" } } as const;
@@ -120,7 +121,7 @@ export const operatorTokenCreateCommand: Command = {
       return exitCodes.failed;
     }
     if (args.values.json) {
-      ctx.io.out(JSON.stringify({ operatorToken: created.token, replaced: created.replaced }));
+      ctx.io.out(toTerminalJson({ operatorToken: created.token, replaced: created.replaced }));
       return exitCodes.ok;
     }
     ctx.io.out("Operator token (shown once; peergate keeps only its hash):");

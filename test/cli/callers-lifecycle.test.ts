@@ -2,10 +2,12 @@
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { commands } from "../../src/cli/commands.ts";
 import { runCli } from "../../src/cli/run-cli.ts";
 import { loadConfig } from "../../src/config.ts";
+import { callers, runs } from "../../src/db/schema.ts";
 import { silentLogger } from "../../src/log.ts";
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { repoPoliciesDir } from "../support/app.ts";
@@ -308,6 +310,60 @@ for (const variant of variants) {
       const cancel = await cli("runs", "cancel", run.id);
       expect(cancel.code).toBe(1);
       expect(cancel.out).toBe("not running on any instance");
+    });
+
+    it("runs show prints a parked call's ANSI/OSC arguments escaped, never raw", async () => {
+      const [peer] = await server.database.db
+        .select({ id: callers.id })
+        .from(callers)
+        .where(eq(callers.name, "runner"));
+      // What a model could put in a call's arguments: clear the screen, rewrite the line, set
+      // the title, reverse text, hide a word.
+      const args = {
+        path: "notes.txt\u001b[2J\u001b[1;1H",
+        content: "ok\r\u001b]0;approved\u0007\u009b31m\u202egnp.exe\u200b",
+      };
+      const [run] = await server.database.db
+        .insert(runs)
+        .values({
+          callerId: String(peer?.id),
+          origin: "a2a",
+          status: "parked",
+          approvalPolicy: "read-only",
+          toolSet: ["write_file\u001b[8m"],
+          pendingApproval: {
+            callId: "call\u001b[1A",
+            tool: "write_file",
+            argsDigest: "0".repeat(64),
+            args,
+            requestedAt: new Date().toISOString(),
+          },
+        })
+        .returning({ id: runs.id });
+      const raw = {
+        asymmetricMatch: (text: string) =>
+          [...text].some((c) => {
+            const code = c.codePointAt(0) ?? 0;
+            return (
+              (code < 0x20 && code !== 0x0a) ||
+              (code >= 0x7f && code <= 0x9f) ||
+              code === 0x202e ||
+              code === 0x200b
+            );
+          }),
+      };
+      const shown = await cli("runs", "show", String(run?.id));
+      expect(shown.code).toBe(0);
+      expect(shown.out).not.toEqual(raw);
+      expect(shown.out).toContain("notes.txt\\u001b[2J");
+      expect(shown.out).toContain("\\u009b31m\\u202egnp.exe\\u200b");
+      expect(shown.out).toContain("call ");
+      const asJson = await cli("runs", "show", String(run?.id), "--json");
+      expect(asJson.out).not.toEqual(raw);
+      expect(JSON.parse(asJson.out).run.pending.args).toEqual(args);
+      const listed = await cli("runs", "list", "--status", "parked");
+      expect(listed.out).not.toEqual(raw);
+      expect("x\u001by").toEqual(raw);
     });
 
     it("explains bad usage with the command's help and exit code 2", async () => {
