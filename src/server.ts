@@ -127,7 +127,12 @@ export async function startServer(
   options: StartServerOptions = {},
 ): Promise<RunningServer> {
   const policies = await loadPolicies(config.policiesDir);
-  await ensureDataDir(config.dataDir);
+  for (const fix of await ensureDataDir(config.dataDir)) {
+    logger.warn(
+      "made owner-only: group or others could reach it (rotate the secrets in it if others may have read them)",
+      fix,
+    );
+  }
   const secretKey = await loadSecretKey(config, logger);
   const databaseOptions = resolveDatabaseOptions(config);
   const database = await openConfiguredDatabase(config);
