@@ -56,6 +56,18 @@ export function escapeForTerminal(text: unknown, options: { keepNewlines?: boole
   return escapeChars(raw, keep, visible);
 }
 
+const jsonEscape = (code: number) => `\\u${code.toString(16).padStart(4, "0")}`;
+
+/**
+ * Everything a verb prints, on its way out (src/cli/run-cli.ts): the same characters escaped,
+ * newlines kept, written as `\uXXXX` so that a JSON line (a log line of `serve`, `--json`
+ * output) stays valid JSON with the same value: in valid JSON such characters occur only inside
+ * strings, where `\uXXXX` means the character itself.
+ */
+export function escapeOutput(text: string): string {
+  return escapeChars(text, (code) => code === 0x0a, jsonEscape);
+}
+
 /**
  * JSON for `--json` output: the same value, with the characters above written as `\uXXXX`
  * escapes, so it parses to exactly what the server sent but cannot drive a terminal either.
@@ -63,9 +75,5 @@ export function escapeForTerminal(text: unknown, options: { keepNewlines?: boole
 export function toTerminalJson(value: unknown): string {
   const json = JSON.stringify(value) ?? "null";
   // Outside strings JSON has only ASCII, so every such character is inside a string.
-  return escapeChars(
-    json,
-    () => false,
-    (code) => `\\u${code.toString(16).padStart(4, "0")}`,
-  );
+  return escapeChars(json, () => false, jsonEscape);
 }

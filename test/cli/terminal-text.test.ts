@@ -3,7 +3,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { formatTable } from "../../src/cli/format-table.ts";
-import { escapeForTerminal, toTerminalJson } from "../../src/cli/terminal-text.ts";
+import { escapeForTerminal, escapeOutput, toTerminalJson } from "../../src/cli/terminal-text.ts";
 
 /** Anything a terminal would act on or hide (built from code points: lint forbids them in regexes). */
 const dangerous = new RegExp(
@@ -83,4 +83,16 @@ it("the danger pattern itself matches what it must (the checks above are not vac
     expect(c).toMatch(dangerous);
   }
   expect("a\nb").not.toMatch(dangerous);
+});
+
+it("escapeOutput keeps lines and keeps a JSON line JSON with the same value", () => {
+  expect(escapeOutput("a\u001b[2J\nb")).toBe("a\\u001b[2J\nb");
+  fc.assert(
+    fc.property(fc.jsonValue(), fc.string({ unit: "binary" }), (value, s) => {
+      const line = JSON.stringify({ value, s });
+      const out = escapeOutput(line);
+      expect(out).not.toMatch(dangerous);
+      expect(JSON.parse(out)).toEqual(JSON.parse(line));
+    }),
+  );
 });
