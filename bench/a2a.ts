@@ -525,7 +525,7 @@ async function startPeergateTarget(callers: number, profileDir?: string): Promis
         PEERGATE_PORT: "0",
         PEERGATE_DATA_DIR: path.join(scratch, "data"),
         PEERGATE_POLICIES_DIR: await copyPolicies(scratch),
-        PEERGATE_WORKSPACE: scratch,
+        PEERGATE_WORKSPACE: path.join(scratch, "workspace"),
         PEERGATE_ADMIN_TOKEN: adminToken,
         PEERGATE_MODEL: modelId,
         PEERGATE_MODEL_BASE_URL: model.url,

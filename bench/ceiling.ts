@@ -10,6 +10,11 @@ import type { AgentToolPolicy } from "../src/policy/agent-tools.ts";
 import { type CallerCeilingInput, computeCeiling } from "../src/policy/ceiling.ts";
 import { createCeilingCache } from "../src/policy/ceiling-cache.ts";
 import {
+  type CommandKeyResult,
+  explainCoverage,
+  parseAllowEntry,
+} from "../src/policy/command-key.ts";
+import {
   createInventory,
   describeTool,
   disclosureLevels,
@@ -19,6 +24,8 @@ import {
   type ToolDescriptor,
   toolCategories,
 } from "../src/policy/tools.ts";
+import { commandKey, commandKeyUncached } from "../src/tools/shell/command-keys.ts";
+import { scanShell } from "../src/tools/shell/shell-scan.ts";
 
 /** A small deterministic PRNG (mulberry32) so every run measures the same inputs. */
 function createRandom(seed: number): () => number {
@@ -155,8 +162,63 @@ for (const size of [50, 1_000, 10_000]) {
   );
 }
 
+// Command allowlists (issue 12): key extraction by the bash reader, then coverage against a
+// caller's entries, per command, uncached (every call parses). Target > 200 000 commands/s; one
+// parse by tree-sitter alone is ~10-20 µs here, so the uncached row cannot reach it (DESIGN §10:
+// one reader even where a hand lexer would be faster).
+const commands = [
+  "git status --short",
+  "git log --oneline -n 20",
+  "ls -la src",
+  "npm test -- --reporter=dot",
+  "git status && rm -rf x",
+  "grep -rn TODO src | head",
+  "PAGER=x git log",
+  "sudo apt install curl",
+  "npx jest --ci",
+  'echo "$(id)"',
+];
+const allowEntries = ["git status", "git log", "ls", "npm test", "npx jest"].map((text) => {
+  const parsed = parseAllowEntry(text);
+  if ("problem" in parsed) throw new Error(parsed.problem);
+  return parsed.entry;
+});
+const keyRows: string[] = ["| case | median per command | commands/s |", "|---|---:|---:|"];
+for (let i = 0; i < 2_000; i++)
+  sink += commandKey(commands[i % commands.length] as string).key ? 1 : 0;
+const parseOnly = measure((i) => {
+  sink += scanShell(commands[i % commands.length] as string).commands.length;
+}, 101);
+keyRows.push(
+  `| parse only (tree-sitter bash) | ${formatMs(parseOnly)} | ${formatRate(1000 / parseOnly)} |`,
+);
+const keyed = measure((i) => {
+  const result = commandKeyUncached(commands[i % commands.length] as string);
+  sink += explainCoverage(result, allowEntries).covered ? 1 : 0;
+}, 101);
+keyRows.push(`| key + coverage, uncached | ${formatMs(keyed)} | ${formatRate(1000 / keyed)} |`);
+// The approval path's commandKey keeps keys of short scripts it has seen (bounded map): a model
+// repeating a command pays the parse once. Reported apart, never instead of the row above.
+const cached = measure((i) => {
+  sink += explainCoverage(commandKey(commands[i % commands.length] as string), allowEntries).covered
+    ? 1
+    : 0;
+}, 201);
+keyRows.push(
+  `| key + coverage, repeated commands (cache hits) | ${formatMs(cached)} | ${formatRate(1000 / cached)} |`,
+);
+const keys = commands.map((c) => commandKeyUncached(c));
+const coverOnly = measure((i) => {
+  sink += explainCoverage(keys[i % keys.length] as CommandKeyResult, allowEntries).covered ? 1 : 0;
+}, 201);
+keyRows.push(
+  `| coverage of an extracted key | ${formatMs(coverOnly)} | ${formatRate(1000 / coverOnly)} |`,
+);
+
 console.log(
   `Ceiling benchmark (Node ${process.version}, ${new Date().toISOString().slice(0, 10)})\n`,
 );
 console.log(rows.join("\n"));
+console.log(`\nCommand keys (${commands.length} commands in turn, a third of them with hazards)\n`);
+console.log(keyRows.join("\n"));
 if (sink === -1) console.log("");

@@ -523,7 +523,7 @@ async function main(): Promise<void> {
     PEERGATE_PORT: "0",
     PEERGATE_DATA_DIR: path.join(scratch, "data"),
     PEERGATE_POLICIES_DIR: await copyPolicies(),
-    PEERGATE_WORKSPACE: scratch,
+    PEERGATE_WORKSPACE: path.join(scratch, "workspace"),
     PEERGATE_ADMIN_TOKEN: adminToken,
     PEERGATE_SECRET_KEY: randomBytes(32).toString("hex"),
     PEERGATE_MODEL: modelId,

@@ -10,8 +10,15 @@ import path from "node:path";
 import { createLogger } from "../src/log.ts";
 import { listPolicyTools } from "../src/policy/policy-files.ts";
 import { createInventory } from "../src/policy/tools.ts";
+import { createBwrapBackend } from "../src/sandbox/bwrap.ts";
+import { createNoneBackend } from "../src/sandbox/none.ts";
+import { probeSandbox } from "../src/sandbox/probe.ts";
+import type { SandboxBackend } from "../src/sandbox/types.ts";
+import { builtinDescriptors } from "../src/tools/builtin-tools.ts";
 import { createToolRuntime } from "../src/tools/runtime.ts";
-import { assessShellRisk } from "../src/tools/shell-risk.ts";
+import { checkCommandDenylist } from "../src/tools/shell/command-denylist.ts";
+import { assessShellRisk } from "../src/tools/shell/shell-risk.ts";
+import { scanShell } from "../src/tools/shell/shell-scan.ts";
 import type { ToolCallContext, ToolRuntime } from "../src/tools/types.ts";
 
 const base = await realpath(await mkdtemp(path.join(os.tmpdir(), "peergate-bench-tools-")));
@@ -37,7 +44,10 @@ const server = createServer((_req, res) => {
 await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
 const port = (server.address() as AddressInfo).port;
 
-const built = createInventory(listPolicyTools({ commands: [], mcpServers: [] }), "bench");
+const built = createInventory(
+  listPolicyTools({ commands: [], mcpServers: [] }, builtinDescriptors),
+  "bench",
+);
 if (!built.ok) throw new Error("inventory");
 const startedAt = performance.now();
 const runtime: ToolRuntime = await createToolRuntime({
@@ -109,14 +119,101 @@ const rows = [
     20,
     call("web_fetch", { url: `http://bench.test:${port}/` }),
   ),
-  await measure("assessShellRisk, one-line script", 50, () =>
+  await measure("assessShellRisk, one-line script", 50, async () =>
     assessShellRisk("grep -rn x src | sort > /dev/null", "unknown"),
   ),
 ];
 
+// The bash reader, per script: one parse, the floor on it, and the denylist on `sh -c script`,
+// over scripts of the kinds models send (median of batches; each row is per script). Before the
+// one reader, the floor cost 4.5-8.9 ms per script (sh-syntax instantiated per parse) and the hand
+// lexer 0.003 ms; measured side by side in one run in the commit that brought tree-sitter in.
+const scripts = [
+  "ls -la",
+  "git status --short",
+  "grep -rn 'TODO' src | sort | head -20",
+  'for f in *.ts; do wc -l "$f"; done > /dev/null',
+  "npm test -- --reporter=dot 2>&1 && echo ok || echo failed",
+  'find . -name "*.log" -mtime +7 -print | xargs -r rm -f',
+];
+async function perScript(label: string, rounds: number, run: (script: string) => unknown) {
+  const times: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    const t = performance.now();
+    for (const script of scripts) await run(script);
+    times.push((performance.now() - t) / scripts.length);
+  }
+  times.sort((a, b) => a - b);
+  const median = times[Math.floor(times.length / 2)] ?? 0;
+  return `| ${label} | ${rounds * scripts.length} | ${median.toFixed(3)} | ${(times.at(-1) ?? 0).toFixed(3)} |`;
+}
+rows.push(
+  await perScript("shell: parse (tree-sitter bash)", 200, (s) => scanShell(s)),
+  await perScript("shell: parse + floor", 200, (s) => assessShellRisk(s, "unknown")),
+  await perScript("shell: denylist of sh -c script", 200, (s) =>
+    checkCommandDenylist("sh", ["-c", s]),
+  ),
+);
+// ---------------------------------------------------------------- the sandbox's start cost
+// One declared command tool running /usr/bin/true, spawned plainly (PEERGATE_SANDBOX=none) and
+// through bubblewrap: the difference of the medians is what confinement adds to every command.
+const trueTool = {
+  name: "run_true",
+  description: "Runs true.",
+  mode: "fixed" as const,
+  program: "/usr/bin/true",
+  args: [],
+  risk: "read-only" as const,
+  disclosure: "public" as const,
+  egress: false,
+};
+async function measureCommand(label: string, backend: SandboxBackend): Promise<number> {
+  const toolsPolicy = { commands: [trueTool], mcpServers: [] };
+  const inventory = createInventory(
+    listPolicyTools(toolsPolicy, builtinDescriptors),
+    "bench-sandbox",
+  );
+  if (!inventory.ok) throw new Error("inventory");
+  const commands = await createToolRuntime({
+    policies: { inventory: inventory.inventory, toolsPolicy },
+    workspace,
+    dataDir: path.join(base, "data"),
+    env: { PATH: process.env.PATH },
+    sandbox: backend,
+    logger: createLogger({ level: "silent", write: () => {} }),
+  });
+  const tool = commands.tools.get("run_true");
+  if (tool === undefined) throw new Error("run_true");
+  const times: number[] = [];
+  for (let i = 0; i < 30; i++) {
+    const t = performance.now();
+    const result = (await tool.execute({ arguments: [] }, ctx)) as { ok?: boolean };
+    times.push(performance.now() - t);
+    if (result.ok === false) throw new Error(`${label} failed: ${JSON.stringify(result)}`);
+  }
+  await commands.close();
+  times.sort((a, b) => a - b);
+  const median = times[Math.floor(times.length / 2)] ?? 0;
+  rows.push(`| ${label} | 30 | ${median.toFixed(2)} | ${(times.at(-1) ?? 0).toFixed(2)} |`);
+  return median;
+}
+const plain = await measureCommand("command `true`, PEERGATE_SANDBOX=none", createNoneBackend());
+const bwrap = createBwrapBackend();
+const probe = await probeSandbox(bwrap);
+let sandboxNote = "";
+if (probe.ok) {
+  const confined = await measureCommand("command `true`, PEERGATE_SANDBOX=bwrap", bwrap);
+  rows.push(
+    `| sandbox start cost added per command (bwrap − none; target < 15) | 30 | ${(confined - plain).toFixed(2)} | - |`,
+  );
+} else {
+  sandboxNote = `\nbwrap not measured: ${probe.problem}\n`;
+}
+
 console.log(`createToolRuntime: ${startMs.toFixed(1)} ms\n`);
 console.log("| call | runs | median ms | max ms |\n|---|---|---|---|");
 console.log(rows.join("\n"));
+if (sandboxNote) console.log(sandboxNote);
 
 await runtime.close();
 server.close();

@@ -3,6 +3,7 @@
 import path from "node:path";
 import { z } from "zod";
 import { ConfigError, type Problem } from "./errors.ts";
+import { type SandboxKind, sandboxKinds } from "./sandbox/types.ts";
 
 export const logLevels = ["debug", "info", "warn", "error", "silent"] as const;
 export type LogLevel = (typeof logLevels)[number];
@@ -81,6 +82,12 @@ const envSchema = z.object({
     z.url({ error: "an http(s) URL, e.g. http://127.0.0.1:11434/v1" }).optional(),
   ),
   PEERGATE_MODEL_API_KEY: z.preprocess((v) => (v === "" ? undefined : v), z.string().optional()),
+  PEERGATE_SANDBOX: z
+    .enum(sandboxKinds, {
+      error:
+        "bwrap (processes run confined; the default) or none (no confinement: only when you accept that)",
+    })
+    .default("bwrap"),
   PEERGATE_SHUTDOWN_TIMEOUT_MS: z.coerce
     .number({ error: "milliseconds, a whole number from 100 to 60000" })
     .int({ error: "milliseconds, a whole number from 100 to 60000" })
@@ -104,8 +111,10 @@ export type Config = {
   adminToken: string | undefined;
   /** Absent: generated once and kept in `<dataDir>/secret-key`. */
   secretKey: string | undefined;
-  /** Where tools may read and write; default `<dataDir>/workspace`. */
+  /** Where tools may read and write; default `./workspace`, never inside the data dir or around it. */
   workspace: string;
+  /** How processes started for runs are confined; `none` only when set explicitly. */
+  sandbox: SandboxKind;
   /** `provider:model`, overriding policies/agent.yaml. */
   model: string | undefined;
   modelBaseUrl: string | undefined;
@@ -147,6 +156,8 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
   }
   const e = parsed.data;
   const dataDir = path.resolve(cwd, e.PEERGATE_DATA_DIR);
+  const workspace = path.resolve(cwd, e.PEERGATE_WORKSPACE ?? "workspace");
+  checkWorkspacePlace(workspace, dataDir, env);
   return {
     host: e.PEERGATE_HOST,
     port: e.PEERGATE_PORT,
@@ -158,11 +169,49 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
     publicUrl: e.PEERGATE_PUBLIC_URL,
     adminToken: e.PEERGATE_ADMIN_TOKEN,
     secretKey: e.PEERGATE_SECRET_KEY,
-    workspace: e.PEERGATE_WORKSPACE
-      ? path.resolve(cwd, e.PEERGATE_WORKSPACE)
-      : path.join(dataDir, "workspace"),
+    workspace,
+    sandbox: e.PEERGATE_SANDBOX,
     model: e.PEERGATE_MODEL,
     modelBaseUrl: e.PEERGATE_MODEL_BASE_URL,
     modelApiKey: e.PEERGATE_MODEL_API_KEY,
   };
+}
+
+function isWithin(inner: string, outer: string): boolean {
+  const relative = path.relative(outer, inner);
+  return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative));
+}
+
+/**
+ * The data directory holds the admin token and the secret key: a process confined to the
+ * workspace must not find it there, and a workspace inside the data dir would put the secrets one
+ * `..` away. Either nesting stops start-up.
+ */
+function checkWorkspacePlace(
+  workspace: string,
+  dataDir: string,
+  env: Readonly<Record<string, string | undefined>>,
+): void {
+  const field = env.PEERGATE_WORKSPACE ? "PEERGATE_WORKSPACE" : "PEERGATE_DATA_DIR";
+  const value = field === "PEERGATE_WORKSPACE" ? workspace : dataDir;
+  const problem = (message: string): Problem => ({
+    field,
+    value,
+    expected: "a workspace and a data directory that do not contain each other",
+    message,
+  });
+  if (isWithin(workspace, dataDir)) {
+    throw new ConfigError([
+      problem(
+        `PEERGATE_WORKSPACE=${JSON.stringify(workspace)} is inside the data directory ${JSON.stringify(dataDir)}, where the admin token and secret key are: set PEERGATE_WORKSPACE to a directory outside it (the default is ./workspace)`,
+      ),
+    ]);
+  }
+  if (isWithin(dataDir, workspace)) {
+    throw new ConfigError([
+      problem(
+        `PEERGATE_DATA_DIR=${JSON.stringify(dataDir)} is inside the workspace ${JSON.stringify(workspace)}, so tools could read the admin token and secret key: set PEERGATE_DATA_DIR or PEERGATE_WORKSPACE so neither contains the other`,
+      ),
+    ]);
+  }
 }

@@ -1,4 +1,6 @@
-// Reads the operator's policy files from disk and hands them to the pure parsers in src/policy/.
+// Reads the operator's policy files from disk and hands them, with the built-in tools'
+// descriptors (declared beside their implementations in src/tools/), to the pure parsers in
+// src/policy/.
 // The only policy code that does I/O: it reads `agent.yaml` (required) and `tools.yaml`
 // (optional), and computes the content-hash versions that key every cached ceiling. Any problem
 // stops start-up with a ConfigError naming the file; problems in both files are listed together.
@@ -15,6 +17,7 @@ import {
   validateAgentTools,
 } from "./policy/policy-files.ts";
 import { createInventory, type Inventory } from "./policy/tools.ts";
+import { builtinDescriptors } from "./tools/builtin-tools.ts";
 
 /** The agent as loaded: frozen, since ceilings derived from it are memoised on its identity. */
 export type VersionedAgentPolicy = Readonly<
@@ -97,12 +100,12 @@ export async function loadPolicies(policiesDir: string): Promise<LoadedPolicies>
   const toolsPolicy: ToolsPolicy | undefined =
     toolsText === undefined
       ? { commands: [], mcpServers: [] }
-      : collect(problems, () => parseToolsPolicy(toolsText, toolsFile));
+      : collect(problems, () => parseToolsPolicy(toolsText, toolsFile, builtinDescriptors));
   if (agentPolicy === undefined || toolsPolicy === undefined) {
     throw new ConfigError(problems, "peergate cannot start: bad policy files");
   }
 
-  const tools = listPolicyTools(toolsPolicy);
+  const tools = listPolicyTools(toolsPolicy, builtinDescriptors);
   const built = createInventory(tools, hashJson(tools));
   if (!built.ok) {
     // parseToolsPolicy already applies the name rules; this is the same check, kept fail-closed.

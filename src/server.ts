@@ -14,6 +14,7 @@ import type { Config } from "./config.ts";
 import { serveControlSocket } from "./control/serve-control-socket.ts";
 import type { Database } from "./db/client.ts";
 import { migrateDatabase } from "./db/migrate.ts";
+import { openNotifications } from "./db/notifications.ts";
 import {
   describeDatabase,
   openConfiguredDatabase,
@@ -28,9 +29,10 @@ import { loadPolicies } from "./load-policies.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics } from "./metrics.ts";
 import { createCeilingCache } from "./policy/ceiling-cache.ts";
-import { createRunEngine } from "./runs/engine.ts";
 import { loadPriceTable } from "./runs/prices.ts";
 import { resolveModel } from "./runs/resolve-model.ts";
+import { prepareSandbox } from "./sandbox/prepare-sandbox.ts";
+import { createRedactor, databaseUrlSecrets } from "./sandbox/redact.ts";
 import {
   adminTokenFile,
   createSecretFile,
@@ -43,7 +45,9 @@ import { type AuthDeps, authenticatePeer } from "./services/authenticate-caller.
 import { openCallerDirectory } from "./services/caller-directory.ts";
 import { checkReadiness } from "./services/check-readiness.ts";
 import type { ServiceContext } from "./services/context.ts";
+import { createRunEngine } from "./services/runs/engine.ts";
 import { createToolRuntime } from "./tools/runtime.ts";
+import { isSecretName } from "./tools/scrub-environment.ts";
 
 export type RunningServer = {
   url: string;
@@ -183,7 +187,10 @@ export async function startServer(
     };
     cleanups.push(closeServer);
 
-    const directory = await openCallerDirectory({ database, logger });
+    // One LISTEN hub for the instance: the caller directory and the run engine share it.
+    const notifications = await openNotifications({ database, logger });
+    cleanups.push(() => notifications.close());
+    const directory = await openCallerDirectory({ database, logger, notifications });
     cleanups.push(() => directory.close());
     const services: ServiceContext = {
       database,
@@ -234,11 +241,31 @@ export async function startServer(
     else
       logger.warn("runs will fail until a model is configured", { problem: resolvedModel.message });
 
+    const sandbox = await prepareSandbox({
+      kind: config.sandbox,
+      policies,
+      logger,
+      dataDir: config.dataDir,
+    });
+    // Every secret this process holds, replaced by value in process output.
+    const redactor = createRedactor([
+      config.modelApiKey,
+      config.adminToken,
+      admin.generated,
+      config.secretKey,
+      await readSecretFile(config.dataDir, adminTokenFile),
+      await readSecretFile(config.dataDir, secretKeyFile),
+      ...databaseUrlSecrets(config.databaseUrl),
+      ...Object.entries(env).flatMap(([name, value]) => (isSecretName(name) ? [value] : [])),
+    ]);
     const tools = await createToolRuntime({
       policies,
       workspace: config.workspace,
       dataDir: config.dataDir,
       env,
+      envAllowlist: policies.agent.envAllowlist ?? [],
+      sandbox: sandbox.backend,
+      redactor,
       logger,
     });
     cleanups.push(() => tools.close());
@@ -252,6 +279,7 @@ export async function startServer(
       logger,
       // The runtime's resolved root (realpath): tools refuse a call made for any other root.
       workspace: tools.workspace ?? config.workspace,
+      notifications,
       subscribeCallerEvents: (listener) => directory.onCallerEvent(listener),
       priceTable: await loadPriceTable(path.join(config.policiesDir, "models.yaml")),
     });
@@ -280,7 +308,7 @@ export async function startServer(
     const app = createApp({
       logger,
       metrics,
-      checkReadiness: () => checkReadiness({ database }),
+      checkReadiness: () => checkReadiness({ database, sandbox: sandbox.status }),
       admin: { services, limiter, runs: engine },
       webhooks: { auth, limiter, runs: engine },
       mount: [

@@ -1,6 +1,6 @@
 // `peergate runs …`: what callers' runs did, and the operator's answers to parked ones.
-import type { RunDetail } from "../runs/get-run.ts";
-import type { RunSummary } from "../runs/list-runs.ts";
+import type { RunDetail } from "../services/runs/get-run.ts";
+import type { RunSummary } from "../services/runs/list-runs.ts";
 import { requestAdmin } from "./admin-client.ts";
 import {
   type CliContext,

@@ -266,6 +266,12 @@ export const runs = pgTable(
     /** When the current segment started; recovery charges its wall time up to the last heartbeat. */
     segmentStartedAt: timestamptz("segment_started_at"),
     finishedAt: timestamptz("finished_at"),
+    /**
+     * A cancel recorded for a working run: the instance executing it reads this between steps, so
+     * the cancel holds when the NOTIFY that makes it fast is lost.
+     */
+    cancelRequestedAt: timestamptz("cancel_requested_at"),
+    cancelReason: text("cancel_reason"),
   },
   (t) => [
     index("runs_caller_status_idx").on(t.callerId, t.status),

@@ -10,8 +10,9 @@
 import { parseDocument } from "yaml";
 import { z } from "zod";
 import { ConfigError, type Problem } from "../errors.ts";
-import { builtinTools } from "./builtin-inventory.ts";
+import { refuseEnvName } from "./env-names.ts";
 import { quoteUntrusted } from "./quote.ts";
+import { describeCodeRunner } from "./shell-programs.ts";
 import {
   checkToolNames,
   describeTool,
@@ -58,6 +59,43 @@ const timeoutMs = z
   .max(3_600_000, { error: "milliseconds, a whole number from 100 to 3600000" })
   .optional();
 
+/** Variable names a process may see beyond the minimal base; each must exist to be passed. */
+const envAllowlist = list(
+  z.string({ error: "an environment variable name" }).superRefine((name, ctx) => {
+    const why = refuseEnvName(name);
+    if (why !== undefined) {
+      ctx.addIssue({
+        code: "custom",
+        message: `a variable name a process may see (${JSON.stringify(name)}: ${why}; remove it from envAllowlist)`,
+      });
+    }
+  }),
+  "a list of environment variable names",
+).optional();
+
+const limit = (what: string, max: number) =>
+  z
+    .number({ error: `${what}, a whole number from 1 to ${max}` })
+    .int({ error: `${what}, a whole number from 1 to ${max}` })
+    .min(1, { error: `${what}, a whole number from 1 to ${max}` })
+    .max(max, { error: `${what}, a whole number from 1 to ${max}` })
+    .optional();
+
+/** Resource limits of the tool's sandboxed processes (defaults in src/sandbox/types.ts). */
+const sandboxLimits = z
+  .strictObject(
+    {
+      processes: limit("processes", 65_536),
+      cpuSeconds: limit("CPU seconds", 86_400),
+      fileSizeBytes: limit("bytes", 2 ** 50),
+      memoryBytes: limit("bytes", 2 ** 50),
+    },
+    { error: "a mapping with processes, cpuSeconds, fileSizeBytes and/or memoryBytes" },
+  )
+  .optional();
+
+const processFields = { envAllowlist, limits: sandboxLimits };
+
 const fixedCommandSchema = z.strictObject({
   name: toolName,
   description: text("a description the model reads (not empty)"),
@@ -68,8 +106,11 @@ const fixedCommandSchema = z.strictObject({
     .string({ error: "the program's SHA-256, 64 lowercase hex digits" })
     .regex(/^[0-9a-f]{64}$/, { error: "the program's SHA-256, 64 lowercase hex digits" })
     .optional(),
+  /** The model's arguments may be options (start with `-`); default: refused unless after `--`. */
+  allowOptions: z.boolean({ error: "true or false" }).optional(),
   timeoutMs,
   ...metadataFields,
+  ...processFields,
 });
 
 const structuredCommandSchema = z.strictObject({
@@ -79,8 +120,11 @@ const structuredCommandSchema = z.strictObject({
   programs: z
     .array(text("a program name"), { error: "a list of the programs the model may run" })
     .min(1, { error: "a list of at least one program the model may run" }),
+  /** The model's arguments may be options (start with `-`); default: refused unless after `--`. */
+  allowOptions: z.boolean({ error: "true or false" }).optional(),
   timeoutMs,
   ...metadataFields,
+  ...processFields,
 });
 
 const commandToolSchema = z.discriminatedUnion(
@@ -137,6 +181,7 @@ const mcpServerSchema = z.discriminatedUnion(
       command: text("the command that starts the server"),
       args: list(z.string({ error: "an argument string" }), "a list of argument strings"),
       tools: mcpToolMap.default([]),
+      ...processFields,
     }),
     z.strictObject({
       name: serverName,
@@ -197,6 +242,22 @@ export const agentPolicySchema = z.strictObject(
     ),
     tools: list(toolEntry, "a list of tool names and categories"),
     deniedTools: list(toolEntry, "a list of tool names and categories"),
+    /** The command risk classifier (src/runs/command-classifier.ts); its model defaults to the run's. */
+    classifier: z.preprocess(
+      (v) => (v === null ? undefined : v),
+      z
+        .strictObject(
+          {
+            model: z.preprocess(
+              (v) => (v === null || v === "" ? undefined : v),
+              text("a model id such as provider:model-name").optional(),
+            ),
+          },
+          { error: "a mapping with model (the classifier's model id)" },
+        )
+        .optional(),
+    ),
+    envAllowlist,
   },
   { error: "a mapping with name, description, version, skills, instructions, tools, deniedTools" },
 );
@@ -298,12 +359,17 @@ export function parseAgentPolicy(text: string, fileName: string): AgentPolicy {
 /**
  * Parses tools.yaml text, including the name rules across the whole inventory: no declared name
  * may equal a built-in's name, alias or hidden half up to case or NFKC, nor another declared one.
+ * `builtins` are the built-in descriptors (src/tools/ declares them; policy only receives them).
  * Throws ConfigError listing every problem.
  */
-export function parseToolsPolicy(text: string, fileName: string): ToolsPolicy {
+export function parseToolsPolicy(
+  text: string,
+  fileName: string,
+  builtins: readonly ToolDescriptor[],
+): ToolsPolicy {
   const policy = parseWith(toolsPolicySchema, text, fileName);
   const entries: { name: string; where: string }[] = [];
-  for (const tool of builtinTools) {
+  for (const tool of builtins) {
     for (const name of listToolNames(tool)) {
       const what =
         name === tool.name ? "tool" : name === tool.executeHalf ? "hidden half" : "alias";
@@ -329,10 +395,40 @@ export function parseToolsPolicy(text: string, fileName: string): ToolsPolicy {
   const problems = [
     ...checkToolNames(entries).map((p) => makeProblem(fileName, p.where, p.name, p.message)),
     ...checkServerNames(servers).map((p) => makeProblem(fileName, p.where, p.name, p.message)),
+    ...checkReadOnlyCodeRunners(policy).map((p) =>
+      makeProblem(fileName, p.where, "read-only", p.message),
+    ),
   ];
   // Built-ins come first, so a collision is always reported at the operator's declaration.
   if (problems.length > 0) failWith(fileName, problems);
   return policy;
+}
+
+/**
+ * A shell, an interpreter or a wrapper declared `read-only` runs whatever code the model's
+ * arguments give it, unless the declaration already fixes that code (a `fixed` tool whose `args`
+ * hold the script or the script file): then the model's arguments are only the code's operands.
+ */
+function checkReadOnlyCodeRunners(policy: ToolsPolicy) {
+  const problems: { where: string; message: string }[] = [];
+  for (const [i, command] of policy.commands.entries()) {
+    if (command.risk !== "read-only") continue;
+    const reasons =
+      command.mode === "fixed"
+        ? [describeCodeRunner([command.program, ...command.args])]
+        : command.programs.map((program) => describeCodeRunner([program]));
+    const reason = reasons.find((r) => r !== undefined);
+    if (reason === undefined) continue;
+    const fix =
+      command.mode === "fixed"
+        ? 'put the script in args (e.g. args: [-c, "git log -n 5"]) or declare risk: high-risk'
+        : "declare risk: high-risk, or a fixed tool whose args hold the script";
+    problems.push({
+      where: `commands[${i}].risk`,
+      message: `not read-only for tool ${command.name}: ${reason}, and the model chooses its arguments; ${fix}`,
+    });
+  }
+  return problems;
 }
 
 function checkServerNames(servers: readonly { name: string; where: string }[]) {
@@ -354,8 +450,11 @@ function checkServerNames(servers: readonly { name: string; where: string }[]) {
 }
 
 /** Every tool the policy files declare: the built-ins, then command tools, then MCP tools. */
-export function listPolicyTools(policy: ToolsPolicy): ToolDescriptor[] {
-  const tools: ToolDescriptor[] = [...builtinTools];
+export function listPolicyTools(
+  policy: ToolsPolicy,
+  builtins: readonly ToolDescriptor[],
+): ToolDescriptor[] {
+  const tools: ToolDescriptor[] = [...builtins];
   for (const command of policy.commands) {
     tools.push(
       describeTool({

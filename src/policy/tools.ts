@@ -8,6 +8,7 @@
 // hidden execute halves alike: an operator reading `Write_File` in a table must never be looking
 // at a different tool from `write_file`.
 
+/** Risk levels in order, lowest first: the one definition of the order (`unknown` is highest). */
 export const riskLevels = ["read-only", "low-risk", "high-risk", "unknown"] as const;
 export type Risk = (typeof riskLevels)[number];
 
@@ -98,6 +99,17 @@ const rankByLevel: ReadonlyMap<string, number> = new Map([
 /** The tier's rank, or undefined for anything that is not exactly one of `tiers`. */
 export function rankTier(tier: string): number | undefined {
   return rankByLevel.get(tier);
+}
+
+/** A risk level's place in `riskLevels`; anything unrecognised ranks as `unknown`. */
+export function rankRisk(risk: Risk): number {
+  const rank = riskLevels.indexOf(risk);
+  return rank < 0 ? riskLevels.length - 1 : rank;
+}
+
+/** The higher of two risk levels. */
+export function raiseRisk(a: Risk, b: Risk): Risk {
+  return rankRisk(a) >= rankRisk(b) ? a : b;
 }
 
 export function rankDisclosure(disclosure: Disclosure): number {

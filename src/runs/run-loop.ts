@@ -52,6 +52,12 @@ export type SegmentContext = {
   chargeStep(delta: { tokens: number; costUsd: number }): void;
   /** Writes the usage counted so far (run usage, heartbeat, daily totals) before tools run. */
   flushUsage(): Promise<void>;
+  /**
+   * Between a step's model call and its tools: asks the database whether the run was canceled or
+   * its caller revoked (stopping it through `signal` when so), so that neither depends on a
+   * notification arriving.
+   */
+  checkBetweenSteps(): Promise<void>;
   /** Persists the conversation after a finished batch. */
   checkpoint(): Promise<void>;
   onTextDelta(delta: string): void;
@@ -110,6 +116,7 @@ export async function runSegment(ctx: SegmentContext): Promise<SegmentEnd> {
 
     // Other instances see today's totals before this run spends time in its tools.
     await ctx.flushUsage();
+    await ctx.checkBetweenSteps();
     const outcome = await executeToolBatch(ctx.batch, calls);
     if (outcome.approvals.length > 0) {
       return park(outcome.results, outcome.approvals);

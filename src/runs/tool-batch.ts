@@ -14,6 +14,9 @@
 //
 // Approval requests are gathered for the whole batch before the run parks, so parking never
 // waits on a half-done operation; the run then parks on them one at a time, first one first.
+//
+// One file over 500 lines on purpose: the four steps are one guarded path through which every
+// tool call passes, and reading the gate whole is how a reviewer checks nothing slips around it.
 import type { ToolResultPart } from "ai";
 import type { z } from "zod";
 import type { ApprovalPolicy, QueuedApproval, ToolCallStatus } from "../db/schema.ts";
@@ -49,7 +52,7 @@ export type ModelToolCall = {
   readonly unparsable: boolean;
 };
 
-/** How a tool call row is opened, moved on and closed (src/runs/run-store.ts writes them). */
+/** How a tool call row is opened, moved on and closed (src/runs/run-state.ts writes them). */
 export type ToolCallRecorder = {
   open(rows: readonly OpenedCall[]): Promise<void>;
   start(recordId: string): Promise<void>;

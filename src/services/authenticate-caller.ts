@@ -24,6 +24,7 @@ import {
   jwtReplays,
 } from "../db/schema.ts";
 import { UnauthenticatedError } from "../errors.ts";
+import { isCallerRevoked } from "../policy/caller-revoked.ts";
 import type { CallerDirectory } from "./caller-directory.ts";
 import { callerNamePattern } from "./caller-input.ts";
 import type { ServiceContext } from "./context.ts";
@@ -95,7 +96,7 @@ function credentialProblem(
 ): string | undefined {
   if (match.credential.revokedAt !== null) return "credential-revoked";
   if (!isCredentialActive(match.credential, now)) return "credential-expired";
-  if (match.caller.revokedAt !== null || match.caller.tier === "none") return "caller-revoked";
+  if (isCallerRevoked(match.caller)) return "caller-revoked";
   if (!kinds.includes(match.caller.kind)) return `wrong-kind:${match.caller.kind}`;
   return undefined;
 }
@@ -154,7 +155,7 @@ async function authenticatePeerJwt(
   const candidates = await deps.directory.findByJwtIssuer(issuer);
   const caller = candidates.length === 1 ? candidates[0] : undefined;
   const jwt = caller?.jwt;
-  if (!caller || !jwt || caller.revokedAt !== null || caller.tier === "none") {
+  if (!caller || !jwt || isCallerRevoked(caller)) {
     // Checked against a padding key first, so that this refusal takes as long as a known
     // issuer's bad signature: timing must not tell which issuers exist.
     await padPeerJwtVerification(token, ctx.now());

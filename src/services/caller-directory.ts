@@ -1,15 +1,15 @@
 // Where authentication finds callers: by credential hash, through a per-instance cache that can
-// never outlive a revocation. Every instance LISTENs on the caller channel; any caller event drops
-// that caller's entries at once. The cache is trusted only while the notification connection is
-// provably alive: the directory NOTIFYs itself a heartbeat and, when one has not come back within
-// `staleAfterMs` (or the connection was re-established, losing whatever was sent meanwhile), it
+// never outlive a revocation. Every instance hears the caller channel (through the instance's one
+// notification hub, src/db/notifications.ts); any caller event drops that caller's entries at
+// once. The cache is trusted only while the hub is healthy (its own heartbeat comes back within
+// `staleAfterMs`); whenever messages may have been lost (a reconnect, heartbeats stopping) it
 // drops everything and reads from the database until heartbeats flow again.
-import { randomUUID } from "node:crypto";
 import { and, eq } from "drizzle-orm";
 import type { Database } from "../db/client.ts";
+import { type Notifications, openNotifications } from "../db/notifications.ts";
 import { type Caller, type Credential, callers, credentials } from "../db/schema.ts";
 import type { Logger } from "../log.ts";
-import { type CallerEvent, callerChannel, parseCallerEvent } from "./caller-events.ts";
+import { type CallerEvent, callerEvents } from "./caller-events.ts";
 
 export type CredentialMatch = { caller: Caller; credential: Credential };
 
@@ -33,6 +33,9 @@ type Entry = { match: CredentialMatch; at: number };
 export async function openCallerDirectory(options: {
   database: Database;
   logger: Logger;
+  /** The instance's hub. Without one the directory opens (and closes) its own. */
+  notifications?: Notifications;
+  /** Heartbeat settings of the hub the directory opens when given none. */
   heartbeatMs?: number;
   staleAfterMs?: number;
   ttlMs?: number;
@@ -41,20 +44,24 @@ export async function openCallerDirectory(options: {
 }): Promise<CallerDirectory> {
   const { database, logger } = options;
   const db = database.db;
-  const heartbeatMs = options.heartbeatMs ?? 250;
-  const staleAfterMs = options.staleAfterMs ?? 1_000;
   const ttlMs = options.ttlMs ?? 60_000;
   const maxEntries = options.maxEntries ?? 100_000;
   const clock = options.clock ?? (() => performance.now());
-  const nonce = randomUUID();
-  const heartbeatPayload = JSON.stringify({ heartbeat: nonce });
+  const hub =
+    options.notifications ??
+    (await openNotifications({
+      database,
+      logger,
+      ...(options.heartbeatMs !== undefined ? { heartbeatMs: options.heartbeatMs } : {}),
+      ...(options.staleAfterMs !== undefined ? { staleAfterMs: options.staleAfterMs } : {}),
+      ...(options.clock ? { clock: options.clock } : {}),
+    }));
+  const ownsHub = options.notifications === undefined;
 
   const byHash = new Map<string, Entry>();
   const byIssuer = new Map<string, { callers: Caller[]; at: number }>();
   const hashesByCaller = new Map<string, Set<string>>();
   const listeners = new Set<(event: CallerEvent) => void>();
-  let lastHeartbeat = Number.NEGATIVE_INFINITY;
-  let listening = false;
   let closed = false;
   // Bumped by every event and every drop. A database read that started in an older epoch may
   // have read a row from before a revocation, so its result is returned but never cached.
@@ -73,50 +80,24 @@ export async function openCallerDirectory(options: {
     for (const hash of hashesByCaller.get(callerId) ?? []) byHash.delete(hash);
     hashesByCaller.delete(callerId);
   };
-  const isTrusted = () => listening && !closed && clock() - lastHeartbeat <= staleAfterMs;
+  const isTrusted = () => !closed && hub.healthy;
 
-  const unlisten = await database.listen(
-    callerChannel,
-    (payload) => {
-      if (payload === heartbeatPayload) {
-        lastHeartbeat = clock();
-        return;
-      }
-      if (payload.startsWith('{"heartbeat"')) return; // another instance's heartbeat
-      const event = parseCallerEvent(payload);
-      if (!event) {
-        dropAll();
-        return;
-      }
-      dropCaller(event.callerId);
-      for (const listener of listeners) {
-        try {
-          listener(event);
-        } catch (error) {
-          logger.error("caller event listener failed", { error });
-        }
-      }
-    },
-    () => {
-      // (Re)connected: anything sent while we were away is lost, so forget everything.
-      listening = true;
+  // Anything sent while notifications were not arriving is lost: forget everything.
+  const offGap = hub.onGap(dropAll);
+  const unsubscribe = await hub.subscribe(callerEvents, (notice) => {
+    if ("unreadable" in notice) {
       dropAll();
-    },
-  );
-  listening = true;
-
-  const beat = async () => {
-    if (closed) return;
-    if (!isTrusted() && byHash.size > 0) dropAll();
-    try {
-      await database.notify(callerChannel, heartbeatPayload);
-    } catch (error) {
-      if (!closed) logger.warn("caller directory heartbeat failed; cache disabled", { error });
+      return;
     }
-  };
-  await beat();
-  const timer = setInterval(() => void beat(), heartbeatMs);
-  timer.unref();
+    dropCaller(notice.callerId);
+    for (const listener of listeners) {
+      try {
+        listener(notice);
+      } catch (error) {
+        logger.error("caller event listener failed", { error });
+      }
+    }
+  });
 
   const remember = (hash: string, match: CredentialMatch, readEpoch: number) => {
     if (!isTrusted() || readEpoch !== epoch) return;
@@ -169,9 +150,10 @@ export async function openCallerDirectory(options: {
     async close() {
       if (closed) return;
       closed = true;
-      clearInterval(timer);
+      offGap();
       dropAll();
-      await unlisten();
+      await unsubscribe();
+      if (ownsHub) await hub.close();
     },
   };
 }

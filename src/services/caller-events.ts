@@ -3,6 +3,7 @@
 // instance sharing the database hears of every change that committed (DESIGN §6).
 import { sql } from "drizzle-orm";
 import type { Db, DbTransaction } from "../db/client.ts";
+import type { Channel } from "../db/notifications.ts";
 
 export const callerChannel = "peergate_callers";
 
@@ -11,10 +12,36 @@ export type CallerEvent = {
   name: string;
   version: number;
   change: "created" | "updated" | "revoked" | "restored" | "rotated";
+  /** `revoked`: the parked runs the revocation closed (rejected), so surfaces learn they ended. */
+  closedRunIds?: string[];
+};
+
+const runIdsPerEvent = 100;
+
+/** Run ids in groups small enough for one NOTIFY payload; always at least one (maybe empty). */
+export function chunkRunIds(ids: readonly string[]): string[][] {
+  const chunks: string[][] = [];
+  for (let i = 0; i < ids.length; i += runIdsPerEvent) {
+    chunks.push(ids.slice(i, i + runIdsPerEvent));
+  }
+  return chunks.length > 0 ? chunks : [[]];
+}
+
+/** A caller event, or a message on the channel that could not be read (treat it as "any caller"). */
+export type CallerNotice = CallerEvent | { readonly unreadable: true };
+
+export const callerEvents: Channel<CallerNotice> = {
+  name: callerChannel,
+  parse(payload) {
+    // Heartbeats once went on this channel; an instance of an older version may still send them.
+    if (payload.startsWith('{"heartbeat"')) return undefined;
+    return parseCallerEvent(payload) ?? { unreadable: true };
+  },
+  format: (notice) => JSON.stringify(notice),
 };
 
 export async function announceCallerChange(tx: DbTransaction, event: CallerEvent): Promise<void> {
-  await tx.execute(sql`select pg_notify(${callerChannel}, ${JSON.stringify(event)})`);
+  await tx.execute(sql`select pg_notify(${callerChannel}, ${callerEvents.format(event)})`);
 }
 
 export function parseCallerEvent(payload: string): CallerEvent | undefined {

@@ -5,14 +5,14 @@
 import { z } from "zod";
 import { type RunStatus, runStatuses } from "../db/schema.ts";
 import { NotFoundError } from "../errors.ts";
-import type { PeergateRunEngine } from "../runs/engine.ts";
-import type { RunDetail } from "../runs/get-run.ts";
-import type { RunSummary } from "../runs/list-runs.ts";
 import { verifyOperatorToken } from "./admin-credentials.ts";
 import type { AuthFailureContext } from "./authenticate-caller.ts";
 import { parseInput } from "./caller-input.ts";
 import type { ServiceContext } from "./context.ts";
 import { findCallerRow } from "./find-caller.ts";
+import type { PeergateRunEngine } from "./runs/engine.ts";
+import type { RunDetail } from "./runs/get-run.ts";
+import type { RunSummary } from "./runs/list-runs.ts";
 
 const listSchema = z.strictObject({
   caller: z.string().max(63).optional(),

@@ -1,10 +1,12 @@
 // Revocation is total and immediate (DESIGN §6): tier → none, every credential dead, parked runs
-// rejected, and one NOTIFY at commit that makes every instance drop what it cached for the caller
-// and stop the caller's runs in flight. All of it commits with its audit event, or none of it.
+// rejected, and a NOTIFY at commit that makes every instance drop what it cached for the caller,
+// stop the caller's runs in flight and tell the surfaces which parked runs ended (the event names
+// them). All of it commits with its audit events, or none of it.
 import { and, eq, isNull, sql } from "drizzle-orm";
 import { appendAuditEvent } from "../db/audit.ts";
-import { callers, credentials, runs } from "../db/schema.ts";
-import { changeCaller } from "./caller-events.ts";
+import { callers, credentials } from "../db/schema.ts";
+import { closeParkedRuns, lockParkedRunsOfCaller } from "../runs/run-state.ts";
+import { changeCaller, chunkRunIds } from "./caller-events.ts";
 import type { Actor, ServiceContext } from "./context.ts";
 import { type CallerView, describeCaller } from "./describe-caller.ts";
 import { findCallerRow, listCredentialRows } from "./find-caller.ts";
@@ -40,20 +42,16 @@ export async function revokeCaller({
       .set({ revokedAt: now })
       .where(and(eq(credentials.callerId, current.id), isNull(credentials.revokedAt)))
       .returning({ id: credentials.id, prefix: credentials.prefix });
-    const rejected = await tx
-      .update(runs)
-      .set({
-        status: "rejected",
-        error: {
-          code: "caller-revoked",
-          message: "the caller was revoked while this run was parked",
-        },
-        pendingApproval: null,
-        finishedAt: now,
-        updatedAt: now,
-      })
-      .where(and(eq(runs.callerId, current.id), eq(runs.status, "parked")))
-      .returning({ id: runs.id });
+    const rejected = await closeParkedRuns(tx, {
+      runs: await lockParkedRunsOfCaller(tx, current.id),
+      status: "rejected",
+      error: {
+        code: "caller-revoked",
+        message: "the caller was revoked while this run was parked",
+      },
+      actor,
+      at: now,
+    });
     await appendAuditEvent(tx, {
       actor,
       kind: "caller.revoked",
@@ -64,16 +62,20 @@ export async function revokeCaller({
         previousTier: current.tier,
         alreadyRevoked: current.revokedAt !== null,
         credentialsRevoked: killed.map((c) => ({ id: c.id, prefix: c.prefix })),
-        parkedRunsRejected: rejected.map((r) => r.id),
+        parkedRunsRejected: rejected,
         ...(note ? { reason: note } : {}),
       },
     });
-    await announce({
-      callerId: current.id,
-      name,
-      version: updated.version,
-      change: "revoked",
-    });
+    // A notification holds under 8000 bytes: many closed runs are announced in several events.
+    for (const closedRunIds of chunkRunIds(rejected)) {
+      await announce({
+        callerId: current.id,
+        name,
+        version: updated.version,
+        change: "revoked",
+        closedRunIds,
+      });
+    }
     return {
       caller: describeCaller(updated, await listCredentialRows(tx, current.id), now),
       credentialsRevoked: killed.length,

@@ -1,10 +1,14 @@
-// Running one program for a tool: argv only (never a shell), in its own process group, with a
-// scrubbed environment, stdout and stderr collected as bytes up to a cap each (the rest is
-// drained and counted, so a flood cannot grow memory or stall the child on a full pipe). On
-// timeout or abort the whole group gets SIGTERM, then SIGKILL after a grace period, so a script
-// that traps SIGTERM can clean up but cannot outlive the call; processes the command left
-// running in its group after it exited are killed too.
+// Running one program for a tool: argv only (never a shell), through the configured sandbox
+// backend (src/sandbox), in its own process group, with an allowlisted environment, stdout and
+// stderr collected as bytes up to a cap each (the rest is drained and counted, so a flood cannot
+// grow memory or stall the child on a full pipe) and redacted by value. On timeout or abort the
+// whole group gets SIGTERM, then SIGKILL after a grace period; processes the command left
+// running in its group after it exited are killed too. Under bwrap the group holds the sandbox's
+// launcher, whose death takes the sandbox's PID namespace (so every process in it, setsid or
+// not) with it; a sandboxed script therefore gets no SIGTERM grace of its own.
 import { spawn } from "node:child_process";
+import type { Redactor } from "../sandbox/redact.ts";
+import type { SandboxBackend, SandboxLimits } from "../sandbox/types.ts";
 
 export const processDefaults = { killGraceMs: 3_000, lingerMs: 500 };
 
@@ -26,6 +30,19 @@ export type ProcessResult = {
   readonly spawnError: NodeJS.ErrnoException | undefined;
 };
 
+/** How a process is confined: the backend and what the tool declared. */
+export type ProcessConfinement = {
+  readonly backend: SandboxBackend;
+  /** Absolute workspace root (bound read-write inside the sandbox). */
+  readonly workspace: string;
+  readonly egress: boolean;
+  readonly limits: SandboxLimits;
+  /** Files outside /usr the program needs to read (a declared program's own path). */
+  readonly readOnlyPaths?: readonly string[];
+  /** Applied to stdout and stderr before they leave this module. */
+  readonly redactor?: Redactor;
+};
+
 export type ProcessRequest = {
   readonly program: string;
   readonly args: readonly string[];
@@ -35,6 +52,7 @@ export type ProcessRequest = {
   readonly signal: AbortSignal;
   readonly maxOutputBytes: number;
   readonly killGraceMs?: number;
+  readonly sandbox: ProcessConfinement;
 };
 
 type Collector = { chunks: Buffer[]; kept: number; total: number };
@@ -71,9 +89,18 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
     let killTimer: NodeJS.Timeout | undefined;
     let lingerTimer: NodeJS.Timeout | undefined;
 
-    const child = spawn(request.program, [...request.args], {
+    const command = request.sandbox.backend.wrap({
+      argv: [request.program, ...request.args],
+      workspace: request.sandbox.workspace,
       cwd: request.cwd,
       env: request.env,
+      egress: request.sandbox.egress,
+      limits: request.sandbox.limits,
+      ...(request.sandbox.readOnlyPaths ? { readOnlyPaths: request.sandbox.readOnlyPaths } : {}),
+    });
+    const child = spawn(command.command, [...command.args], {
+      cwd: command.cwd,
+      env: command.env,
       detached: true,
       shell: false,
       stdio: ["ignore", "pipe", "pipe"],
@@ -90,19 +117,21 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
       // Whatever is left of the group (background children) does not outlive the call.
       killGroup(pid, "SIGKILL");
       clearTimeout(killTimer);
+      const stdout = redactStream(out, request.sandbox.redactor);
+      const stderr = redactStream(err, request.sandbox.redactor);
       resolve({
         exitCode: exit?.code ?? null,
         signal: exit?.signal ?? null,
-        stdout: Buffer.concat(out.chunks),
-        stderr: Buffer.concat(err.chunks),
-        stdoutBytes: out.total,
-        stderrBytes: err.total,
+        stdout: stdout.bytes,
+        stderr: stderr.bytes,
+        stdoutBytes: stdout.total,
+        stderrBytes: stderr.total,
         stdoutTruncated: out.total > out.kept,
         stderrTruncated: err.total > err.kept,
         durationMs: Math.round(performance.now() - started),
         stoppedBy,
         forceKilled,
-        spawnError,
+        spawnError: spawnError ?? launcherSpawnError(request.sandbox.backend, exit, stderr.bytes),
       });
     };
 
@@ -139,6 +168,40 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
       finish();
     });
   });
+}
+
+/**
+ * The kept bytes with secrets replaced; `total` moves by the same amount, so "n more bytes not
+ * shown" stays the count of bytes cut at the cap.
+ */
+function redactStream(
+  collector: Collector,
+  redactor: Redactor | undefined,
+): { bytes: Buffer; total: number } {
+  const bytes = Buffer.concat(collector.chunks);
+  if (redactor === undefined || redactor.size === 0) return { bytes, total: collector.total };
+  const cut = collector.total > collector.kept;
+  const redacted = Buffer.from(redactor.redact(bytes.toString("utf8"), { cut }), "utf8");
+  return { bytes: redacted, total: collector.total - bytes.length + redacted.length };
+}
+
+/**
+ * bwrap reports a program it cannot exec on stderr with exit code 1; read as the spawn error
+ * a plain spawn would have given, so the model is told "not found" either way.
+ */
+function launcherSpawnError(
+  backend: SandboxBackend,
+  exit: { code: number | null } | undefined,
+  stderr: Buffer,
+): NodeJS.ErrnoException | undefined {
+  if (backend.kind !== "bwrap" || exit?.code !== 1) return undefined;
+  const match = /^bwrap: execvp [^\n]*: (No such file or directory|Permission denied)\n?$/.exec(
+    stderr.toString("utf8"),
+  );
+  if (match === null) return undefined;
+  const error: NodeJS.ErrnoException = new Error(match[0].trim());
+  error.code = match[1] === "Permission denied" ? "EACCES" : "ENOENT";
+  return error;
 }
 
 /** Output bytes as text for the model, with a marker where the cap cut it. */

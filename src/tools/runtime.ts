@@ -9,26 +9,18 @@
 import { ConfigError, type Problem } from "../errors.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
-import type { ToolDescriptor } from "../policy/tools.ts";
-import { createCommandTools } from "./command-tools.ts";
-import { createEditFileTool } from "./edit-file.ts";
-import { createExecuteCommandTool } from "./execute-command.ts";
-import { createFindFilesTool } from "./find-files.ts";
-import { createGetTimeTool } from "./get-time.ts";
-import { createGrepTool } from "./grep.ts";
-import { createListDirectoryTool } from "./list-directory.ts";
-import { createMakeDirectoryTool } from "./make-directory.ts";
-import { createMcpTools } from "./mcp-tools.ts";
-import { createReadFileTool } from "./read-file.ts";
+import { createNoneBackend } from "../sandbox/none.ts";
+import type { Redactor } from "../sandbox/redact.ts";
+import type { SandboxBackend } from "../sandbox/types.ts";
+import type { BuiltinContext, BuiltinOptions, BuiltinTool } from "./builtin.ts";
+import { builtinTools } from "./builtin-tools.ts";
+import { createCommandTools } from "./declared/command-tools.ts";
+import { createMcpTools } from "./declared/mcp-tools.ts";
 import { scrubEnvironment } from "./scrub-environment.ts";
-import { createStatTool } from "./stat-path.ts";
 import type { ToolImplementation, ToolRuntime } from "./types.ts";
-import type { WebFetchOptions } from "./web-fetch.ts";
-import { createWebFetchTool } from "./web-fetch.ts";
 import { createWorkspace, type Workspace } from "./workspace.ts";
-import { createWriteFileTool } from "./write-file.ts";
 
-export type ToolRuntimeOptions = {
+export type ToolRuntimeOptions = BuiltinOptions & {
   /** The loaded policy files: the inventory and the tools.yaml declarations behind it. */
   readonly policies: Pick<LoadedPolicies, "inventory" | "toolsPolicy">;
   /** Absolute path of the workspace (created if missing, resolved with realpath once). */
@@ -39,49 +31,28 @@ export type ToolRuntimeOptions = {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Variable names commands may see although they look secret (never SSH_*). */
   readonly envAllowlist?: readonly string[];
-  readonly webFetch?: WebFetchOptions;
-  /** grep's deadline for one call (default 10 s). */
-  readonly grep?: { readonly timeMs?: number };
-  /** SIGTERM → SIGKILL grace for commands (default 3 s; tests shorten it). */
-  readonly killGraceMs?: number;
+  /**
+   * Lets the file tools read a regular file that has more than one hard link (default false: such
+   * a file may be a link planted in the workspace to a file outside it).
+   */
+  readonly allowHardLinks?: boolean;
+  /** How processes are confined (src/sandbox/prepare-sandbox.ts); the server always passes one. */
+  readonly sandbox?: SandboxBackend;
+  /** Replaces every secret peergate holds in process output. */
+  readonly redactor?: Redactor;
   readonly logger: Logger;
 };
 
-/** Built-ins implemented here; ask_user_question and manage_memory never reach caller runs. */
-type BuiltinFactory = (descriptor: ToolDescriptor) => ToolImplementation;
+const builtinsByName: ReadonlyMap<string, BuiltinTool> = new Map(
+  builtinTools.map((tool) => [tool.descriptor.name, tool]),
+);
 
-function requireHalf(descriptor: ToolDescriptor): string {
-  if (descriptor.executeHalf === undefined) {
-    throw new Error(
-      `${descriptor.name} is implemented as two-phase but its descriptor has no hidden half`,
-    );
-  }
-  return descriptor.executeHalf;
-}
-
-function buildBuiltins(
-  workspace: Workspace,
-  env: Record<string, string>,
-  options: ToolRuntimeOptions,
-): ReadonlyMap<string, BuiltinFactory> {
-  const killGrace = options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs };
-  return new Map<string, BuiltinFactory>([
-    ["read_file", () => createReadFileTool(workspace)],
-    ["ls", () => createListDirectoryTool(workspace)],
-    ["find", () => createFindFilesTool(workspace)],
-    ["grep", () => createGrepTool(workspace, options.grep ?? {})],
-    ["stat", () => createStatTool(workspace)],
-    ["get_time", () => createGetTimeTool()],
-    ["web_fetch", () => createWebFetchTool(options.webFetch ?? {})],
-    ["write_file", (d) => createWriteFileTool(workspace, requireHalf(d))],
-    ["edit_file", (d) => createEditFileTool(workspace, requireHalf(d))],
-    ["mkdir", () => createMakeDirectoryTool(workspace)],
-    [
-      "execute_command",
-      (d) =>
-        createExecuteCommandTool({ workspace, executeHalfName: requireHalf(d), env, ...killGrace }),
-    ],
-  ]);
+/** Tools' sandbox: without one (tool unit tests) processes are spawned plainly. */
+function processConfinement(options: ToolRuntimeOptions) {
+  return {
+    sandbox: options.sandbox ?? createNoneBackend(),
+    ...(options.redactor === undefined ? {} : { redactor: options.redactor }),
+  };
 }
 
 /**
@@ -92,7 +63,11 @@ function buildBuiltins(
 export async function createToolRuntime(options: ToolRuntimeOptions): Promise<ToolRuntime> {
   let workspace: Workspace;
   try {
-    workspace = await createWorkspace({ root: options.workspace, dataDir: options.dataDir });
+    workspace = await createWorkspace({
+      root: options.workspace,
+      dataDir: options.dataDir,
+      allowHardLinks: options.allowHardLinks === true,
+    });
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     throw new ConfigError(
@@ -107,7 +82,7 @@ export async function createToolRuntime(options: ToolRuntimeOptions): Promise<To
     );
   }
   const env = scrubEnvironment(options.env, options.envAllowlist);
-  const builtins = buildBuiltins(workspace, env, options);
+  const context: BuiltinContext = { workspace, env, options, ...processConfinement(options) };
   const { inventory, toolsPolicy } = options.policies;
 
   const tools = new Map<string, ToolImplementation>();
@@ -117,21 +92,24 @@ export async function createToolRuntime(options: ToolRuntimeOptions): Promise<To
   for (const descriptor of inventory.tools) {
     if (descriptor.category === "custom" || descriptor.category === "mcp") continue;
     if (descriptor.needsPerson || descriptor.persistsOperatorState) continue;
-    const factory = builtins.get(descriptor.name);
-    if (factory === undefined) {
+    const create = builtinsByName.get(descriptor.name)?.create;
+    if (create === undefined) {
       problems.push({
         field: descriptor.name,
         message: `built-in tool ${descriptor.name} has no implementation`,
       });
       continue;
     }
-    add(factory(descriptor));
+    add(create(context, descriptor));
   }
 
   for (const tool of await createCommandTools({
     commands: toolsPolicy.commands,
     workspace,
     env,
+    parentEnv: options.env,
+    envAllowlist: options.envAllowlist ?? [],
+    ...processConfinement(options),
     pathVariable: options.env.PATH,
     ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
   })) {
@@ -141,6 +119,8 @@ export async function createToolRuntime(options: ToolRuntimeOptions): Promise<To
     servers: toolsPolicy.mcpServers,
     workspace,
     env: options.env,
+    envAllowlist: options.envAllowlist ?? [],
+    ...processConfinement(options),
     logger: options.logger,
   });
   for (const tool of mcp.tools) add(tool);

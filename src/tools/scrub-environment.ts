@@ -1,9 +1,17 @@
-// The environment a command runs with: the parent's, minus anything that looks like a secret, so
-// a command that prints its environment cannot hand the operator's keys to a caller. A name is
-// withheld when one of its words (split on _ - . and camelCase) is a secret word, or KEY/KEYS
-// follows another word (API_KEY, OPENAI_KEY; not KEYBOARD, not KEY_FILE); every PEERGATE_*
-// variable and DATABASE_URL are withheld; and SSH_* (agent sockets) is withheld always. An
-// allowlist can un-hide a name that exists in the parent environment, except SSH_*.
+// The environment a process runs with is an allowlist, never "the parent minus what looks
+// secret": a minimal base (PATH, LANG, LANGUAGE, LC_*, TERM, TZ; HOME is the sandbox's, set by
+// the backend) plus the names the operator listed, agent-wide or per tool, that exist in the
+// parent. A listed name that is refused by src/policy/env-names.ts is dropped here too (the
+// policy schema already refuses it at load; this keeps the rule for callers that skip it).
+// `isSecretName` remains to find values worth redacting: a secret-looking variable that was not
+// passed is still a secret peergate holds.
+import { refuseEnvName } from "../policy/env-names.ts";
+
+const baseNames = new Set(["PATH", "LANG", "LANGUAGE", "TERM", "TZ"]);
+
+function isBaseName(name: string): boolean {
+  return baseNames.has(name) || name.startsWith("LC_");
+}
 
 const secretWords = new Set([
   "SECRET",
@@ -32,7 +40,7 @@ function splitName(name: string): string[] {
     .filter((word) => word !== "");
 }
 
-/** True when the variable must not reach a command (before any allowlist). */
+/** True when the name looks like it holds a secret (used to collect values to redact). */
 export function isSecretName(name: string): boolean {
   const upper = name.toUpperCase();
   if (upper.startsWith("SSH_") || upper.startsWith("PEERGATE_") || upper === "DATABASE_URL") {
@@ -45,20 +53,20 @@ export function isSecretName(name: string): boolean {
 }
 
 /**
- * The parent environment without secret-looking variables. `allowlist` names (exact spelling)
- * are kept if they exist in `parent`, except SSH_* which nothing un-hides.
+ * The base variables of `parent` plus the `allowlist` names that exist in it and may be passed.
+ * Everything else, whatever its name, stays out.
  */
 export function scrubEnvironment(
   parent: Readonly<Record<string, string | undefined>>,
   allowlist: readonly string[] = [],
 ): Record<string, string> {
-  const allowed = new Set(allowlist);
   const env: Record<string, string> = {};
   for (const [name, value] of Object.entries(parent)) {
-    if (value === undefined) continue;
-    if (name.toUpperCase().startsWith("SSH_")) continue;
-    if (isSecretName(name) && !allowed.has(name)) continue;
-    env[name] = value;
+    if (value !== undefined && isBaseName(name)) env[name] = value;
+  }
+  for (const name of allowlist) {
+    const value = parent[name];
+    if (value !== undefined && refuseEnvName(name) === undefined) env[name] = value;
   }
   return env;
 }

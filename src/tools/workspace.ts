@@ -8,6 +8,11 @@
 // read back (/proc/self/fd/N on Linux, device and inode elsewhere) and compared with what was
 // checked; directories are opened the same way and everything below them is reached through the
 // descriptor (`/proc/self/fd/N/name`, the path form of openat), never through a path name again.
+//
+// Reads follow the file, not the path: a regular file with more than one hard link may be a link
+// planted in the workspace to a file outside it (a name check cannot tell), so it is refused
+// unless the operator opts in (`allowHardLinks`). The data directory is refused by identity
+// (device and inode) as well as by path, so a second name for it (a bind mount) is refused too.
 import { randomBytes } from "node:crypto";
 import { constants, existsSync, type Stats } from "node:fs";
 import { type FileHandle, lstat, mkdir, open, readlink, realpath, stat } from "node:fs/promises";
@@ -74,6 +79,11 @@ export type Workspace = {
   openDirectoryAt(dir: OpenDirectory, name: string, relative: string): Promise<OpenDirectory>;
   /** True for a real path that is the data directory or inside it (walkers skip it). */
   isDataPath(absolute: string): boolean;
+  /**
+   * Why an opened entry may not be used (its fstat): a regular file with more than one hard link
+   * (unless allowed), or the data directory reached under another name. Undefined when it may.
+   */
+  refusalOf(stats: Stats, given: string): ToolCallError | undefined;
   /** The workspace-relative form of a real path inside the workspace. */
   relativeOf(absolute: string): string;
 };
@@ -111,6 +121,8 @@ export function nameTempFile(base: string): string {
 export async function createWorkspace(options: {
   root: string;
   dataDir: string;
+  /** Read regular files that have more than one hard link (default false). */
+  allowHardLinks?: boolean;
 }): Promise<Workspace> {
   if (!path.isAbsolute(options.root)) {
     throw new Error(`the workspace must be an absolute path, got ${JSON.stringify(options.root)}`);
@@ -130,6 +142,18 @@ export async function createWorkspace(options: {
   const dataInside = dataDir !== root && isWithin(dataDir, root);
   const dataDirs = [...new Set([dataDir, lexicalDataDir])];
   const useProc = process.platform === "linux" && existsSync("/proc/self/fd");
+  const allowHardLinks = options.allowHardLinks === true;
+  // The data directory's identity, when it exists: the same directory under another name (a bind
+  // mount into the workspace) has another path but the same device and inode.
+  const dataIdentity = await stat(dataDir).then(
+    (s) => ({ dev: s.dev, ino: s.ino }),
+    () => undefined,
+  );
+  const isDataIdentity = (stats: Stats): boolean =>
+    dataIdentity !== undefined &&
+    stats.isDirectory() &&
+    stats.dev === dataIdentity.dev &&
+    stats.ino === dataIdentity.ino;
 
   const isDataPath = (absolute: string): boolean =>
     dataInside && dataDirs.some((d) => isWithin(absolute, d));
@@ -178,6 +202,27 @@ export async function createWorkspace(options: {
       );
     }
     if (isDataPath(real)) throw dataError(given);
+  };
+
+  const refusalOf = (stats: Stats, given: string): ToolCallError | undefined => {
+    if (isDataIdentity(stats)) return dataError(given);
+    if (stats.isFile() && stats.nlink > 1 && !allowHardLinks) {
+      return new ToolCallError(
+        "refused",
+        `The file ${quotePath(given)} has ${stats.nlink} hard links; tools do not read such files, since another of its names may lie outside the workspace (the operator can allow it).`,
+      );
+    }
+    return undefined;
+  };
+
+  /** Every directory from `real` up to the root must not be the data directory by identity. */
+  const checkAncestors = async (given: string, real: string): Promise<void> => {
+    if (dataIdentity === undefined) return;
+    for (let dir = real; isWithin(dir, root); dir = path.dirname(dir)) {
+      const stats = await lstat(dir).catch(() => undefined);
+      if (stats !== undefined && isDataIdentity(stats)) throw dataError(given);
+      if (dir === root) return;
+    }
   };
 
   const checkKind = (given: string, stats: Stats): void => {
@@ -231,6 +276,7 @@ export async function createWorkspace(options: {
     checkReal(given, real);
     const stats = await lstat(real);
     checkKind(given, stats);
+    await checkAncestors(given, real);
     return { given, absolute: real, relative: relativeOf(real), stats };
   };
 
@@ -244,6 +290,7 @@ export async function createWorkspace(options: {
       checkReal(given, real);
       const stats = await lstat(real);
       checkKind(given, stats);
+      await checkAncestors(given, real);
       return {
         given,
         absolute: real,
@@ -288,6 +335,7 @@ export async function createWorkspace(options: {
     const name = path.basename(absolute);
     const real = path.join(parentReal, name);
     checkReal(given, real);
+    await checkAncestors(given, parentReal);
     return {
       given,
       absolute: real,
@@ -356,6 +404,8 @@ export async function createWorkspace(options: {
         );
       }
       checkKind(confined.given, stats);
+      const refusal = refusalOf(stats, confined.given);
+      if (refusal !== undefined) throw refusal;
       return handle;
     } catch (error) {
       await handle.close();
@@ -383,7 +433,9 @@ export async function createWorkspace(options: {
     const handle = await openWith(confined.absolute, directoryFlags, confined.given);
     if (handle === undefined) throw await notDirectoryError(confined.absolute, confined.given);
     try {
-      await verifyOpened(handle, confined);
+      const stats = await verifyOpened(handle, confined);
+      const refusal = refusalOf(stats, confined.given);
+      if (refusal !== undefined) throw refusal;
       return wrapDirectory(handle, confined.absolute);
     } catch (error) {
       await handle.close();
@@ -402,7 +454,7 @@ export async function createWorkspace(options: {
       return undefined;
     }
     const stats = await handle.stat();
-    if (!stats.isFile()) {
+    if (!stats.isFile() || refusalOf(stats, name) !== undefined) {
       await handle.close();
       return undefined;
     }
@@ -417,6 +469,11 @@ export async function createWorkspace(options: {
     const absolute = path.join(dir.absolute, name);
     const handle = await openWith(dir.at(name), directoryFlags, relative);
     if (handle === undefined) throw await notDirectoryError(dir.at(name), relative);
+    const refusal = refusalOf(await handle.stat(), relative);
+    if (refusal !== undefined) {
+      await handle.close();
+      throw refusal;
+    }
     return wrapDirectory(handle, absolute);
   };
 
@@ -438,6 +495,7 @@ export async function createWorkspace(options: {
     openEntryAt,
     openDirectoryAt,
     isDataPath,
+    refusalOf,
     relativeOf,
   };
 }

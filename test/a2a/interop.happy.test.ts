@@ -7,7 +7,7 @@ import type { Client } from "@a2a-js/sdk/client";
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
 import type { SettleRunInput } from "../../src/a2a/service.ts";
 import { a2aTasks } from "../../src/db/schema.ts";
-import type { SettledRun } from "../../src/runs/engine.ts";
+import type { SettledRun } from "../../src/services/runs/engine.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 import { type Harness, sendBody, startHarness, userMessage } from "./support.ts";
 

@@ -91,7 +91,7 @@ export type InstanceOptions = {
   modelBaseUrl: string;
   adminToken: string;
   secretKey: string;
-  /** The tools' workspace; by default `<data dir>/workspace`. */
+  /** The tools' workspace; by default `<data dir>-workspace` (never inside the data dir). */
   workspace?: string;
   /** What a test may change about an in-process server (e.g. the auth throttle). */
   serverOptions?: StartServerOptions;
@@ -107,7 +107,7 @@ export function instanceEnv(
     PEERGATE_PORT: "0",
     PEERGATE_DATA_DIR: options.dataDir,
     PEERGATE_POLICIES_DIR: options.policiesDir,
-    PEERGATE_WORKSPACE: options.workspace ?? path.join(options.dataDir, "workspace"),
+    PEERGATE_WORKSPACE: options.workspace ?? `${options.dataDir}-workspace`,
     PEERGATE_ADMIN_TOKEN: options.adminToken,
     PEERGATE_SECRET_KEY: options.secretKey,
     PEERGATE_MODEL: faultModelId,
@@ -253,6 +253,9 @@ export async function startInstance(
     async stop() {
       await server.stop();
       if (!options.dataDir) await rm(dataDir, { recursive: true, force: true });
+      if (!options.dataDir && !options.workspace) {
+        await rm(`${dataDir}-workspace`, { recursive: true, force: true });
+      }
     },
   };
 }

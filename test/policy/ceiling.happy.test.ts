@@ -1,9 +1,9 @@
 // DESIGN §3, row by row, and every reason code the ceiling can give.
 import { describe, expect, it } from "vitest";
-import { builtinTools } from "../../src/policy/builtin-inventory.ts";
 import { computeCeiling } from "../../src/policy/ceiling.ts";
 import { ceilingReasons } from "../../src/policy/reasons.ts";
 import { createInventory, type Disclosure, type Risk, type Tier } from "../../src/policy/tools.ts";
+import { builtinDescriptors as builtinTools } from "../../src/tools/builtin-tools.ts";
 import { makeAgent, makeCaller, makeInventory } from "./fixtures.ts";
 
 function decide(

@@ -1,9 +1,9 @@
 // Hostile inputs to the ceiling: names that look like real tools, prototype keys, huge allow lists,
 // and the precedence rules an attacker would lean on (allow versus revocation, denial, carve-outs).
 import { describe, expect, it } from "vitest";
-import { builtinTools } from "../../src/policy/builtin-inventory.ts";
 import { computeCeiling, explainUnknownAllowEntry } from "../../src/policy/ceiling.ts";
 import { createInventory } from "../../src/policy/tools.ts";
+import { builtinDescriptors as builtinTools } from "../../src/tools/builtin-tools.ts";
 import { listHostileVariants, makeAgent, makeCaller } from "./fixtures.ts";
 
 const built = createInventory(builtinTools, "builtins");

@@ -1,10 +1,10 @@
 // The executor's gate (DESIGN §4) as values.
 import { describe, expect, it } from "vitest";
-import { builtinTools } from "../../src/policy/builtin-inventory.ts";
 import { computeCeiling } from "../../src/policy/ceiling.ts";
 import { checkApprovalRequest, checkToolCall } from "../../src/policy/check-tool-call.ts";
 import { effectiveToolSet } from "../../src/policy/effective-set.ts";
 import { createInventory } from "../../src/policy/tools.ts";
+import { builtinDescriptors as builtinTools } from "../../src/tools/builtin-tools.ts";
 import { makeAgent, makeCaller } from "./fixtures.ts";
 
 const built = createInventory(builtinTools, "builtins");

@@ -1,9 +1,9 @@
 // The effective tool set of a run: DESIGN §3's six steps, in order, on the built-in inventory.
 import { describe, expect, it } from "vitest";
-import { builtinTools } from "../../src/policy/builtin-inventory.ts";
 import { type Ceiling, computeCeiling } from "../../src/policy/ceiling.ts";
 import { effectiveToolSet } from "../../src/policy/effective-set.ts";
 import { createInventory } from "../../src/policy/tools.ts";
+import { builtinDescriptors as builtinTools } from "../../src/tools/builtin-tools.ts";
 import { makeAgent, makeCaller } from "./fixtures.ts";
 
 const built = createInventory(builtinTools, "builtins");

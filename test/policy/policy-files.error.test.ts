@@ -2,13 +2,13 @@
 // it, the value found and what was expected, for every problem at once.
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../../src/errors.ts";
-import { builtinTools } from "../../src/policy/builtin-inventory.ts";
 import {
   parseAgentPolicy,
   parseToolsPolicy,
   validateAgentTools,
 } from "../../src/policy/policy-files.ts";
 import { createInventory } from "../../src/policy/tools.ts";
+import { builtinDescriptors as builtinTools } from "../../src/tools/builtin-tools.ts";
 
 function failure(run: () => unknown): ConfigError {
   try {
@@ -135,6 +135,23 @@ describe("agent.yaml fields", () => {
 });
 
 describe("tools.yaml fields", () => {
+  it("reads allowOptions as true or false only", () => {
+    const error = failure(() =>
+      parseToolsPolicy(
+        [
+          "commands:",
+          "  - {name: a, description: d, mode: fixed, program: p, allowOptions: yes-please}",
+          "  - {name: b, description: d, mode: structured, programs: [p], allowOptions: 1}",
+        ].join("\n"),
+        "tools.yaml",
+        builtinTools,
+      ),
+    );
+    const byField = new Map(error.problems.map((p) => [p.field, p.message]));
+    expect(byField.get("tools.yaml: commands[0].allowOptions")).toMatch(/expected true or false/);
+    expect(byField.get("tools.yaml: commands[1].allowOptions")).toMatch(/expected true or false/);
+  });
+
   it("lists every bad field of commands and MCP servers", () => {
     const error = failure(() =>
       parseToolsPolicy(
@@ -151,6 +168,7 @@ describe("tools.yaml fields", () => {
           "  - {name: u, transport: stdio, command: c, tools: {ok: {risk: maybe, colour: red}, 'bad name': {}}}",
         ].join("\n"),
         "tools.yaml",
+        builtinTools,
       ),
     );
     const byField = new Map(error.problems.map((p) => [p.field, p.message]));
@@ -206,6 +224,7 @@ describe("tools.yaml fields", () => {
       parseToolsPolicy(
         `commands:\n  - {name: ${name}, description: d, mode: fixed, program: p}\n`,
         "tools.yaml",
+        builtinTools,
       ),
     );
     expect(error.problems.map((p) => p.field)).toContain("tools.yaml: commands[0].name");
@@ -225,6 +244,7 @@ describe("tools.yaml fields", () => {
           "  - {name: NOTES, transport: stdio, command: c}",
         ].join("\n"),
         "tools.yaml",
+        builtinTools,
       ),
     );
     expect(error.problems.map((p) => [p.field, p.value])).toEqual([

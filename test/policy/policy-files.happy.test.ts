@@ -11,6 +11,7 @@ import {
   validateAgentTools,
 } from "../../src/policy/policy-files.ts";
 import { createInventory } from "../../src/policy/tools.ts";
+import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
 import { makeCaller } from "./fixtures.ts";
 
 const policiesDir = path.join(import.meta.dirname, "..", "..", "policies");
@@ -49,11 +50,18 @@ describe("the shipped policies", () => {
   });
 
   it("tools.yaml declares nothing active", () => {
-    expect(parseToolsPolicy(shippedTools, "tools.yaml")).toEqual({ commands: [], mcpServers: [] });
+    expect(parseToolsPolicy(shippedTools, "tools.yaml", builtinDescriptors)).toEqual({
+      commands: [],
+      mcpServers: [],
+    });
   });
 
   it("tools.yaml's commented examples are valid when switched on", () => {
-    const policy = parseToolsPolicy(uncommentExamples(shippedTools), "tools.yaml");
+    const policy = parseToolsPolicy(
+      uncommentExamples(shippedTools),
+      "tools.yaml",
+      builtinDescriptors,
+    );
     expect(policy.commands.map((c) => [c.name, c.mode])).toEqual([
       ["git_log", "fixed"],
       ["run_checks", "structured"],
@@ -66,7 +74,10 @@ describe("the shipped policies", () => {
 
   it("the default agent gives a public caller get_time and nothing else", () => {
     const agent = parseAgentPolicy(shippedAgent, "agent.yaml");
-    const built = createInventory(listPolicyTools(parseToolsPolicy(shippedTools, "t")), "v");
+    const built = createInventory(
+      listPolicyTools(parseToolsPolicy(shippedTools, "t", builtinDescriptors), builtinDescriptors),
+      "v",
+    );
     if (!built.ok) throw new Error("refused");
     validateAgentTools(agent, built.inventory, "agent.yaml");
     const ceiling = computeCeiling(built.inventory, { ...agent, version: "a" }, makeCaller());
@@ -105,7 +116,10 @@ mcpServers:
 `;
 
   it("builds descriptors: command tools are custom, MCP tools are <server>.<tool>", () => {
-    const tools = listPolicyTools(parseToolsPolicy(text, "tools.yaml"));
+    const tools = listPolicyTools(
+      parseToolsPolicy(text, "tools.yaml", builtinDescriptors),
+      builtinDescriptors,
+    );
     const declared = tools
       .slice(13)
       .map((t) => [t.name, t.category, t.risk, t.disclosure, t.egress]);
@@ -119,16 +133,19 @@ mcpServers:
   });
 
   it("keeps a __proto__ key as an ordinary tool name and pollutes nothing", () => {
-    const policy = parseToolsPolicy(text, "tools.yaml");
+    const policy = parseToolsPolicy(text, "tools.yaml", builtinDescriptors);
     expect(policy.mcpServers[0]?.tools.map((t) => t.name)).toEqual(["search", "bare", "__proto__"]);
     expect(({} as Record<string, unknown>).risk).toBeUndefined();
   });
 
   it("reads empty keys as empty lists", () => {
-    expect(parseToolsPolicy("commands:\nmcpServers:\n", "tools.yaml")).toEqual({
+    expect(parseToolsPolicy("commands:\nmcpServers:\n", "tools.yaml", builtinDescriptors)).toEqual({
       commands: [],
       mcpServers: [],
     });
-    expect(parseToolsPolicy("", "tools.yaml")).toEqual({ commands: [], mcpServers: [] });
+    expect(parseToolsPolicy("", "tools.yaml", builtinDescriptors)).toEqual({
+      commands: [],
+      mcpServers: [],
+    });
   });
 });

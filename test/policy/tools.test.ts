@@ -1,6 +1,5 @@
 // Tool descriptors, name rules and the built-in inventory.
 import { describe, expect, it } from "vitest";
-import { builtinTools } from "../../src/policy/builtin-inventory.ts";
 import {
   checkToolNames,
   createInventory,
@@ -8,7 +7,11 @@ import {
   foldToolName,
   isValidToolName,
   type Risk,
+  raiseRisk,
+  rankRisk,
+  riskLevels,
 } from "../../src/policy/tools.ts";
+import { builtinDescriptors as builtinTools } from "../../src/tools/builtin-tools.ts";
 
 describe("describeTool", () => {
   it("reads missing metadata as the most restricted values", () => {
@@ -157,5 +160,15 @@ describe("the built-in inventory", () => {
 
   it("has no colliding names", () => {
     expect(createInventory(builtinTools, "v").ok).toBe(true);
+  });
+});
+
+describe("the risk order", () => {
+  it("is riskLevels' order, unknown highest, and raiseRisk keeps the higher", () => {
+    expect(riskLevels.map(rankRisk)).toEqual([0, 1, 2, 3]);
+    expect(raiseRisk("read-only", "high-risk")).toBe("high-risk");
+    expect(raiseRisk("unknown", "high-risk")).toBe("unknown");
+    expect(raiseRisk("low-risk", "read-only")).toBe("low-risk");
+    expect(rankRisk("dangerous" as never)).toBe(3);
   });
 });

@@ -38,6 +38,8 @@ for (const variant of variants) {
       dir = await mkdtemp(path.join(tmpdir(), "peergate-serve-"));
       env = {
         PEERGATE_DATA_DIR: path.join(dir, "data"),
+        // The default (./workspace) would be made in the repository the tests run from.
+        PEERGATE_WORKSPACE: path.join(dir, "workspace"),
         PEERGATE_POLICIES_DIR: repoPoliciesDir,
         PEERGATE_PORT: "0",
       };

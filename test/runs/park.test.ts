@@ -4,9 +4,10 @@
 // its policy, and what is left of its budget. Rejecting feeds the reason to the model.
 import { eq, sql } from "drizzle-orm";
 import { afterEach, expect, it } from "vitest";
-import { callers, runs } from "../../src/db/schema.ts";
+import { callers } from "../../src/db/schema.ts";
 import { digestArgs } from "../../src/runs/args-digest.ts";
-import type { SettledRun } from "../../src/runs/engine.ts";
+import { closeParkedRuns, lockParkedRunsOfCaller } from "../../src/runs/run-state.ts";
+import type { SettledRun } from "../../src/services/runs/engine.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 import {
   createFakeTools,
@@ -250,20 +251,23 @@ describeEachDatabase("parked runs", (ctx) => {
     const settled: SettledRun[] = [];
     engine.onRunSettled((s) => settled.push(s));
     const { runId } = await runToEnd(engine, caller);
-    // What src/services/revoke-caller.ts does in the revocation's transaction.
-    await ctx.db
-      .update(callers)
-      .set({ tier: "none", revokedAt: new Date(), version: sql`${callers.version} + 1` })
-      .where(eq(callers.id, caller.id));
-    await ctx.db
-      .update(runs)
-      .set({
+    // What src/services/revoke-caller.ts does in the revocation's transaction; its caller event
+    // names the runs it closed.
+    const closedRunIds = await ctx.db.transaction(async (tx) => {
+      await tx
+        .update(callers)
+        .set({ tier: "none", revokedAt: new Date(), version: sql`${callers.version} + 1` })
+        .where(eq(callers.id, caller.id));
+      return closeParkedRuns(tx, {
+        runs: await lockParkedRunsOfCaller(tx, caller.id),
         status: "rejected",
         error: { code: "caller-revoked", message: "revoked" },
-        finishedAt: new Date(),
-      })
-      .where(eq(runs.id, runId));
-    events.fire({ callerId: caller.id, change: "revoked" });
+        actor: "admin",
+        at: new Date(),
+      });
+    });
+    expect(closedRunIds).toEqual([runId]);
+    events.fire({ callerId: caller.id, change: "revoked", closedRunIds });
     await waitUntil(() => settled.length > 0);
     expect(settled).toMatchObject([{ runId, outcome: { status: "rejected" } }]);
   });

@@ -20,14 +20,14 @@ import {
 import { type LoadedPolicies, loadPolicies } from "../../src/load-policies.ts";
 import { silentLogger } from "../../src/log.ts";
 import { createCeilingCache } from "../../src/policy/ceiling-cache.ts";
+import type { PriceTable } from "../../src/runs/prices.ts";
+import type { RunEvent, RunOutcome } from "../../src/runs/types.ts";
 import {
   type CallerEventNotice,
   createRunEngine,
   type PeergateRunEngine,
   type RunEngineOptions,
-} from "../../src/runs/engine.ts";
-import type { PriceTable } from "../../src/runs/prices.ts";
-import type { RunEvent, RunOutcome } from "../../src/runs/types.ts";
+} from "../../src/services/runs/engine.ts";
 import type {
   ToolCallContext,
   ToolImplementation,

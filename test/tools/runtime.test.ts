@@ -7,7 +7,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ConfigError } from "../../src/errors.ts";
-import { builtinTools } from "../../src/policy/builtin-inventory.ts";
+import { builtinDescriptors as builtinTools } from "../../src/tools/builtin-tools.ts";
 import type { ToolRuntime } from "../../src/tools/types.ts";
 import {
   buildPolicies,

@@ -9,6 +9,7 @@ import { expect } from "vitest";
 import { createLogger } from "../../src/log.ts";
 import { listPolicyTools, type ToolsPolicy } from "../../src/policy/policy-files.ts";
 import { createInventory } from "../../src/policy/tools.ts";
+import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
 import { createToolRuntime, type ToolRuntimeOptions } from "../../src/tools/runtime.ts";
 import {
   type ApprovalRequest,
@@ -51,7 +52,7 @@ export async function createSandbox(options: { dataInside?: boolean } = {}): Pro
 export const emptyToolsPolicy: ToolsPolicy = { commands: [], mcpServers: [] };
 
 export function buildPolicies(toolsPolicy: ToolsPolicy = emptyToolsPolicy) {
-  const built = createInventory(listPolicyTools(toolsPolicy), "test");
+  const built = createInventory(listPolicyTools(toolsPolicy, builtinDescriptors), "test");
   if (!built.ok) throw new Error(JSON.stringify(built.problems));
   return { inventory: built.inventory, toolsPolicy };
 }

@@ -2,10 +2,22 @@
 // a path swapped between check and open, devices and FIFOs, the data directory, huge and binary
 // files. Every refusal must also leave the outside untouched and unread.
 import { spawnSync } from "node:child_process";
-import { mkdir, readdir, readFile, rename, rm, stat, symlink, writeFile } from "node:fs/promises";
+import {
+  link,
+  mkdir,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { writeFileAtomically } from "../../src/tools/atomic-write.ts";
+import { writeFileAtomically } from "../../src/tools/files/atomic-write.ts";
 import type { ToolRuntime } from "../../src/tools/types.ts";
 import { createWorkspace, type Workspace } from "../../src/tools/workspace.ts";
 import {
@@ -350,5 +362,86 @@ describe("huge and binary files", () => {
       await callTool(runtime, "edit_file", { path: "image.png", oldString: "PNG", newString: "x" }),
       "refused",
     );
+  });
+});
+
+describe("hard links: reads follow the file, not the path", () => {
+  beforeEach(async () => {
+    await setUp();
+    // A second name, inside the workspace, for a file outside it.
+    await link(
+      path.join(sandbox.outside, "secret.txt"),
+      path.join(sandbox.workspace, "planted.txt"),
+    );
+  });
+
+  it("refuses to read or edit a file with more than one hard link", async () => {
+    for (const [tool, args] of [
+      ["read_file", { path: "planted.txt" }],
+      ["grep", { pattern: "SECRET", path: "planted.txt" }],
+      ["edit_file", { path: "planted.txt", oldString: "TOP", newString: "pwned" }],
+    ] as const) {
+      const error = expectFailure(await callTool(runtime, tool, args), "refused");
+      expect(error, tool).toContain("hard links");
+      expect(error, tool).not.toContain(secret);
+    }
+    expect(await readFile(path.join(sandbox.outside, "secret.txt"), "utf8")).toBe(`${secret}\n`);
+  });
+
+  it("skips it when grep walks the workspace, and says so", async () => {
+    const result = expectSuccess(await callTool(runtime, "grep", { pattern: "SECRET" }));
+    expect(result.matches).toEqual([]);
+    expect(result.skipped).toEqual({ large: 0, binary: 0, linked: 1 });
+    expect(JSON.stringify(result)).not.toContain(secret);
+  });
+
+  it("reads it when the operator allows hard links", async () => {
+    const allowing = await startRuntime(sandbox, { allowHardLinks: true });
+    try {
+      const read = expectSuccess(await callTool(allowing, "read_file", { path: "planted.txt" }));
+      expect(JSON.stringify(read)).toContain(secret);
+    } finally {
+      await allowing.close();
+    }
+  });
+});
+
+/** Whether this machine lets an unprivileged user namespace bind-mount (unshare -rm). */
+const canBindMount =
+  spawnSync("unshare", ["-rm", "sh", "-c", 'mount --bind "$1" "$1"', "sh", os.tmpdir()], {
+    stdio: "ignore",
+  }).status === 0;
+
+describe.skipIf(!canBindMount)("the data directory under a second name (a bind mount)", () => {
+  beforeEach(async () => {
+    await setUp();
+    await writeFile(path.join(sandbox.dataDir, "secret.key"), `${secret}\n`);
+    await mkdir(path.join(sandbox.workspace, "mnt"));
+  });
+
+  it("is refused by identity (device and inode), not only by path", () => {
+    const fixture = fileURLToPath(new URL("./fixtures/data-dir-by-identity.ts", import.meta.url));
+    const child = spawnSync(
+      "unshare",
+      [
+        "-rm",
+        "sh",
+        "-c",
+        'mount --bind "$1" "$2" && exec "$3" "$4" "$5" "$6"',
+        "sh",
+        sandbox.dataDir,
+        path.join(sandbox.workspace, "mnt"),
+        process.execPath,
+        fixture,
+        sandbox.workspace,
+        sandbox.dataDir,
+      ],
+      { encoding: "utf8" },
+    );
+    expect(child.status, child.stderr).toBe(0);
+    const result = JSON.parse(child.stdout) as Record<string, string>;
+    for (const [attempt, outcome] of Object.entries(result)) {
+      expect(outcome, attempt).toMatch(/^refused: .*data directory/);
+    }
   });
 });

@@ -4,7 +4,6 @@
 // needs it (src/services/widening.ts). No route creates an operator token.
 import { type Context, Hono } from "hono";
 import type { RateLimiter } from "../../auth/rate-limit.ts";
-import type { PeergateRunEngine } from "../../runs/engine.ts";
 import { addCaller } from "../../services/add-caller.ts";
 import { type OperatorProof, verifyAdminToken } from "../../services/admin-credentials.ts";
 import type { ServiceContext } from "../../services/context.ts";
@@ -21,6 +20,7 @@ import { listAuditEvents, verifyAudit } from "../../services/read-audit.ts";
 import { restoreCaller } from "../../services/restore-caller.ts";
 import { revokeCaller } from "../../services/revoke-caller.ts";
 import { rotateCredential } from "../../services/rotate-credential.ts";
+import type { PeergateRunEngine } from "../../services/runs/engine.ts";
 import { updateCaller } from "../../services/update-caller.ts";
 import { readJsonBody } from "../json.ts";
 import { refuseBrowserOrigins, refuseQueryCredentials } from "../middleware/api-guards.ts";

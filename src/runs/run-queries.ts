@@ -1,0 +1,141 @@
+// Reads of run state, and the rows beside it the run mechanics keep (callers read, daily totals
+// added to, instances registered). Nothing here writes `runs` or `tool_calls`: that is
+// src/runs/run-state.ts alone.
+import { and, eq, inArray, lt, sql } from "drizzle-orm";
+import type { DbOrTx, DbTransaction } from "../db/client.ts";
+import { runReservationLockSpace } from "../db/locks.ts";
+import {
+  type Caller,
+  callers,
+  dailyUsage,
+  instances,
+  type Run,
+  type RunStatus,
+  runs,
+  toolCalls,
+} from "../db/schema.ts";
+import type { DailyTotals } from "./budgets.ts";
+
+/** Statuses that hold a concurrency slot. */
+export const activeStatuses: readonly RunStatus[] = ["submitted", "working"];
+
+/** Serialises run starts of one caller across instances (held until the transaction ends). */
+export async function lockCallerRuns(tx: DbTransaction, callerId: string): Promise<void> {
+  await tx.execute(
+    sql`select pg_advisory_xact_lock(${runReservationLockSpace}, hashtext(${callerId}))`,
+  );
+}
+
+export async function readCaller(db: DbOrTx, callerId: string): Promise<Caller | undefined> {
+  const [row] = await db.select().from(callers).where(eq(callers.id, callerId)).limit(1);
+  return row;
+}
+
+export async function countActiveRuns(db: DbOrTx, callerId: string): Promise<number> {
+  const [row] = await db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(runs)
+    .where(and(eq(runs.callerId, callerId), inArray(runs.status, [...activeStatuses])));
+  return Number(row?.n ?? 0);
+}
+
+export async function readDailyTotals(
+  db: DbOrTx,
+  callerId: string,
+  day: string,
+): Promise<DailyTotals> {
+  const [row] = await db
+    .select()
+    .from(dailyUsage)
+    .where(and(eq(dailyUsage.callerId, callerId), eq(dailyUsage.day, day)))
+    .limit(1);
+  return {
+    tokens: Number(row?.tokens ?? 0),
+    costUsd: Number(row?.costUsd ?? 0),
+    runs: Number(row?.runs ?? 0),
+  };
+}
+
+export async function addDailyUsage(
+  db: DbOrTx,
+  callerId: string,
+  day: string,
+  delta: { tokens?: number; costUsd?: number; runs?: number },
+): Promise<void> {
+  const tokens = Math.round(delta.tokens ?? 0);
+  const costUsd = delta.costUsd ?? 0;
+  const runCount = delta.runs ?? 0;
+  if (tokens === 0 && costUsd === 0 && runCount === 0) return;
+  await db
+    .insert(dailyUsage)
+    .values({ callerId, day, tokens, costUsd, runs: runCount })
+    .onConflictDoUpdate({
+      target: [dailyUsage.callerId, dailyUsage.day],
+      set: {
+        tokens: sql`${dailyUsage.tokens} + ${tokens}`,
+        costUsd: sql`${dailyUsage.costUsd} + ${costUsd.toFixed(6)}::numeric`,
+        runs: sql`${dailyUsage.runs} + ${runCount}`,
+      },
+    });
+}
+
+export async function readRun(db: DbOrTx, runId: string): Promise<Run | undefined> {
+  if (!isUuid(runId)) return undefined;
+  const [row] = await db.select().from(runs).where(eq(runs.id, runId)).limit(1);
+  return row;
+}
+
+export async function lockRun(tx: DbTransaction, runId: string): Promise<Run | undefined> {
+  if (!isUuid(runId)) return undefined;
+  const [row] = await tx.select().from(runs).where(eq(runs.id, runId)).limit(1).for("update");
+  return row;
+}
+
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Run ids are uuids; anything else names no run (and must not reach a uuid column). */
+export function isUuid(text: string): boolean {
+  return typeof text === "string" && uuidPattern.test(text);
+}
+
+/** Every tool call row the run has, for unique row ids across segments. */
+export async function listCallIds(db: DbOrTx, runId: string): Promise<string[]> {
+  const rows = await db
+    .select({ callId: toolCalls.callId })
+    .from(toolCalls)
+    .where(eq(toolCalls.runId, runId));
+  return rows.map((r) => r.callId);
+}
+
+/** Registers (or re-registers) this instance. */
+export async function registerInstance(
+  db: DbOrTx,
+  input: { id: string; hostname: string; pid: number; at: Date },
+): Promise<void> {
+  await db
+    .insert(instances)
+    .values({
+      id: input.id,
+      hostname: input.hostname,
+      pid: input.pid,
+      startedAt: input.at,
+      heartbeatAt: input.at,
+    })
+    .onConflictDoUpdate({
+      target: instances.id,
+      set: { hostname: input.hostname, pid: input.pid, startedAt: input.at, heartbeatAt: input.at },
+    });
+}
+
+export async function removeInstance(db: DbOrTx, id: string): Promise<void> {
+  await db.delete(instances).where(eq(instances.id, id));
+}
+
+/** Parked runs whose approval window closed. */
+export async function listExpiredParkedRuns(db: DbOrTx, at: Date): Promise<Run[]> {
+  return db
+    .select()
+    .from(runs)
+    .where(and(eq(runs.status, "parked"), lt(runs.parkedUntil, at)))
+    .limit(500);
+}

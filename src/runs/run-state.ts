@@ -1,0 +1,534 @@
+// The one writer of run state: no other module in src/ inserts or updates `runs` or `tool_calls`
+// (test/runs/run-state-writers.test.ts fails the build if one does). Every state change of a run
+// commits together with its audit event; every compare-and-set names the state it expects (a run
+// another instance already moved on is left alone, never overwritten). A parked run ends without
+// resuming in exactly one place, `closeParkedRuns`, whoever closes it (revocation, cancel, expiry,
+// the approval claim), so its batch is cleared, its parked calls closed and its end audited alike.
+// It is one file over 500 lines on purpose: being the only writer is what makes the writes
+// reviewable side by side (reads live in run-queries.ts).
+import { and, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
+import { appendAuditEvent } from "../db/audit.ts";
+import type { DbOrTx, DbTransaction } from "../db/client.ts";
+import {
+  type Caller,
+  instances,
+  type NewRun,
+  type PendingApproval,
+  type PendingBatch,
+  type Run,
+  type RunBudgetUsed,
+  type RunError,
+  type RunStatus,
+  runs,
+  toolCalls,
+} from "../db/schema.ts";
+import { storableText, toStorableJson } from "../db/storable.ts";
+import { activeStatuses, addDailyUsage, lockRun, readCaller } from "./run-queries.ts";
+import type { CallEnd, OpenedCall, ToolCallRecorder } from "./tool-batch.ts";
+
+export async function insertRun(tx: DbTransaction, values: NewRun): Promise<Run> {
+  const [row] = await tx
+    .insert(runs)
+    .values({ ...values, messages: toStorableJson(values.messages) })
+    .returning();
+  if (!row) throw new Error("inserting a run returned no row");
+  return row;
+}
+
+/** Usage to add to a caller's daily totals in the same transaction as a run's change. */
+export type DailyCharge = {
+  callerId: string;
+  day: string;
+  delta: { tokens: number; costUsd: number };
+};
+
+/** Charges one model step: the run's usage, its heartbeat and the caller's daily totals. */
+export async function chargeStep(
+  db: DbOrTx,
+  input: {
+    runId: string;
+    callerId: string;
+    instanceId: string;
+    day: string;
+    used: RunBudgetUsed;
+    delta: { tokens: number; costUsd: number };
+    at: Date;
+  },
+): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx
+      .update(runs)
+      .set({ budgetUsed: input.used, heartbeatAt: input.at, updatedAt: input.at })
+      .where(and(eq(runs.id, input.runId), eq(runs.ownerInstanceId, input.instanceId)));
+    await addDailyUsage(tx, input.callerId, input.day, input.delta);
+  });
+}
+
+export async function saveMessages(
+  db: DbOrTx,
+  runId: string,
+  instanceId: string,
+  messages: unknown[],
+  at: Date,
+): Promise<void> {
+  await db
+    .update(runs)
+    .set({ messages: toStorableJson(messages), heartbeatAt: at, updatedAt: at })
+    .where(and(eq(runs.id, runId), eq(runs.ownerInstanceId, instanceId)));
+}
+
+/** Tool call rows of one run segment, with their audit events. */
+export function createToolCallRecorder(input: {
+  db: DbOrTx;
+  runId: string;
+  segment: number;
+  actor: string;
+  now: () => Date;
+}): ToolCallRecorder {
+  const { db, runId, segment, actor, now } = input;
+  const subject = `run:${runId}`;
+  return {
+    async open(rows: readonly OpenedCall[]) {
+      if (rows.length === 0) return;
+      const at = now();
+      await db.transaction(async (tx) => {
+        await tx.insert(toolCalls).values(
+          rows.map((row) => ({
+            runId,
+            callId: row.recordId,
+            // The name is the model's: it may hold what PostgreSQL cannot store (a NUL).
+            tool: storableText(row.tool),
+            argsDigest: row.argsDigest,
+            status: row.status,
+            code: row.code ?? null,
+            segment,
+            createdAt: at,
+            ...(row.status === "refused" || row.status === "failed" ? { finishedAt: at } : {}),
+          })),
+        );
+        for (const row of rows) {
+          if (row.status !== "refused") continue;
+          // The name is the model's (untrusted, cut to 128 characters); never the arguments.
+          await appendAuditEvent(tx, {
+            actor,
+            kind: "tool.refused",
+            subject,
+            data: { runId, callId: row.recordId, tool: row.tool, code: row.code ?? "refused" },
+          });
+        }
+      });
+    },
+    async start(recordId) {
+      await db
+        .update(toolCalls)
+        .set({ status: "running", startedAt: now(), segment })
+        .where(and(eq(toolCalls.runId, runId), eq(toolCalls.callId, recordId)));
+    },
+    async finish(recordId: string, end: CallEnd) {
+      const at = now();
+      await db.transaction(async (tx) => {
+        const [row] = await tx
+          .update(toolCalls)
+          .set({
+            status: end.status,
+            code: end.code ?? null,
+            outputTruncated: end.truncated === true,
+            ...(end.status === "parked" ? {} : { finishedAt: at }),
+          })
+          .where(and(eq(toolCalls.runId, runId), eq(toolCalls.callId, recordId)))
+          .returning({ tool: toolCalls.tool, argsDigest: toolCalls.argsDigest });
+        if (end.status === "parked" || end.status === "not-started") return;
+        await appendAuditEvent(tx, {
+          actor,
+          kind: end.status === "refused" ? "tool.refused" : "tool.called",
+          subject,
+          data: {
+            runId,
+            callId: recordId,
+            tool: row?.tool ?? null,
+            ...(end.ran ? { ran: end.ran } : {}),
+            status: end.status,
+            ...(end.code ? { code: end.code } : {}),
+            argsDigest: row?.argsDigest ?? null,
+          },
+        });
+      });
+    },
+  };
+}
+
+/** Parks a working run on `pending`; false when this instance no longer owns it. */
+export async function parkRun(
+  db: DbOrTx,
+  input: {
+    runId: string;
+    instanceId: string;
+    pending: PendingApproval;
+    batch: PendingBatch;
+    messages: unknown[];
+    used: RunBudgetUsed;
+    parkedUntil: Date;
+    at: Date;
+    daily?: DailyCharge;
+  },
+): Promise<{ cancelReason: string | null } | undefined> {
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(runs)
+      .set({
+        status: "parked",
+        pendingApproval: toStorableJson(input.pending),
+        pendingBatch: toStorableJson(input.batch),
+        messages: toStorableJson(input.messages),
+        budgetUsed: input.used,
+        parkedUntil: input.parkedUntil,
+        ownerInstanceId: null,
+        heartbeatAt: null,
+        updatedAt: input.at,
+      })
+      .where(
+        and(
+          eq(runs.id, input.runId),
+          eq(runs.status, "working"),
+          eq(runs.ownerInstanceId, input.instanceId),
+        ),
+      )
+      .returning({ cancelRequestedAt: runs.cancelRequestedAt, cancelReason: runs.cancelReason });
+    if (!row) return undefined;
+    if (input.daily)
+      await addDailyUsage(tx, input.daily.callerId, input.daily.day, input.daily.delta);
+    await appendAuditEvent(tx, {
+      actor: `instance:${input.instanceId}`,
+      kind: "run.parked",
+      subject: `run:${input.runId}`,
+      data: {
+        runId: input.runId,
+        callId: input.pending.callId,
+        tool: input.pending.tool,
+        argsDigest: input.pending.argsDigest,
+        parkedUntil: input.parkedUntil.toISOString(),
+      },
+    });
+    // A cancel recorded while the run was parking still ends it (the caller closes it).
+    return { cancelReason: row.cancelRequestedAt ? (row.cancelReason ?? "canceled") : null };
+  });
+}
+
+/** Ends a working run this instance owns; false when another instance already moved it on. */
+export async function finishRun(
+  db: DbOrTx,
+  input: {
+    runId: string;
+    instanceId: string;
+    status: RunStatus;
+    text?: string | undefined;
+    error?: RunError | undefined;
+    messages: unknown[];
+    used: RunBudgetUsed;
+    at: Date;
+    /** Usage not yet added to the caller's daily totals. */
+    daily?: DailyCharge;
+    /** False when the segment recorded no tool call (nothing to close). */
+    toolCallsOpen?: boolean;
+  },
+): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(runs)
+      .set({
+        status: input.status,
+        result: input.text === undefined ? null : { text: storableText(input.text) },
+        error: toStorableJson(input.error ?? null),
+        messages: toStorableJson(input.messages),
+        budgetUsed: input.used,
+        pendingApproval: null,
+        pendingBatch: null,
+        ownerInstanceId: null,
+        heartbeatAt: null,
+        finishedAt: input.at,
+        updatedAt: input.at,
+      })
+      .where(
+        and(
+          eq(runs.id, input.runId),
+          eq(runs.status, "working"),
+          eq(runs.ownerInstanceId, input.instanceId),
+        ),
+      )
+      .returning({ id: runs.id });
+    if (!row) return false;
+    if (input.daily)
+      await addDailyUsage(tx, input.daily.callerId, input.daily.day, input.daily.delta);
+    // Calls still marked running belong to this run's stop: they were interrupted. Calls still
+    // waiting for an operator never ran.
+    if (input.toolCallsOpen !== false)
+      await tx
+        .update(toolCalls)
+        .set({
+          status: sql`case when ${toolCalls.status} = 'running' then 'interrupted' else 'not-started' end`,
+          code: sql`case when ${toolCalls.status} = 'running' then 'interrupted' else ${toolCalls.code} end`,
+          finishedAt: input.at,
+        })
+        .where(
+          and(eq(toolCalls.runId, input.runId), inArray(toolCalls.status, ["running", "parked"])),
+        );
+    await appendAuditEvent(tx, {
+      actor: `instance:${input.instanceId}`,
+      kind: `run.${input.status}`,
+      subject: `run:${input.runId}`,
+      data: {
+        runId: input.runId,
+        status: input.status,
+        used: input.used,
+        ...(input.error ? { error: { code: input.error.code, budget: input.error.budget } } : {}),
+      },
+    });
+    return true;
+  });
+}
+
+/** Moves a parked run (locked by the caller) back to working, owned by this instance. */
+export async function claimParkedRun(
+  tx: DbTransaction,
+  input: { run: Run; instanceId: string; at: Date },
+): Promise<Run | undefined> {
+  const { run, at } = input;
+  const [claimed] = await tx
+    .update(runs)
+    .set({
+      status: "working",
+      ownerInstanceId: input.instanceId,
+      heartbeatAt: at,
+      segments: run.segments + 1,
+      segmentStartedAt: at,
+      parkedUntil: null,
+      pendingApproval: null,
+      updatedAt: at,
+    })
+    .where(and(eq(runs.id, run.id), eq(runs.status, "parked")))
+    .returning();
+  return claimed;
+}
+
+/** How a parked run ends without resuming. */
+export type ParkedRunEnd = {
+  readonly status: "canceled" | "expired" | "rejected";
+  readonly error: RunError;
+  readonly actor: string;
+  readonly at: Date;
+};
+
+/** Locks the parked runs of one caller (a revocation closes them all). */
+export async function lockParkedRunsOfCaller(tx: DbTransaction, callerId: string): Promise<Run[]> {
+  return tx
+    .select()
+    .from(runs)
+    .where(and(eq(runs.callerId, callerId), eq(runs.status, "parked")))
+    .for("update");
+}
+
+/**
+ * Ends parked runs (locked by the caller's transaction) without resuming them: status and error
+ * set, pending approval and batch cleared, the calls still waiting marked `not-started`, and one
+ * `run.<status>` audit event per run. Returns the ids it closed (a run no longer parked is left).
+ */
+export async function closeParkedRuns(
+  tx: DbTransaction,
+  input: ParkedRunEnd & { readonly runs: readonly Run[] },
+): Promise<string[]> {
+  const { at } = input;
+  const closed: string[] = [];
+  for (const run of input.runs) {
+    const [row] = await tx
+      .update(runs)
+      .set({
+        status: input.status,
+        error: input.error,
+        pendingApproval: null,
+        pendingBatch: null,
+        parkedUntil: null,
+        finishedAt: at,
+        updatedAt: at,
+      })
+      .where(and(eq(runs.id, run.id), eq(runs.status, "parked")))
+      .returning({ id: runs.id });
+    if (!row) continue;
+    await tx
+      .update(toolCalls)
+      .set({ status: "not-started", finishedAt: at })
+      .where(and(eq(toolCalls.runId, run.id), eq(toolCalls.status, "parked")));
+    await appendAuditEvent(tx, {
+      actor: input.actor,
+      kind: `run.${input.status}`,
+      subject: `run:${run.id}`,
+      data: {
+        runId: run.id,
+        status: input.status,
+        error: { code: input.error.code },
+        callId: run.pendingApproval?.callId ?? null,
+      },
+    });
+    closed.push(run.id);
+  }
+  return closed;
+}
+
+/**
+ * Records a cancel for a run that is still working (or about to). False when the run is not
+ * active. A second cancel keeps the first one's time and reason.
+ */
+export async function requestCancel(
+  tx: DbTransaction,
+  input: { runId: string; reason: string; at: Date },
+): Promise<boolean> {
+  const [row] = await tx
+    .update(runs)
+    .set({
+      cancelRequestedAt: sql`coalesce(${runs.cancelRequestedAt}, ${input.at.toISOString()}::timestamptz)`,
+      cancelReason: sql`coalesce(${runs.cancelReason}, ${storableText(input.reason)})`,
+      updatedAt: input.at,
+    })
+    .where(and(eq(runs.id, input.runId), inArray(runs.status, [...activeStatuses])))
+    .returning({ id: runs.id });
+  return row !== undefined;
+}
+
+/**
+ * What the between-steps check reads before a step's tools run: a cancel recorded for the run and
+ * whether its caller is revoked. Both also travel by notification; this read is what makes them
+ * hold when a notification is lost.
+ */
+export async function readStopRequest(
+  db: DbOrTx,
+  input: { runId: string; callerId: string },
+): Promise<{ cancelReason: string | undefined; caller: Caller | undefined }> {
+  const [run] = await db
+    .select({ cancelRequestedAt: runs.cancelRequestedAt, cancelReason: runs.cancelReason })
+    .from(runs)
+    .where(eq(runs.id, input.runId))
+    .limit(1);
+  const caller = await readCaller(db, input.callerId);
+  return {
+    cancelReason: run?.cancelRequestedAt ? (run.cancelReason ?? "canceled") : undefined,
+    caller,
+  };
+}
+
+/**
+ * Heartbeats this instance and the runs it is executing; returns those of them with a cancel
+ * recorded, so a cancel whose notification was lost stops even a run busy in a long tool call.
+ */
+export async function heartbeat(
+  db: DbOrTx,
+  input: { instanceId: string; runIds: readonly string[]; at: Date },
+): Promise<{ runId: string; cancelReason: string }[]> {
+  await db
+    .update(instances)
+    .set({ heartbeatAt: input.at })
+    .where(eq(instances.id, input.instanceId));
+  if (input.runIds.length === 0) return [];
+  const rows = await db
+    .update(runs)
+    .set({ heartbeatAt: input.at })
+    .where(
+      and(
+        inArray(runs.id, [...input.runIds]),
+        eq(runs.ownerInstanceId, input.instanceId),
+        inArray(runs.status, [...activeStatuses]),
+      ),
+    )
+    .returning({
+      runId: runs.id,
+      cancelRequestedAt: runs.cancelRequestedAt,
+      cancelReason: runs.cancelReason,
+    });
+  return rows
+    .filter((r) => r.cancelRequestedAt !== null)
+    .map((r) => ({ runId: r.runId, cancelReason: r.cancelReason ?? "canceled" }));
+}
+
+/**
+ * Marks runs `interrupted` whose owner stopped heartbeating (or is this instance, restarted, and
+ * does not hold them): their running tool calls are interrupted, their wall time up to the last
+ * heartbeat is charged, and each gets an audit event. Returns the runs it marked.
+ */
+export async function recoverOrphanedRuns(
+  db: DbOrTx,
+  input: {
+    instanceId: string;
+    staleBefore: Date;
+    localRunIds: ReadonlySet<string>;
+    at: Date;
+  },
+): Promise<Run[]> {
+  const candidates = await db
+    .select()
+    .from(runs)
+    .where(
+      and(
+        inArray(runs.status, [...activeStatuses]),
+        or(
+          lt(runs.heartbeatAt, input.staleBefore),
+          and(isNull(runs.heartbeatAt), lt(runs.updatedAt, input.staleBefore)),
+          eq(runs.ownerInstanceId, input.instanceId),
+        ),
+      ),
+    )
+    .limit(500);
+  const recovered: Run[] = [];
+  for (const candidate of candidates) {
+    if (input.localRunIds.has(candidate.id)) continue;
+    const row = await db.transaction(async (tx) => {
+      const run = await lockRun(tx, candidate.id);
+      if (!run || !activeStatuses.includes(run.status)) return undefined;
+      const stale =
+        run.ownerInstanceId === input.instanceId ||
+        (run.heartbeatAt ?? run.updatedAt).getTime() < input.staleBefore.getTime();
+      if (!stale) return undefined;
+      const lastSeen = run.heartbeatAt ?? run.updatedAt;
+      const segmentStart = run.segmentStartedAt ?? run.startedAt ?? run.createdAt;
+      const wall = Math.max(0, lastSeen.getTime() - segmentStart.getTime());
+      const used: RunBudgetUsed = {
+        ...run.budgetUsed,
+        durationMs: run.budgetUsed.durationMs + wall,
+      };
+      const error: RunError = {
+        code: "interrupted",
+        message: "the instance running this run stopped before it finished",
+      };
+      const [updated] = await tx
+        .update(runs)
+        .set({
+          status: "interrupted",
+          error,
+          budgetUsed: used,
+          ownerInstanceId: null,
+          heartbeatAt: null,
+          finishedAt: input.at,
+          updatedAt: input.at,
+        })
+        .where(eq(runs.id, run.id))
+        .returning();
+      const interrupted = await tx
+        .update(toolCalls)
+        .set({ status: "interrupted", code: "interrupted", finishedAt: input.at })
+        .where(and(eq(toolCalls.runId, run.id), eq(toolCalls.status, "running")))
+        .returning({ callId: toolCalls.callId });
+      await appendAuditEvent(tx, {
+        actor: `instance:${input.instanceId}`,
+        kind: "run.interrupted",
+        subject: `run:${run.id}`,
+        data: {
+          runId: run.id,
+          previousOwner: run.ownerInstanceId,
+          lastHeartbeat: lastSeen.toISOString(),
+          used,
+          interruptedCalls: interrupted.map((c) => c.callId),
+        },
+      });
+      return updated;
+    });
+    if (row) recovered.push(row);
+  }
+  return recovered;
+}

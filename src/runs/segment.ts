@@ -1,0 +1,359 @@
+// One segment of a run, from its first (or resumed) step to its end, and the record of how it
+// ended: finished (completed, failed, stopped), parked for an operator, or taken over by another
+// instance that thought this one dead. The run is already registered as active and owned by this
+// instance in the database when a segment starts.
+import type { ModelMessage } from "ai";
+import type { Caller, PendingApproval, Run, RunBudgetUsed } from "../db/schema.ts";
+import { storableText } from "../db/storable.ts";
+import { isCallerRevoked } from "../policy/caller-revoked.ts";
+import type { EffectiveToolSet } from "../policy/effective-set.ts";
+import type { ActiveRun, StopReason } from "./active-runs.ts";
+import { createBudgetMeters, describeBudgetExceeded, formatUtcDay, zeroUsage } from "./budgets.ts";
+import type { RunCore } from "./core.ts";
+import { buildModelTools } from "./model-tools.ts";
+import { mapSegmentEnd, outcomeOf } from "./outcome.ts";
+import { runSegment, type SegmentEnd } from "./run-loop.ts";
+import { listCallIds, lockRun, readDailyTotals, readRun } from "./run-queries.ts";
+import {
+  chargeStep,
+  closeParkedRuns,
+  createToolCallRecorder,
+  finishRun,
+  parkRun,
+  readStopRequest,
+  saveMessages,
+} from "./run-state.ts";
+import type { ApprovalDecision, BatchDeps, ToolCallRecorder } from "./tool-batch.ts";
+import type { RunEvent, RunOutcome } from "./types.ts";
+
+export type SegmentInput = {
+  readonly run: Run;
+  readonly caller: Caller;
+  readonly set: EffectiveToolSet;
+  readonly resume?: { readonly decision: ApprovalDecision };
+  readonly onEvent: (event: RunEvent) => void;
+};
+
+export type SegmentResult = {
+  readonly outcome: RunOutcome;
+  /** A parked run: the tool it waits on. */
+  readonly pendingTool?: string;
+  /** Another instance recorded the run's end; it tells the surfaces, not this one. */
+  readonly takenOver?: true;
+};
+
+/** Runs a segment and records how it ended. Never rejects; unregisters the run at the end. */
+export async function executeSegment(
+  core: RunCore,
+  entry: ActiveRun,
+  input: SegmentInput,
+): Promise<SegmentResult> {
+  try {
+    return await runAndRecord(core, entry, input);
+  } catch (error) {
+    // The database went away or a bug: the run is left for recovery to mark interrupted.
+    core.logger.error("a run segment could not be recorded", { runId: entry.runId, error });
+    return {
+      outcome: {
+        runId: entry.runId,
+        status: "interrupted",
+        error: { code: "internal", message: "the run stopped inside peergate; see the server log" },
+        messages: input.run.messages as ModelMessage[],
+      },
+    };
+  } finally {
+    core.active.remove(entry.runId);
+  }
+}
+
+async function runAndRecord(
+  core: RunCore,
+  entry: ActiveRun,
+  input: SegmentInput,
+): Promise<SegmentResult> {
+  const { db, instanceId, now } = core;
+  const { run, caller } = input;
+  const startedMs = performance.now();
+  const used: RunBudgetUsed = { ...zeroUsage, ...run.budgetUsed };
+  const messages = [...(run.messages as ModelMessage[])];
+  // Usage of steps not yet written: flushed before tools run, else with the run's end.
+  const unflushed = { tokens: 0, costUsd: 0 };
+  let callsRecorded = false;
+  const end = await runSteps(core, entry, input, { used, messages, unflushed }, () => {
+    callsRecorded = true;
+  });
+  used.durationMs += Math.round(performance.now() - startedMs);
+  const at = now();
+  const daily = { callerId: caller.id, day: formatUtcDay(at), delta: unflushed };
+
+  if (end.kind === "parked") {
+    const pending: PendingApproval = {
+      callId: end.pending.callId,
+      tool: end.pending.tool,
+      argsDigest: end.pending.argsDigest,
+      args: end.pending.args,
+      requestedAt: end.pending.requestedAt,
+      ...(end.pending.calledTool ? { calledTool: end.pending.calledTool } : {}),
+      ...(end.pending.risk ? { risk: end.pending.risk } : {}),
+      ...(end.pending.summary ? { summary: end.pending.summary } : {}),
+      ...(end.pending.previewDiff ? { previewDiff: end.pending.previewDiff } : {}),
+    };
+    const parked = await parkRun(db, {
+      runId: run.id,
+      instanceId,
+      pending,
+      batch: end.batch,
+      messages,
+      used,
+      parkedUntil: new Date(at.getTime() + core.parkTtlMs),
+      at,
+      daily,
+    });
+    if (!parked) return settleTakenOver(core, run, input);
+    // A cancel or revocation that came while the run was parking still ends it (a cancel recorded
+    // in the database as well as one heard here). A shutdown or deadline does not: a parked run
+    // holds no instance and spends no wall time.
+    const reason: StopReason | undefined =
+      entry.reason?.kind === "cancel" || entry.reason?.kind === "revoked"
+        ? entry.reason
+        : parked.cancelReason !== null
+          ? { kind: "cancel", message: parked.cancelReason }
+          : undefined;
+    if (reason) {
+      const closed = await closeParkedRunNow(core, run.id, reason);
+      if (closed) {
+        core.emit(input.onEvent, { type: "status", status: closed.status });
+        return { outcome: closed };
+      }
+    }
+    const pendingTool = pending.calledTool ?? pending.tool;
+    core.emit(input.onEvent, {
+      type: "status",
+      status: "parked",
+      message: `waiting for an operator to approve ${pendingTool}`,
+    });
+    return { outcome: { runId: run.id, status: "parked", messages }, pendingTool };
+  }
+
+  const { status, error, text } = mapSegmentEnd(end, entry.reason, {
+    limits: run.budgetLimits,
+    daily: caller.budgets.daily,
+  });
+  const finished = await finishRun(db, {
+    runId: run.id,
+    instanceId,
+    status,
+    text,
+    error,
+    messages,
+    used,
+    at,
+    daily,
+    toolCallsOpen: input.resume !== undefined || callsRecorded,
+  });
+  if (!finished) return settleTakenOver(core, run, input);
+  core.emit(input.onEvent, {
+    type: "status",
+    status,
+    ...(error ? { message: error.message } : {}),
+  });
+  return {
+    outcome: {
+      runId: run.id,
+      status,
+      ...(text !== undefined && text !== "" ? { text } : {}),
+      ...(error ? { error } : {}),
+      messages,
+    },
+  };
+}
+
+/** The AI SDK loop with this run's tools, budgets, recorder and between-steps check. */
+async function runSteps(
+  core: RunCore,
+  entry: ActiveRun,
+  input: SegmentInput,
+  state: {
+    used: RunBudgetUsed;
+    messages: ModelMessage[];
+    unflushed: { tokens: number; costUsd: number };
+  },
+  onCallsRecorded: () => void,
+): Promise<SegmentEnd> {
+  const { db, instanceId, now, model } = core;
+  const { run, caller, set } = input;
+  const { used, messages, unflushed } = state;
+  const startable = core.checkStartable(caller);
+  if ("error" in startable || !model.ok) {
+    return {
+      kind: "failed",
+      error: "error" in startable ? startable.error : { code: "no-model", message: "no model" },
+    };
+  }
+  const meters = createBudgetMeters({
+    limits: run.budgetLimits,
+    used,
+    daily: caller.budgets.daily,
+    // Today's totals matter only to a daily token or cost budget.
+    dailyUsed:
+      caller.budgets.daily?.tokens !== undefined || caller.budgets.daily?.costUsd !== undefined
+        ? await readDailyTotals(db, caller.id, formatUtcDay(now()))
+        : { tokens: 0, costUsd: 0, runs: 0 },
+  });
+  let timer: NodeJS.Timeout | undefined;
+  if (meters.remainingMs !== undefined) {
+    const deadline: StopReason = {
+      kind: "deadline",
+      message: describeBudgetExceeded("durationMs", run.budgetLimits, caller.budgets.daily),
+    };
+    if (meters.remainingMs <= 0) core.active.stop(entry, deadline);
+    else timer = setTimeout(() => core.active.stop(entry, deadline), meters.remainingMs);
+  }
+  // A resumed run runs the answered call first: a cancel recorded while it was being claimed is
+  // read before that call, as before any step's tools.
+  if (input.resume) await checkBetweenSteps(core, entry);
+  // A first segment has no calls yet; a resumed one keeps its rows' ids unique.
+  const recordIds = new Set(input.resume ? await listCallIds(db, run.id) : []);
+  const reserved = new Set(core.policies.inventory.names.keys());
+  const modelTools = buildModelTools(set, core.tools.tools, reserved);
+  const batch: BatchDeps = {
+    set,
+    tools: core.tools.tools,
+    policy: run.approvalPolicy,
+    signal: entry.controller.signal,
+    workspace: core.workspace,
+    now,
+    recorder: trackOpened(
+      createToolCallRecorder({
+        db,
+        runId: run.id,
+        segment: run.segments,
+        actor: `caller:${caller.name}`,
+        now,
+      }),
+      onCallsRecorded,
+    ),
+    emit: (event) => core.emit(input.onEvent, event),
+    logger: core.logger,
+    takeRecordId: (toolCallId) => {
+      // The model's id names the call's row: keep it storable (no NUL) and short.
+      const base = storableText((toolCallId || "call").slice(0, 200));
+      let id = base;
+      for (let n = 2; recordIds.has(id); n++) id = `${base}#${n}`;
+      recordIds.add(id);
+      return id;
+    },
+    maxConcurrency: core.maxToolConcurrency,
+    defaultTimeoutMs: core.toolTimeoutMs,
+    stopGraceMs: core.toolStopGraceMs,
+  };
+  try {
+    return await runSegment({
+      model: model.model,
+      price: startable.price,
+      instructions: core.policies.agent.instructions,
+      tools: modelTools.tools,
+      renamed: modelTools.renamed,
+      batch,
+      meters,
+      used,
+      messages,
+      signal: entry.controller.signal,
+      maxRetries: core.maxRetries,
+      logger: core.logger,
+      ...(input.resume && run.pendingBatch
+        ? { resume: { batch: run.pendingBatch, decision: input.resume.decision } }
+        : {}),
+      chargeStep: (delta) => {
+        unflushed.tokens += delta.tokens;
+        unflushed.costUsd += delta.costUsd;
+      },
+      flushUsage: async () => {
+        const delta = { ...unflushed };
+        unflushed.tokens = 0;
+        unflushed.costUsd = 0;
+        await chargeStep(db, {
+          runId: run.id,
+          callerId: caller.id,
+          instanceId,
+          day: formatUtcDay(now()),
+          used,
+          delta,
+          at: now(),
+        });
+      },
+      checkBetweenSteps: () => checkBetweenSteps(core, entry),
+      checkpoint: () => saveMessages(db, run.id, instanceId, messages, now()),
+      onTextDelta: (delta) => core.emit(input.onEvent, { type: "text-delta", delta }),
+    });
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * The between-steps check: a cancel recorded for the run, or its caller revoked, stops it before
+ * the step's tools run, whether or not the notification that says so ever arrives here.
+ */
+export async function checkBetweenSteps(core: RunCore, entry: ActiveRun): Promise<void> {
+  const request = await readStopRequest(core.db, {
+    runId: entry.runId,
+    callerId: entry.callerId,
+  });
+  if (request.cancelReason !== undefined) {
+    core.active.stop(entry, { kind: "cancel", message: request.cancelReason });
+  } else if (!request.caller || isCallerRevoked(request.caller)) {
+    core.active.stop(entry, { kind: "revoked", message: "the caller was revoked" });
+  }
+}
+
+/** Ends a parked run at once (canceled, or rejected for a revoked caller); undefined if not parked. */
+export async function closeParkedRunNow(
+  core: RunCore,
+  runId: string,
+  reason: StopReason,
+): Promise<RunOutcome | undefined> {
+  const closed = await core.db.transaction(async (tx) => {
+    const locked = await lockRun(tx, runId);
+    if (locked?.status !== "parked") return false;
+    const ids = await closeParkedRuns(tx, {
+      runs: [locked],
+      ...(reason.kind === "revoked"
+        ? {
+            status: "rejected" as const,
+            error: { code: "caller-revoked", message: reason.message },
+          }
+        : { status: "canceled" as const, error: { code: "canceled", message: reason.message } }),
+      actor: `instance:${core.instanceId}`,
+      at: core.now(),
+    });
+    return ids.length > 0;
+  });
+  if (!closed) return undefined;
+  const current = await readRun(core.db, runId);
+  return current ? outcomeOf(current) : undefined;
+}
+
+/** Another instance moved the run on (it thought this one dead): report what it recorded. */
+async function settleTakenOver(
+  core: RunCore,
+  run: Run,
+  input: SegmentInput,
+): Promise<SegmentResult> {
+  core.logger.warn("a run was taken over before this instance could record it", { runId: run.id });
+  const current = await readRun(core.db, run.id);
+  const outcome = outcomeOf(current ?? run);
+  core.emit(input.onEvent, { type: "status", status: outcome.status });
+  return { outcome, takenOver: true };
+}
+
+/** The recorder, telling `onOpen` when a segment records its first tool call. */
+function trackOpened(recorder: ToolCallRecorder, onOpen: () => void): ToolCallRecorder {
+  return {
+    ...recorder,
+    open(rows) {
+      if (rows.length > 0) onOpen();
+      return recorder.open(rows);
+    },
+  };
+}

@@ -1,0 +1,95 @@
+// The periodic work of an instance: heartbeat the runs executing here (and stop those a cancel was
+// recorded for, in case its notification was lost), close parked runs whose approval window
+// passed, and mark runs interrupted whose instance stopped heartbeating.
+import type { RunCore } from "./core.ts";
+import { expiredError, outcomeOf, settledFromRun } from "./outcome.ts";
+import { listExpiredParkedRuns, lockRun, readRun } from "./run-queries.ts";
+import { closeParkedRuns, heartbeat, recoverOrphanedRuns } from "./run-state.ts";
+
+/** Marks orphaned runs interrupted; returns how many. */
+export async function recoverRuns(core: RunCore): Promise<number> {
+  const at = core.now();
+  const recovered = await recoverOrphanedRuns(core.db, {
+    instanceId: core.instanceId,
+    staleBefore: new Date(at.getTime() - core.staleAfterMs),
+    localRunIds: new Set([...core.active.ids(), ...core.active.claiming]),
+    at,
+  });
+  for (const run of recovered) {
+    core.logger.warn("marked an orphaned run interrupted", { runId: run.id });
+    core.notifySettled(settledFromRun(run, outcomeOf(run)));
+  }
+  return recovered.length;
+}
+
+/** Closes parked runs whose approval window passed (status `expired`). */
+export async function expireParkedRuns(core: RunCore): Promise<void> {
+  const at = core.now();
+  for (const candidate of await listExpiredParkedRuns(core.db, at)) {
+    const closed = await core.db.transaction(async (tx) => {
+      const run = await lockRun(tx, candidate.id);
+      if (run?.status !== "parked" || !run.parkedUntil || run.parkedUntil > at) return [];
+      return closeParkedRuns(tx, {
+        runs: [run],
+        status: "expired",
+        error: expiredError(run),
+        actor: `instance:${core.instanceId}`,
+        at,
+      });
+    });
+    if (closed.length === 0) continue;
+    const current = await readRun(core.db, candidate.id);
+    if (current) core.notifySettled(settledFromRun(current, outcomeOf(current)));
+  }
+}
+
+/** Heartbeats the runs here and stops those a cancel was recorded for. */
+export async function stopRecordedCancels(core: RunCore): Promise<void> {
+  const canceled = await heartbeat(core.db, {
+    instanceId: core.instanceId,
+    runIds: core.active.ids(),
+    at: core.now(),
+  });
+  for (const { runId, cancelReason } of canceled) {
+    const entry = core.active.get(runId);
+    if (entry) core.active.stop(entry, { kind: "cancel", message: cancelReason });
+  }
+}
+
+/** Heartbeat (with recorded cancels), parked-run expiry and orphan recovery, once. */
+export async function sweep(core: RunCore): Promise<void> {
+  await stopRecordedCancels(core);
+  await expireParkedRuns(core);
+  await recoverRuns(core);
+}
+
+/** Sweeps every `periodMs` (never two at once) until the returned stop is awaited. */
+export function startSweeper(core: RunCore, periodMs: number): { stop(): Promise<void> } {
+  let sweeping: Promise<void> | undefined;
+  let stopped = false;
+  const timer =
+    periodMs > 0
+      ? setInterval(() => {
+          if (sweeping || stopped) return;
+          sweeping = sweep(core)
+            .catch((error: unknown) =>
+              core.logger.warn("run sweep failed", { error: describeError(error) }),
+            )
+            .finally(() => {
+              sweeping = undefined;
+            });
+        }, periodMs)
+      : undefined;
+  timer?.unref();
+  return {
+    async stop() {
+      stopped = true;
+      if (timer) clearInterval(timer);
+      await sweeping;
+    },
+  };
+}
+
+export function describeError(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

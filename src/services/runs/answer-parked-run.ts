@@ -1,0 +1,162 @@
+// The operator's answer to a parked run, shared by approve and reject: the first valid answer wins
+// (the run row is locked and compare-and-set from `parked`), a stale or late answer is refused and
+// audited, and a run whose window closed or whose caller was revoked meanwhile is closed, not
+// resumed. A claimed run resumes on this instance, whichever instance parked it.
+import { appendAuditEvent } from "../../db/audit.ts";
+import type { Caller, Run, RunStatus } from "../../db/schema.ts";
+import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts";
+import { isCallerRevoked } from "../../policy/caller-revoked.ts";
+import type { RunCore } from "../../runs/core.ts";
+import { expiredError, outcomeOf, settledFromRun } from "../../runs/outcome.ts";
+import { lockRun, readCaller, readRun } from "../../runs/run-queries.ts";
+import { claimParkedRun, closeParkedRuns } from "../../runs/run-state.ts";
+import { executeSegment } from "../../runs/segment.ts";
+import type { ApprovalDecision } from "../../runs/tool-batch.ts";
+import type { RunHandle } from "../../runs/types.ts";
+
+export type ParkedRunAnswer = {
+  readonly runId: string;
+  readonly callId?: string | undefined;
+  readonly argsDigest?: string | undefined;
+  readonly decision: ApprovalDecision;
+  readonly actor: string;
+};
+
+type Claim =
+  | { kind: "claimed"; run: Run; caller: Caller }
+  | { kind: "stale" }
+  | { kind: "not-waiting"; status: RunStatus }
+  | { kind: "closed"; why: string };
+
+export async function answerParkedRun({
+  ctx,
+  input,
+}: {
+  ctx: RunCore;
+  input: ParkedRunAnswer;
+}): Promise<RunHandle> {
+  if (ctx.stopping()) throw new UnavailableError("the run engine is shutting down");
+  ctx.active.claiming.add(input.runId);
+  try {
+    const claim = await claimRun(ctx, input);
+    if (claim.kind !== "claimed") return await refuse(ctx, input, claim);
+    return resumeClaimed(ctx, claim.run, claim.caller, input.decision);
+  } finally {
+    ctx.active.claiming.delete(input.runId);
+  }
+}
+
+async function claimRun(ctx: RunCore, answer: ParkedRunAnswer): Promise<Claim> {
+  return ctx.db.transaction(async (tx): Promise<Claim> => {
+    const run = await lockRun(tx, answer.runId);
+    if (!run) throw new NotFoundError("no such run");
+    const pending = run.pendingApproval;
+    if (run.status !== "parked" || !pending || !run.pendingBatch) {
+      return { kind: "not-waiting", status: run.status };
+    }
+    if (
+      (answer.callId !== undefined && answer.callId !== pending.callId) ||
+      (answer.argsDigest !== undefined && answer.argsDigest !== pending.argsDigest)
+    ) {
+      return { kind: "stale" };
+    }
+    const at = ctx.now();
+    if (run.parkedUntil && run.parkedUntil.getTime() <= at.getTime()) {
+      await closeParkedRuns(tx, {
+        runs: [run],
+        status: "expired",
+        error: expiredError(run),
+        actor: `instance:${ctx.instanceId}`,
+        at,
+      });
+      return { kind: "closed", why: "its approval window had closed: the run expired" };
+    }
+    const caller = await readCaller(tx, run.callerId);
+    if (!caller || isCallerRevoked(caller)) {
+      await closeParkedRuns(tx, {
+        runs: [run],
+        status: "rejected",
+        error: {
+          code: "caller-revoked",
+          message: "the caller was revoked while this run was parked",
+        },
+        actor: answer.actor,
+        at,
+      });
+      return { kind: "closed", why: "its caller was revoked: the run was rejected" };
+    }
+    const claimed = await claimParkedRun(tx, { run, instanceId: ctx.instanceId, at });
+    if (!claimed) throw new ConflictError("the run changed while it was being answered");
+    await appendAuditEvent(tx, {
+      actor: answer.actor,
+      kind: answer.decision.approved ? "run.approved" : "run.call-rejected",
+      subject: `run:${run.id}`,
+      data: {
+        runId: run.id,
+        callId: pending.callId,
+        tool: pending.tool,
+        argsDigest: pending.argsDigest,
+        ...(!answer.decision.approved && answer.decision.reason
+          ? { reason: answer.decision.reason.slice(0, 500) }
+          : {}),
+      },
+    });
+    return { kind: "claimed", run: claimed, caller };
+  });
+}
+
+async function refuse(
+  ctx: RunCore,
+  answer: ParkedRunAnswer,
+  claim: Exclude<Claim, { kind: "claimed" }>,
+): Promise<never> {
+  if (claim.kind === "closed") {
+    const current = await readRun(ctx.db, answer.runId);
+    if (current) ctx.notifySettled(settledFromRun(current, outcomeOf(current)));
+    throw new ConflictError(`the run was not resumed: ${claim.why}`);
+  }
+  // A refused answer is audited like any refusal: an approval that arrives after the run was
+  // rejected (its caller revoked), answered or expired leaves a trace, not only a 409.
+  await appendAuditEvent(ctx.db, {
+    actor: answer.actor,
+    kind: "run.answer-refused",
+    subject: `run:${answer.runId}`,
+    data: {
+      runId: answer.runId,
+      callId: answer.callId ?? null,
+      argsDigest: answer.argsDigest ?? null,
+      ...(claim.kind === "not-waiting" ? { runStatus: claim.status } : {}),
+    },
+  });
+  throw new ConflictError(
+    claim.kind === "stale"
+      ? "the answer does not name the call this run waits on: callId and argsDigest must match its pending approval"
+      : `the run is ${claim.status}, not waiting for an operator`,
+  );
+}
+
+/** Continues a run this instance just claimed; its end goes to the onRunSettled listeners. */
+function resumeClaimed(
+  ctx: RunCore,
+  run: Run,
+  caller: Caller,
+  decision: ApprovalDecision,
+): RunHandle {
+  const entry = ctx.active.register(run.id, caller.id);
+  // The recomputed ceiling, never wider than the set the run started with.
+  const set = ctx.toolSetFor(caller, run.toolSet);
+  const outcome = executeSegment(ctx, entry, {
+    run,
+    caller,
+    set,
+    resume: { decision },
+    onEvent: () => {},
+  }).then((result) => {
+    if (!result.takenOver) {
+      ctx.notifySettled(settledFromRun(run, result.outcome, result.pendingTool));
+    }
+    return result.outcome;
+  });
+  entry.done = outcome;
+  return { runId: run.id, outcome };
+}

@@ -1,0 +1,31 @@
+// Approving the pending call of a parked run: the run resumes here and runs the call.
+import type { RunCore } from "../../runs/core.ts";
+import type { RunHandle } from "../../runs/types.ts";
+import { answerParkedRun } from "./answer-parked-run.ts";
+
+export type ApproveRunInput = {
+  readonly runId: string;
+  readonly callId: string;
+  readonly argsDigest: string;
+  /** Audit actor. Default `operator`. */
+  readonly actor?: string;
+};
+
+export function approveRun({
+  ctx,
+  input,
+}: {
+  ctx: RunCore;
+  input: ApproveRunInput;
+}): Promise<RunHandle> {
+  return answerParkedRun({
+    ctx,
+    input: {
+      runId: input.runId,
+      callId: input.callId,
+      argsDigest: input.argsDigest,
+      decision: { approved: true },
+      actor: input.actor ?? "operator",
+    },
+  });
+}

@@ -1,0 +1,83 @@
+// One run in full for the admin API and CLI: its summary, the tool set it started with, the
+// pending call with its arguments and preview, the answer, the conversation, and every tool call
+// with how it ended (completed, interrupted, not started, refused, failed, parked, rejected).
+import { asc, eq } from "drizzle-orm";
+import type { DbOrTx } from "../../db/client.ts";
+import {
+  callers,
+  type PendingApproval,
+  runs,
+  type ToolCallStatus,
+  toolCalls,
+} from "../../db/schema.ts";
+import { isUuid } from "../../runs/run-queries.ts";
+import { type RunSummary, summarizeRun } from "./list-runs.ts";
+
+export type RunToolCall = {
+  callId: string;
+  tool: string;
+  argsDigest: string;
+  status: ToolCallStatus;
+  code: string | null;
+  segment: number;
+  outputTruncated: boolean;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+};
+
+export type RunDetail = RunSummary & {
+  toolSet: string[];
+  /** The full pending call: what approving runs, with its arguments and the tool's preview. */
+  pending: PendingApproval | null;
+  /** The model's final answer. */
+  text: string | null;
+  /** The conversation (AI SDK ModelMessages), without the agent's instructions. */
+  messages: unknown[];
+  toolCalls: RunToolCall[];
+};
+
+/** The run, or undefined when no run has this id. */
+export async function getRun({
+  ctx,
+  input,
+}: {
+  ctx: { readonly db: DbOrTx };
+  input: { readonly runId: string };
+}): Promise<RunDetail | undefined> {
+  const { db } = ctx;
+  const { runId } = input;
+  if (!isUuid(runId)) return undefined;
+  const [row] = await db
+    .select({ run: runs, callerName: callers.name })
+    .from(runs)
+    .innerJoin(callers, eq(callers.id, runs.callerId))
+    .where(eq(runs.id, runId))
+    .limit(1);
+  if (!row) return undefined;
+  const calls = await db
+    .select()
+    .from(toolCalls)
+    .where(eq(toolCalls.runId, runId))
+    .orderBy(asc(toolCalls.createdAt), asc(toolCalls.callId));
+  const result = row.run.result as { text?: unknown } | null;
+  return {
+    ...summarizeRun(row.run, row.callerName),
+    toolSet: row.run.toolSet,
+    pending: row.run.pendingApproval,
+    text: typeof result?.text === "string" ? result.text : null,
+    messages: row.run.messages,
+    toolCalls: calls.map((call) => ({
+      callId: call.callId,
+      tool: call.tool,
+      argsDigest: call.argsDigest,
+      status: call.status,
+      code: call.code,
+      segment: call.segment,
+      outputTruncated: call.outputTruncated,
+      createdAt: call.createdAt.toISOString(),
+      startedAt: call.startedAt?.toISOString() ?? null,
+      finishedAt: call.finishedAt?.toISOString() ?? null,
+    })),
+  };
+}

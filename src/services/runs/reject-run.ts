@@ -1,0 +1,33 @@
+// Turning down the pending call of a parked run: the run resumes here and the model reads the
+// reason as the call's result, so it can reason around the refusal.
+import type { RunCore } from "../../runs/core.ts";
+import type { RunHandle } from "../../runs/types.ts";
+import { answerParkedRun } from "./answer-parked-run.ts";
+
+export type RejectRunInput = {
+  readonly runId: string;
+  /** Shown to the model as the call's result. */
+  readonly reason?: string;
+  /** When given, must name the pending call (a stale rejection is refused like a stale approval). */
+  readonly callId?: string;
+  /** Audit actor. Default `admin`. */
+  readonly actor?: string;
+};
+
+export function rejectRun({
+  ctx,
+  input,
+}: {
+  ctx: RunCore;
+  input: RejectRunInput;
+}): Promise<RunHandle> {
+  return answerParkedRun({
+    ctx,
+    input: {
+      runId: input.runId,
+      ...(input.callId !== undefined ? { callId: input.callId } : {}),
+      decision: { approved: false, ...(input.reason ? { reason: input.reason } : {}) },
+      actor: input.actor ?? "admin",
+    },
+  });
+}

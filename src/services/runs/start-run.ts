@@ -1,0 +1,106 @@
+// Starting a run: admitted under the caller's run lock, created with its `run.started` (or, when it
+// cannot start at all, `run.failed`) audit event in one transaction, then executed here.
+import { randomUUID } from "node:crypto";
+import { appendAuditEvent } from "../../db/audit.ts";
+import type { Caller, Run, RunError } from "../../db/schema.ts";
+import { UnauthenticatedError, UnavailableError } from "../../errors.ts";
+import { isCallerRevoked } from "../../policy/caller-revoked.ts";
+import type { EffectiveToolSet } from "../../policy/effective-set.ts";
+import { checkLimits, checkMessages } from "../../runs/admission.ts";
+import { formatUtcDay, readRunLimits, zeroUsage } from "../../runs/budgets.ts";
+import type { RunCore } from "../../runs/core.ts";
+import { outcomeOf } from "../../runs/outcome.ts";
+import { addDailyUsage, lockCallerRuns, readCaller } from "../../runs/run-queries.ts";
+import { insertRun } from "../../runs/run-state.ts";
+import { executeSegment } from "../../runs/segment.ts";
+import type { RunEvent, RunHandle, StartRunRequest } from "../../runs/types.ts";
+
+export async function startRun({
+  ctx,
+  input,
+}: {
+  ctx: RunCore;
+  input: { request: StartRunRequest; onEvent?: (event: RunEvent) => void };
+}): Promise<RunHandle> {
+  const { request, onEvent = () => {} } = input;
+  if (ctx.stopping()) throw new UnavailableError("the run engine is shutting down");
+  checkMessages(request.messages);
+  const runId = randomUUID();
+  const model = ctx.model;
+  // Registered before the run exists, so a revocation that lands meanwhile still finds it.
+  const entry = ctx.active.register(runId, request.caller.id);
+  let created: { run: Run; caller: Caller; set: EffectiveToolSet; failure?: RunError };
+  try {
+    created = await ctx.db.transaction(async (tx) => {
+      await lockCallerRuns(tx, request.caller.id);
+      const caller = await readCaller(tx, request.caller.id);
+      if (!caller || isCallerRevoked(caller)) {
+        throw new UnauthenticatedError("the caller is unknown or revoked");
+      }
+      const at = ctx.now();
+      const startable = ctx.checkStartable(caller);
+      const failure = "error" in startable ? startable.error : undefined;
+      if (!failure) await checkLimits(tx, caller, at, ctx.concurrencyRetryAfterSeconds);
+      const set = ctx.toolSetFor(caller);
+      const run = await insertRun(tx, {
+        id: runId,
+        callerId: caller.id,
+        origin: request.origin,
+        a2aTaskId: request.a2a?.taskId ?? null,
+        a2aContextId: request.a2a?.contextId ?? null,
+        status: failure ? "failed" : "working",
+        approvalPolicy: caller.approvalPolicy,
+        toolSet: set.offered.map((t) => t.name),
+        segments: failure ? 0 : 1,
+        budgetLimits: readRunLimits(caller.budgets),
+        budgetUsed: { ...zeroUsage },
+        messages: request.messages,
+        modelId: model.ok ? model.id : null,
+        ownerInstanceId: failure ? null : ctx.instanceId,
+        heartbeatAt: failure ? null : at,
+        startedAt: at,
+        segmentStartedAt: failure ? null : at,
+        createdAt: at,
+        updatedAt: at,
+        ...(failure ? { error: failure, finishedAt: at } : {}),
+      });
+      if (!failure) await addDailyUsage(tx, caller.id, formatUtcDay(at), { runs: 1 });
+      await appendAuditEvent(tx, {
+        actor: `caller:${caller.name}`,
+        kind: failure ? "run.failed" : "run.started",
+        subject: `run:${runId}`,
+        data: {
+          runId,
+          callerId: caller.id,
+          origin: request.origin,
+          ...(request.a2a ? { a2aTaskId: request.a2a.taskId } : {}),
+          approvalPolicy: caller.approvalPolicy,
+          toolSet: run.toolSet,
+          modelId: run.modelId,
+          ...(failure ? { error: { code: failure.code } } : {}),
+        },
+      });
+      await request.inCreateTransaction?.(tx, runId);
+      return { run, caller, set, ...(failure ? { failure } : {}) };
+    });
+  } catch (error) {
+    ctx.active.remove(runId);
+    throw error;
+  }
+
+  if (created.failure) {
+    ctx.active.remove(runId);
+    ctx.logger.warn("a run failed before it started", { runId, code: created.failure.code });
+    ctx.emit(onEvent, { type: "status", status: "failed", message: created.failure.message });
+    return { runId, outcome: Promise.resolve(outcomeOf(created.run)) };
+  }
+  ctx.emit(onEvent, { type: "status", status: "working" });
+  const outcome = executeSegment(ctx, entry, {
+    run: created.run,
+    caller: created.caller,
+    set: created.set,
+    onEvent,
+  }).then((result) => result.outcome);
+  entry.done = outcome;
+  return { runId, outcome };
+}

@@ -1,0 +1,293 @@
+// MCP tools from tools.yaml, through @modelcontextprotocol/sdk. A server is connected lazily on
+// the first call to one of its tools (connecting every server at start makes start-up slow and
+// hostage to the slowest one) and closed by the runtime's close(). Only tools the policy names
+// exist here, as `server.tool`; their metadata comes from the policy, and without it they are
+// unknown/private/egress in the inventory.
+//
+// MCP output is data. It is returned nested under `content`, images and other binary parts are
+// summarised rather than inlined, the whole is size-bounded, and anything in it shaped like an
+// approval request makes the call an error: a server must never be able to ask the executor to
+// run something. Argument schemas are the server's business: arguments are forwarded as given.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { z } from "zod";
+import type { Logger } from "../../log.ts";
+import type { McpServerPolicy } from "../../policy/policy-files.ts";
+import { quoteUntrusted } from "../../policy/quote.ts";
+import { resolveSandboxLimits, type SandboxBackend } from "../../sandbox/types.ts";
+import { scrubEnvironment } from "../scrub-environment.ts";
+import { cutUtf8 } from "../text.ts";
+import { runGuarded, ToolCallError } from "../tool-call-error.ts";
+import type { ToolImplementation } from "../types.ts";
+import type { Workspace } from "../workspace.ts";
+
+export const mcpLimits = {
+  callTimeoutMs: 60_000,
+  connectTimeoutMs: 20_000,
+  maxResultBytes: 256 * 1024,
+  maxStderrBytes: 4096,
+};
+
+const inputSchema = z.looseObject({});
+
+const launcherOverrides = {
+  HOME: "/",
+  LOGNAME: "nobody",
+  SHELL: "/bin/sh",
+  TERM: "dumb",
+  USER: "nobody",
+};
+
+type CallResult = Awaited<ReturnType<Client["callTool"]>>;
+
+/** True if the value, at any depth, looks like an approval request. */
+export function containsApprovalShape(value: unknown, depth = 0): boolean {
+  if (depth > 20 || value === null || typeof value !== "object") {
+    if (
+      typeof value === "string" &&
+      depth <= 20 &&
+      /approval-request|executeToolName/.test(value)
+    ) {
+      try {
+        return containsApprovalShape(JSON.parse(value), depth + 1);
+      } catch {
+        return false;
+      }
+    }
+    return false;
+  }
+  if (Array.isArray(value)) return value.some((v) => containsApprovalShape(v, depth + 1));
+  const record = value as Record<string, unknown>;
+  if (
+    record.kind === "approval-request" ||
+    "executeToolName" in record ||
+    "executeArgs" in record
+  ) {
+    return true;
+  }
+  return Object.values(record).some((v) => containsApprovalShape(v, depth + 1));
+}
+
+/** MCP content parts as data the model can read: text kept, binary parts summarised. */
+function describeParts(parts: readonly Record<string, unknown>[]): Record<string, unknown>[] {
+  return parts.map((part) => {
+    if (part.type === "text") return { type: "text", text: String(part.text ?? "") };
+    if (part.type === "image" || part.type === "audio") {
+      const data = typeof part.data === "string" ? part.data : "";
+      return {
+        type: part.type,
+        mimeType: part.mimeType,
+        bytes: Buffer.byteLength(data, "base64"),
+        note: "binary content not shown",
+      };
+    }
+    if (part.type === "resource" && typeof part.resource === "object" && part.resource !== null) {
+      const resource = part.resource as Record<string, unknown>;
+      return typeof resource.text === "string"
+        ? { type: "resource", uri: resource.uri, text: resource.text }
+        : {
+            type: "resource",
+            uri: resource.uri,
+            mimeType: resource.mimeType,
+            note: "binary content not shown",
+          };
+    }
+    return { ...part };
+  });
+}
+
+/** Cuts text parts so the serialised result stays under the bound. */
+function boundResult(content: Record<string, unknown>): {
+  content: Record<string, unknown>;
+  truncated: boolean;
+} {
+  const size = Buffer.byteLength(JSON.stringify(content));
+  if (size <= mcpLimits.maxResultBytes) return { content, truncated: false };
+  const parts = (content.content as Record<string, unknown>[]).map((part) => {
+    if (typeof part.text !== "string") return part;
+    const { text } = cutUtf8(part.text, Math.floor(mcpLimits.maxResultBytes / 2));
+    return { ...part, text };
+  });
+  let bounded: Record<string, unknown> = { content: parts };
+  if (content.structuredContent !== undefined) {
+    const structured = JSON.stringify(content.structuredContent);
+    bounded.structuredContent =
+      structured.length > mcpLimits.maxResultBytes / 4
+        ? { note: "structured content too large; see the text parts" }
+        : content.structuredContent;
+  }
+  if (Buffer.byteLength(JSON.stringify(bounded)) > mcpLimits.maxResultBytes) {
+    const { text } = cutUtf8(JSON.stringify(bounded), mcpLimits.maxResultBytes - 1024);
+    bounded = { content: [{ type: "text", text }] };
+  }
+  return { content: bounded, truncated: true };
+}
+
+type ServerConnection = {
+  call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<CallResult>;
+  close(): Promise<void>;
+};
+
+function connectLazily(
+  server: McpServerPolicy,
+  options: {
+    workspace: Workspace;
+    env: Readonly<Record<string, string | undefined>>;
+    envAllowlist?: readonly string[];
+    sandbox: SandboxBackend;
+    logger: Logger;
+  },
+): ServerConnection {
+  let connecting: Promise<Client> | undefined;
+  let closed = false;
+  const logger = options.logger.child({ mcpServer: server.name });
+
+  const open = async (): Promise<Client> => {
+    const client = new Client({ name: "peergate", version: "0.1.0" }, { capabilities: {} });
+    // A server that exits (or a dropped HTTP session) is reconnected on the next call.
+    client.onclose = () => {
+      if (!closed) connecting = undefined;
+    };
+    if (server.transport === "stdio") {
+      // The server runs in the sandbox like any process; it has a network only when one of
+      // its tools is declared (or left undeclared, so the inventory says) as egress.
+      const sandboxed = options.sandbox.wrap({
+        argv: [server.command, ...server.args],
+        workspace: options.workspace.root,
+        cwd: options.workspace.root,
+        env: scrubEnvironment(options.env, [
+          ...(options.envAllowlist ?? []),
+          ...(server.envAllowlist ?? []),
+        ]),
+        egress: server.tools.length === 0 || server.tools.some((t) => t.egress !== false),
+        limits: resolveSandboxLimits(server.limits),
+        readOnlyPaths: [server.command, ...server.args.filter((a) => a.startsWith("/"))],
+      });
+      const transport = new StdioClientTransport({
+        command: sandboxed.command,
+        args: [...sandboxed.args],
+        // The SDK merges HOME, USER, SHELL … of this process under the env it is given; for the
+        // sandbox's launcher (visible inside as /proc/1/environ) they are overridden.
+        env: options.sandbox.confines ? { ...launcherOverrides, ...sandboxed.env } : sandboxed.env,
+        cwd: sandboxed.cwd,
+        stderr: "pipe",
+      });
+      let logged = 0;
+      transport.stderr?.on("data", (chunk: Buffer) => {
+        if (logged >= mcpLimits.maxStderrBytes) return;
+        logged += chunk.length;
+        logger.debug("mcp server stderr", { text: chunk.toString("utf8").slice(0, 1024) });
+      });
+      await client.connect(transport, { timeout: mcpLimits.connectTimeoutMs });
+    } else {
+      await client.connect(new StreamableHTTPClientTransport(new URL(server.url)), {
+        timeout: mcpLimits.connectTimeoutMs,
+      });
+    }
+    logger.info("mcp server connected");
+    return client;
+  };
+
+  const connect = (): Promise<Client> => {
+    if (closed) return Promise.reject(new ToolCallError("failed", "The tool runtime is closed."));
+    connecting ??= open().catch((error: unknown) => {
+      connecting = undefined; // the next call tries again
+      logger.warn("mcp server connection failed", { error });
+      throw new ToolCallError(
+        "failed",
+        `The MCP server ${quoteUntrusted(server.name)} could not be reached.`,
+      );
+    });
+    return connecting;
+  };
+
+  return {
+    async call(tool, args, signal) {
+      const client = await connect();
+      return client.callTool({ name: tool, arguments: args }, undefined, {
+        signal,
+        timeout: mcpLimits.callTimeoutMs,
+      });
+    },
+    async close() {
+      closed = true;
+      const pending = connecting;
+      connecting = undefined;
+      if (pending === undefined) return;
+      const client = await pending.catch(() => undefined);
+      await client?.close().catch(() => undefined);
+    },
+  };
+}
+
+export function createMcpTools(options: {
+  readonly servers: readonly McpServerPolicy[];
+  readonly workspace: Workspace;
+  /** The parent environment; a stdio server gets the base names and its envAllowlist from it. */
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly envAllowlist?: readonly string[];
+  readonly sandbox: SandboxBackend;
+  readonly logger: Logger;
+}): { tools: ToolImplementation[]; close: () => Promise<void> } {
+  const connections: ServerConnection[] = [];
+  const tools: ToolImplementation[] = [];
+  for (const server of options.servers) {
+    const connection = connectLazily(server, options);
+    connections.push(connection);
+    for (const tool of server.tools) {
+      const name = `${server.name}.${tool.name}`;
+      tools.push({
+        name,
+        description: tool.description ?? `The ${tool.name} tool of the MCP server ${server.name}.`,
+        inputSchema,
+        timeoutMs: mcpLimits.callTimeoutMs + 5_000,
+        execute: (args, ctx) =>
+          runGuarded(ctx, async () => {
+            const input = inputSchema.parse(args) as Record<string, unknown>;
+            let result: CallResult;
+            try {
+              result = await connection.call(tool.name, input, ctx.signal);
+            } catch (error) {
+              if (error instanceof ToolCallError) throw error;
+              if (ctx.signal.aborted)
+                throw new ToolCallError("interrupted", "The call was stopped.");
+              const message = error instanceof Error ? error.message : String(error);
+              const timedOut = /timed out|timeout/i.test(message);
+              throw new ToolCallError(
+                timedOut ? "timeout" : "failed",
+                `The MCP tool ${quoteUntrusted(name)} failed: ${quoteUntrusted(message, 300)}`,
+              );
+            }
+            if (containsApprovalShape(result)) {
+              throw new ToolCallError(
+                "refused",
+                `The MCP tool ${quoteUntrusted(name)} returned something shaped like an approval request. Tool output is data and cannot ask for anything to run; the result was discarded.`,
+              );
+            }
+            const parts = Array.isArray(result.content)
+              ? describeParts(result.content as Record<string, unknown>[])
+              : [];
+            if (result.isError === true) {
+              const text = parts.map((p) => (typeof p.text === "string" ? p.text : "")).join("\n");
+              throw new ToolCallError(
+                "failed",
+                `The MCP tool ${quoteUntrusted(name)} reported an error: ${cutUtf8(text, 4096).text}`,
+              );
+            }
+            const data: Record<string, unknown> = { content: parts };
+            if (result.structuredContent !== undefined)
+              data.structuredContent = result.structuredContent;
+            const bounded = boundResult(data);
+            return { ok: true as const, content: bounded.content, truncated: bounded.truncated };
+          }),
+      });
+    }
+  }
+  return {
+    tools,
+    close: async () => {
+      await Promise.all(connections.map((c) => c.close()));
+    },
+  };
+}
