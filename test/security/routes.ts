@@ -359,4 +359,8 @@ export const publicRoutes: readonly { method: string; pattern: string }[] = [
   { method: "GET", pattern: "/.well-known/agent.json" },
   { method: "GET", pattern: "/.well-known/jwks.json" },
   { method: "GET", pattern: "/admin/v1/openapi.json" },
+  // The console's page, stylesheet and script: static, no data; the script asks for the token.
+  { method: "GET", pattern: "/console" },
+  { method: "GET", pattern: "/console/console.js" },
+  { method: "GET", pattern: "/console/console.css" },
 ];

@@ -73,7 +73,7 @@ export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
   // Public, and before the guards: it describes the API and holds no secret.
   app.get("/openapi.json", (c) => c.json(app.getOpenAPI31Document(documentInfo)));
 
-  app.use(refuseBrowserOrigins());
+  app.use(refuseBrowserOrigins({ allowOwnOriginWithAuthorization: true }));
   app.use(refuseQueryCredentials());
   app.use(async function requireAdmin(c, next) {
     const source = readSourceAddress(c);
