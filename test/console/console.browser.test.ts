@@ -191,14 +191,32 @@ describe.skipIf(missing !== undefined)(
       expect(await page.locator("main img, main script").count()).toBe(0);
       expect(await pwned()).toBeUndefined();
       await shot("06-run-parked");
+      // Another operator answers first (the typing operator's page is not redrawn under them):
+      // this page's approval is told it is stale, and a reload shows the finished run.
       await page.getByLabel("Operator token (asked each time)").fill(operatorToken);
+      const pending = await peergate.admin("GET", `/runs/${runId}`);
+      const first = await peergate.admin(
+        "POST",
+        `/runs/${runId}/approve`,
+        {
+          callId: pending.body.run.pending.callId,
+          argsDigest: pending.body.run.pending.argsDigest,
+        },
+        { "x-peergate-operator-token": operatorToken },
+      );
+      expect(first.status).toBe(202);
       await page.getByRole("button", { name: "Approve" }).click();
+      const stale = page.getByRole("alert");
+      await stale.waitFor();
+      expect(await stale.textContent()).toContain("This page is stale");
+      await shot("07-run-stale");
+      await page.reload();
       await page
         .locator("#run-status", { hasText: "Status: completed" })
         .waitFor({ timeout: 60_000 });
       expect(await page.locator("#run-answer").textContent()).toContain("Wrote console.txt.");
       expect(runId).toMatch(/^[0-9a-f-]{36}$/);
-      await shot("07-run-completed");
+      await shot("08-run-completed");
 
       // Revoke the caller: its ceiling is empty.
       await page.getByRole("link", { name: "Callers" }).click();
@@ -213,7 +231,7 @@ describe.skipIf(missing !== undefined)(
       await page.getByRole("button", { name: "Revoke" }).click();
       await page.getByText(/revoked · approval/).waitFor();
       expect(await page.locator("#ceiling p").first().textContent()).toBe("Admitted: nothing");
-      await shot("08-revoked");
+      await shot("09-revoked");
 
       // The audit trail, filtered by the caller's name, and its verify result.
       await page.goto(`${peergate.url}/console#/audit?subject=console-peer`);
@@ -224,7 +242,7 @@ describe.skipIf(missing !== undefined)(
       expect(await page.locator("tbody tr", { hasText: "caller.revoked" }).count()).toBeGreaterThan(
         0,
       );
-      await shot("09-audit");
+      await shot("10-audit");
       expect(await pwned()).toBeUndefined();
     }, 300_000);
   },
