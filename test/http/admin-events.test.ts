@@ -92,7 +92,7 @@ describeEachDatabase("admin API: the event stream", (db) => {
     current = [run("r1", "parked", "2026-01-01T00:00:02.000Z")];
     const parked = await stream.until((t) => t.includes("event: approval"));
     expect(parked).toContain("event: run");
-    const approval = parked.split("\n").find((l, i, all) => all[i - 1] === "event: approval");
+    const approval = parked.split("\n").find((_line, i, all) => all[i - 1] === "event: approval");
     expect(JSON.parse((approval ?? "").replace(/^data: /, ""))).toMatchObject({
       runId: "r1",
       callId: "call-1",
