@@ -5,7 +5,8 @@ import { type Command, exitCodes } from "./command.ts";
 import { printListing, queryFromOptions } from "./format-table.ts";
 
 type Event = {
-  seq: number;
+  /** Null while not chained yet. */
+  seq: number | null;
   createdAt: string;
   actor: string;
   kind: string;
@@ -46,7 +47,7 @@ export const auditListCommand: Command = {
       value: result,
       headers: ["SEQ", "TIME", "ACTOR", "KIND", "SUBJECT", "DATA"],
       rows: result.events.map((e) => [
-        String(e.seq),
+        e.seq === null ? "-" : String(e.seq),
         e.createdAt,
         quoteUntrusted(e.actor),
         e.kind,

@@ -1,0 +1,84 @@
+// The audit chainer: gives committed audit events their seq and hashes (src/db/audit.ts explains
+// the order and why nothing is skipped). Every instance runs one; a pass takes a
+// transaction-scoped advisory lock, so one pass at a time chains, cluster-wide, and whichever
+// instance gets the lock next does the work. A chainer that dies mid-pass loses its connection,
+// PostgreSQL rolls the pass back and frees the lock, and the next pass of any instance redoes it:
+// there is no leader to elect or hand over.
+//
+// Appends send no NOTIFY (that would be one more statement per append); the chainer polls every
+// `intervalMs` (default 50 ms) and runs batches back to back while they come back full. Chaining
+// lag, measured in bench/audit.ts, is the interval plus the longest transaction running at the
+// time.
+import type { Logger } from "../log.ts";
+import { chainAuditEvents, type FlushResult, flushAuditChain } from "./audit.ts";
+import type { Database } from "./client.ts";
+
+export type AuditChainer = {
+  /** Stops polling, waits for the pass in progress, then chains once more what is chainable. */
+  stop(): Promise<void>;
+  /** Chains every event committed before the call (see `flushAuditChain`). */
+  flush(options?: { timeoutMs?: number }): Promise<FlushResult>;
+};
+
+export type AuditChainerOptions = {
+  database: Database;
+  logger: Logger;
+  /** Pause between passes that found nothing more to do. Default 50 ms. */
+  intervalMs?: number;
+  /** Events per transaction. Default 1 000. */
+  batchSize?: number;
+};
+
+/** Logs a failing pass at most this often; the chainer keeps trying. */
+const errorLogIntervalMs = 10_000;
+
+export function startAuditChainer(options: AuditChainerOptions): AuditChainer {
+  const { database, logger } = options;
+  const intervalMs = options.intervalMs ?? 50;
+  const batchSize = options.batchSize ?? 1_000;
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let pass: Promise<void> | undefined;
+  let lastErrorLogAt = Number.NEGATIVE_INFINITY;
+
+  const runPass = async () => {
+    try {
+      // wait: false — another instance's pass holding the lock is chaining the same events.
+      let result = await chainAuditEvents(database.db, { batchSize, wait: false, maxBatches: 1 });
+      while (result.more && !stopped) {
+        result = await chainAuditEvents(database.db, { batchSize, wait: false, maxBatches: 1 });
+      }
+    } catch (error) {
+      const now = performance.now();
+      if (now - lastErrorLogAt >= errorLogIntervalMs) {
+        lastErrorLogAt = now;
+        logger.warn("audit chaining failed; retrying", { error });
+      }
+    }
+  };
+
+  const schedule = () => {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      pass = runPass().finally(() => {
+        pass = undefined;
+        schedule();
+      });
+    }, intervalMs);
+    timer.unref();
+  };
+  schedule();
+
+  return {
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      clearTimeout(timer);
+      await pass;
+      await runPass();
+    },
+    flush(flushOptions = {}) {
+      return flushAuditChain(database.db, { batchSize, timeoutMs: flushOptions.timeoutMs });
+    },
+  };
+}
