@@ -41,12 +41,13 @@ export function startAuditChainer(options: AuditChainerOptions): AuditChainer {
   let pass: Promise<void> | undefined;
   let lastErrorLogAt = Number.NEGATIVE_INFINITY;
 
-  const runPass = async () => {
+  /** Batches back to back while they come back full (until stopped, unless `toTheEnd`). */
+  const runPass = async (toTheEnd = false) => {
     try {
-      // wait: false — another instance's pass holding the lock is chaining the same events.
-      let result = await chainAuditEvents(database.db, { batchSize, wait: false, maxBatches: 1 });
-      while (result.more && !stopped) {
-        result = await chainAuditEvents(database.db, { batchSize, wait: false, maxBatches: 1 });
+      // Not waiting for the lock: another instance's pass holding it chains the same events.
+      let result = await chainAuditEvents(database.db, { batchSize, maxBatches: 1 });
+      while (result.more && (toTheEnd || !stopped)) {
+        result = await chainAuditEvents(database.db, { batchSize, maxBatches: 1 });
       }
     } catch (error) {
       const now = performance.now();
@@ -75,7 +76,7 @@ export function startAuditChainer(options: AuditChainerOptions): AuditChainer {
       stopped = true;
       clearTimeout(timer);
       await pass;
-      await runPass();
+      await runPass(true);
     },
     flush(flushOptions = {}) {
       return flushAuditChain(database.db, { batchSize, timeoutMs: flushOptions.timeoutMs });

@@ -224,7 +224,8 @@ async function chainBatch(db: Db, batchSize: number, wait: boolean): Promise<num
 /**
  * Chains committed events, a batch per transaction, until none is chainable now (or `maxBatches`
  * have run). Safe to call from any instance at any time: passes take turns on an advisory lock.
- * `wait: false` gives up at once when another pass holds it (that pass chains the same events).
+ * It gives up at once (`busy`) when another pass holds the lock, since that pass chains the same
+ * events; `wait: true` waits for the lock instead (within the statement deadline).
  * Events of transactions at or above the oldest running one stay unchained until it ends.
  */
 export async function chainAuditEvents(
@@ -235,7 +236,7 @@ export async function chainAuditEvents(
   const maxBatches = options.maxBatches ?? Number.POSITIVE_INFINITY;
   let chained = 0;
   for (let batch = 0; batch < maxBatches; batch++) {
-    const n = await chainBatch(db, batchSize, options.wait ?? true);
+    const n = await chainBatch(db, batchSize, options.wait ?? false);
     if (n < 0) return { chained, busy: true, more: false };
     chained += n;
     if (n < batchSize) return { chained, busy: false, more: false };
@@ -282,6 +283,8 @@ export async function flushAuditChain(
   const lastId = Number(target.id);
   let chained = 0;
   for (;;) {
+    // Not waiting on the lock: a pass elsewhere may be slow, or its instance dead (until
+    // PostgreSQL notices and frees the lock); retrying keeps every statement short.
     chained += (await chainAuditEvents(db, { batchSize: options.batchSize })).chained;
     const [left] = await selectRows<{ n: unknown }>(
       db,
@@ -293,10 +296,10 @@ export async function flushAuditChain(
       if (options.onTimeout === "return") return { chained, remaining };
       throw new Error(
         `${remaining} audit events still unchained after ${options.timeoutMs ?? 30_000} ms: ` +
-          "a transaction older than them is still open",
+          "a transaction older than them is still open, or another chaining pass holds the lock",
       );
     }
-    // An older transaction is still open: retry once it may have ended.
+    // An older transaction is still open, or another pass is chaining: retry shortly.
     await new Promise((resolve) => setTimeout(resolve, flushRetryMs));
   }
 }
