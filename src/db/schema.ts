@@ -21,6 +21,7 @@ import {
   text,
   timestamp,
   unique,
+  uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
 
@@ -396,7 +397,7 @@ export const auditEvents = pgTable(
       .notNull()
       .default(sql`(pg_current_xact_id()::text::bigint)`),
     /** Contiguous from 1 in chain order; null until chained. */
-    seq: bigint("seq", { mode: "number" }).unique(),
+    seq: bigint("seq", { mode: "number" }),
     /** The database clock when the event was written (not when it was chained). */
     createdAt: timestamptz("created_at").notNull().default(sql`clock_timestamp()`),
     actor: text("actor").notNull(),
@@ -405,12 +406,14 @@ export const auditEvents = pgTable(
     data: jsonb("data").notNull(),
     /** Null until chained. */
     prevHash: text("prev_hash"),
-    /** Null until chained. */
-    hash: text("hash").unique(),
+    /** Null until chained. Not indexed: nothing looks an event up by its hash. */
+    hash: text("hash"),
   },
   (t) => [
     index("audit_events_subject_idx").on(t.subject),
     index("audit_events_kind_idx").on(t.kind, t.createdAt),
+    // Partial, so an append (seq null) costs no entry here, only the chaining does.
+    uniqueIndex("audit_events_seq_idx").on(t.seq).where(sql`"seq" IS NOT NULL`),
     // The chainer's queue: only unchained events are in it.
     index("audit_events_unchained_idx").on(t.xactId, t.id).where(sql`"seq" IS NULL`),
     check(
