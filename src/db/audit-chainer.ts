@@ -14,7 +14,11 @@ import { chainAuditEvents, type FlushResult, flushAuditChain } from "./audit.ts"
 import type { Database } from "./client.ts";
 
 export type AuditChainer = {
-  /** Stops polling, waits for the pass in progress, then chains once more what is chainable. */
+  /**
+   * Stops polling, waits for the pass in progress, then chains once more what is chainable;
+   * gives up on those after `stopTimeoutMs` (a database that does not answer must not hold up a
+   * shutdown: what is left is chained by the next pass of any instance).
+   */
   stop(): Promise<void>;
   /** Chains every event committed before the call (see `flushAuditChain`). */
   flush(options?: { timeoutMs?: number }): Promise<FlushResult>;
@@ -27,7 +31,12 @@ export type AuditChainerOptions = {
   intervalMs?: number;
   /** Events per transaction. Default 1 000. */
   batchSize?: number;
+  /** How long `stop()` waits for the last passes. Default 2 s. */
+  stopTimeoutMs?: number;
 };
+
+/** The pause after a failed pass. */
+const failureRetryMs = 1_000;
 
 /** Logs a failing pass at most this often; the chainer keeps trying. */
 const errorLogIntervalMs = 10_000;
@@ -40,6 +49,7 @@ export function startAuditChainer(options: AuditChainerOptions): AuditChainer {
   let timer: NodeJS.Timeout | undefined;
   let pass: Promise<void> | undefined;
   let lastErrorLogAt = Number.NEGATIVE_INFINITY;
+  let failing = false;
 
   /** Batches back to back while they come back full (until stopped, unless `toTheEnd`). */
   const runPass = async (toTheEnd = false) => {
@@ -49,7 +59,9 @@ export function startAuditChainer(options: AuditChainerOptions): AuditChainer {
       while (result.more && (toTheEnd || !stopped)) {
         result = await chainAuditEvents(database.db, { batchSize, maxBatches: 1 });
       }
+      failing = false;
     } catch (error) {
+      failing = true;
       const now = performance.now();
       if (now - lastErrorLogAt >= errorLogIntervalMs) {
         lastErrorLogAt = now;
@@ -60,12 +72,16 @@ export function startAuditChainer(options: AuditChainerOptions): AuditChainer {
 
   const schedule = () => {
     if (stopped) return;
-    timer = setTimeout(() => {
-      pass = runPass().finally(() => {
-        pass = undefined;
-        schedule();
-      });
-    }, intervalMs);
+    // While the database is failing, try once a second rather than every interval.
+    timer = setTimeout(
+      () => {
+        pass = runPass().finally(() => {
+          pass = undefined;
+          schedule();
+        });
+      },
+      failing ? Math.max(intervalMs, failureRetryMs) : intervalMs,
+    );
     timer.unref();
   };
   schedule();
@@ -75,8 +91,18 @@ export function startAuditChainer(options: AuditChainerOptions): AuditChainer {
       if (stopped) return;
       stopped = true;
       clearTimeout(timer);
-      await pass;
-      await runPass(true);
+      const last = (async () => {
+        await pass;
+        await runPass(true);
+      })();
+      let giveUp: NodeJS.Timeout | undefined;
+      await Promise.race([
+        last,
+        new Promise((resolve) => {
+          giveUp = setTimeout(resolve, options.stopTimeoutMs ?? 2_000);
+        }),
+      ]);
+      clearTimeout(giveUp);
     },
     flush(flushOptions = {}) {
       return flushAuditChain(database.db, { batchSize, timeoutMs: flushOptions.timeoutMs });
