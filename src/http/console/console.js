@@ -805,7 +805,7 @@ async function auditPage(params) {
       h(
         "tr",
         {},
-        h("td", {}, ev.seq),
+        h("td", {}, ev.seq ?? "not chained yet"),
         h("td", {}, when(ev.createdAt)),
         h("td", {}, ev.actor),
         h("td", {}, ev.kind),
@@ -814,7 +814,7 @@ async function auditPage(params) {
       ),
     );
   const verdict = verify.ok
-    ? `Chain verified: ${verify.count} events, intact.`
+    ? `Chain verified: ${verify.count} events, intact.${verify.unchained?.count ? ` ${verify.unchained.count} newer events are not chained yet.` : ""}`
     : `Chain BROKEN at event ${verify.seq}: ${verify.problem}`;
   show(
     h("h2", {}, "Audit trail"),

@@ -175,22 +175,31 @@ export const runDetailSchema = runSummarySchema.extend({
 });
 
 export const auditEventSchema = z.object({
-  seq: z.number().int(),
+  seq: z.number().int().nullable().describe("null while the event is not chained yet"),
   createdAt: iso,
   actor: z.string(),
   kind: z.string(),
   subject: z.string().nullable(),
   data: z.unknown(),
-  hash: z.string(),
+  hash: z.string().nullable().describe("null while the event is not chained yet"),
 });
 
+const unchainedTailSchema = z
+  .object({ count: z.number().int(), oldestAgeMs: z.number().nullable() })
+  .describe("events committed but not chained yet");
 export const auditVerificationSchema = z.union([
-  z.object({ ok: z.literal(true), count: z.number().int(), lastHash: z.string() }),
+  z.object({
+    ok: z.literal(true),
+    count: z.number().int(),
+    lastHash: z.string(),
+    unchained: unchainedTailSchema,
+  }),
   z.object({
     ok: z.literal(false),
     seq: z.number().int(),
     reason: z.string(),
     problem: z.string(),
+    unchained: unchainedTailSchema,
   }),
 ]);
 
