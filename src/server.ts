@@ -24,6 +24,7 @@ import {
 } from "./db/open-configured.ts";
 import { ConfigError } from "./errors.ts";
 import { createApp } from "./http/app.ts";
+import { consoleRoutes } from "./http/console/routes.ts";
 import { readSourceAddress } from "./http/request-info.ts";
 import { a2aRoutes } from "./http/routes/a2a.ts";
 import { throttleAuth } from "./http/throttle.ts";
@@ -328,6 +329,7 @@ export async function startServer(
       admin: { services, limiter, runs: engine },
       webhooks: { auth, limiter, runs: engine },
       mount: [
+        { prefix: "/console", routes: consoleRoutes() },
         {
           prefix: "/",
           routes: a2aRoutes({
