@@ -1,5 +1,5 @@
 // What every service verb receives: plain values and ports, never a web framework's context.
-// Built once by the composition root (src/server.ts) and by tests.
+// Built once by the core (src/core.ts) and by tests.
 import type { SecretKey } from "../auth/sealed-secrets.ts";
 import type { Database, Db } from "../db/client.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
