@@ -1,16 +1,22 @@
 // Several instances share one PostgreSQL (DESIGN.md §7): appends, migrations and delivery claims
 // racing from separate connections must still give one chain, one migration, one claim.
+
 import { expect, it } from "vitest";
 import { appendAuditEvent, verifyAuditChain } from "../../src/db/audit.ts";
 import type { Database } from "../../src/db/client.ts";
 import { migrateDatabase, migrationStatus } from "../../src/db/migrate.ts";
 import { auditEvents } from "../../src/db/schema.ts";
+import type { AuditActor, AuditKind } from "../../src/domain/audit.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 
 function appendInParallel(database: Database, actor: string, count: number) {
   return Promise.all(
     Array.from({ length: count }, (_, i) =>
-      appendAuditEvent(database.db, { actor, kind: "test.race", data: { i } }),
+      appendAuditEvent(database.db, {
+        actor: actor as AuditActor,
+        kind: "test.race" as AuditKind,
+        data: { i },
+      }),
     ),
   );
 }

@@ -5,7 +5,7 @@
 // is on the context as `caller`.
 import type { MiddlewareHandler } from "hono";
 import type { RateLimiter } from "../../auth/rate-limit.ts";
-import type { Caller } from "../../db/schema.ts";
+import type { Caller } from "../../domain/caller.ts";
 import { type AuthDeps, authenticatePeer } from "../../services/authenticate-caller.ts";
 import { readSourceAddress } from "../request-info.ts";
 import { throttleAuth } from "../throttle.ts";
