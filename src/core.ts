@@ -5,7 +5,7 @@
 //
 // Start-up order, and why:
 //   1. policies, data dir, secret key: a bad file stops start-up before anything is opened.
-//   2. database, migrations.
+//   2. database, migrations, the audit chainer.
 //   3. `listen`: the port is bound only now (a start that cannot reach its database binds
 //      nothing), and before the services, so the default public URL names the port actually
 //      bound (PEERGATE_PORT=0). Until the app is in place every request is answered 503.
@@ -14,7 +14,7 @@
 // `close()` undoes them in exactly the reverse order: the engine stops its runs (whose ends still
 // reach A2A), then the reactions are unwired, the A2A streams close, tools close, the control
 // socket, then the auth-failure log writes its last summaries while the database is still open,
-// the directory and the hub close, the port, and last the database.
+// the directory and the hub close, the port, the audit chainer's last pass, and last the database.
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import path from "node:path";
@@ -25,6 +25,7 @@ import { createRateLimiter, type RateLimiter } from "./auth/rate-limit.ts";
 import { loadSecretKey } from "./auth/secret-key-file.ts";
 import type { Config } from "./config.ts";
 import { serveControlSocket } from "./control/serve-control-socket.ts";
+import { startAuditChainer } from "./db/audit-chainer.ts";
 import type { Database } from "./db/client.ts";
 import { migrateDatabase } from "./db/migrate.ts";
 import { openNotifications } from "./db/notifications.ts";
@@ -112,6 +113,9 @@ export async function openCore(
       database: describeDatabase(databaseOptions),
       migrationsApplied: applied,
     });
+    // Chains committed audit events; stopped (after one last pass) before the database closes.
+    const auditChainer = startAuditChainer({ database, logger });
+    opened.push(() => auditChainer.stop());
 
     const listening = await options.listen();
     opened.push(() => listening.close());
