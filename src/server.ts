@@ -9,6 +9,7 @@ import type { Config } from "./config.ts";
 import { type Core, type Listening, openCore } from "./core.ts";
 import type { Database } from "./db/client.ts";
 import { createApp } from "./http/app.ts";
+import { consoleRoutes } from "./http/console/routes.ts";
 import { requireA2aCaller } from "./http/middleware/a2a-auth.ts";
 import { a2aRoutes } from "./http/routes/a2a.ts";
 import type { Logger } from "./log.ts";
@@ -118,6 +119,7 @@ function createServerApp(core: Core, logger: Logger) {
     admin: { services, limiter, runs: engine },
     webhooks: { auth, limiter, runs: engine },
     mount: [
+      { prefix: "/console", routes: consoleRoutes() },
       {
         prefix: "/",
         routes: a2aRoutes({ a2a, authenticate: requireA2aCaller({ auth, limiter }) }),

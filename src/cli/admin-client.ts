@@ -2,7 +2,17 @@
 // http://127.0.0.1:8080) with the admin token from PEERGATE_ADMIN_TOKEN or, on the server's own
 // machine, `<data dir>/admin-token`. Errors from the API come back as problem+json and are
 // printed as the server phrased them, field problems included.
+//
+// Request and response types come from the admin API's contract (src/http/routes/admin-api.ts),
+// the schemas the server validates and documents with: `callAdmin(ctx, "getCaller", …)` is typed
+// end to end, and `AdminResponse<"listRuns">` names what a verb prints.
 import { loadConfig } from "../config.ts";
+import {
+  type AdminOperation,
+  type AdminRequestBody,
+  type AdminResponse,
+  adminApi,
+} from "../http/routes/admin-api.ts";
 import { adminTokenFile, readSecretFile } from "../secret-files.ts";
 import type { CliContext } from "./command.ts";
 
@@ -104,4 +114,46 @@ export async function requestAdmin<T = Record<string, unknown>>(
   headers?: Record<string, string>,
 ): Promise<T> {
   return (await createAdminClient(ctx)).request<T>(method, path, body, headers);
+}
+
+export type { AdminOperation, AdminRequestBody, AdminResponse };
+
+/** What one typed call names: the path's parameters, the query and the body its route declares. */
+export type AdminCall<O extends AdminOperation> = {
+  params?: Record<string, string>;
+  query?: Record<string, string | number | undefined>;
+  body?: AdminRequestBody<O>;
+  headers?: Record<string, string>;
+};
+
+/** The path of operation `op` with its parameters filled in and its query appended. */
+export function adminPath<O extends AdminOperation>(op: O, call: AdminCall<O> = {}): string {
+  const route = adminApi[op];
+  const path = route.path.replace(/\{(\w+)\}/g, (_, key: string) => {
+    const value = call.params?.[key];
+    if (value === undefined) throw new Error(`${op}: the path needs ${key}`);
+    return encodeURIComponent(value);
+  });
+  const query = new URLSearchParams();
+  for (const [key, value] of Object.entries(call.query ?? {})) {
+    if (value !== undefined) query.set(key, String(value));
+  }
+  const text = query.toString();
+  return text ? `${path}?${text}` : path;
+}
+
+/** One admin API call by operation name, typed from the contract. */
+export async function callAdmin<O extends AdminOperation>(
+  ctx: CliContext,
+  op: O,
+  call: AdminCall<O> = {},
+  client?: AdminClient,
+): Promise<AdminResponse<O>> {
+  const route = adminApi[op];
+  return (client ?? (await createAdminClient(ctx))).request<AdminResponse<O>>(
+    route.method.toUpperCase(),
+    adminPath(op, call),
+    call.body,
+    call.headers,
+  );
 }

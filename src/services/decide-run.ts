@@ -14,7 +14,7 @@ import type { PeergateRunEngine } from "./runs/engine.ts";
 import type { RunDetail } from "./runs/get-run.ts";
 import type { RunSummary } from "./runs/list-runs.ts";
 
-const listSchema = z.strictObject({
+export const listRunsQuerySchema = z.strictObject({
   caller: z.string().max(63).optional(),
   status: z.enum(runStatuses, { error: `one of ${runStatuses.join(", ")}` }).optional(),
   limit: z.coerce.number().int().min(1).max(500).optional(),
@@ -32,7 +32,7 @@ export async function listRunsForAdmin({
   engine: PeergateRunEngine;
   query: unknown;
 }): Promise<RunSummary[]> {
-  const q = parseInput(listSchema, query);
+  const q = parseInput(listRunsQuerySchema, query);
   const callerId = q.caller ? (await findCallerRow(ctx.db, q.caller)).id : undefined;
   return engine.listRuns({
     ...(callerId ? { callerId } : {}),
@@ -54,7 +54,7 @@ export async function getRunForAdmin({
   return run;
 }
 
-const approveSchema = z.strictObject({
+export const approveRunSchema = z.strictObject({
   callId: z.string().min(1).max(200),
   argsDigest: z
     .string()
@@ -77,12 +77,12 @@ export async function approveParkedRun({
   failure: AuthFailureContext;
 }): Promise<{ runId: string; status: "resumed" }> {
   await verifyOperatorToken(ctx, operatorToken, failure);
-  const { callId, argsDigest } = parseInput(approveSchema, input);
+  const { callId, argsDigest } = parseInput(approveRunSchema, input);
   const handle = await engine.approveRun({ runId, callId, argsDigest, actor: "operator" });
   return { runId: handle.runId, status: "resumed" };
 }
 
-const rejectSchema = z.strictObject({
+export const rejectRunSchema = z.strictObject({
   reason: z.string().max(2_000).optional(),
   callId: z.string().min(1).max(200).optional(),
 });
@@ -96,7 +96,7 @@ export async function rejectParkedRun({
   runId: string;
   input: unknown;
 }): Promise<{ runId: string; status: "resumed" }> {
-  const { reason, callId } = parseInput(rejectSchema, input);
+  const { reason, callId } = parseInput(rejectRunSchema, input);
   const handle = await engine.rejectRun({
     runId,
     actor: "admin",

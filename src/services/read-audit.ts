@@ -9,7 +9,7 @@ import { auditEvents } from "../db/schema.ts";
 import { parseInput } from "./caller-input.ts";
 import type { ServiceContext } from "./context.ts";
 
-const querySchema = z.strictObject({
+export const auditQuerySchema = z.strictObject({
   after: z.coerce.number().int().min(0).default(0),
   limit: z.coerce.number().int().min(1).max(1000).default(100),
   kind: z.string().max(100).optional(),
@@ -35,7 +35,7 @@ export async function listAuditEvents({
   ctx: ServiceContext;
   query: unknown;
 }): Promise<{ events: AuditEventView[]; next: number | null }> {
-  const q = parseInput(querySchema, query);
+  const q = parseInput(auditQuerySchema, query);
   await flushAuditChain(ctx.db, { timeoutMs: 2_000, onTimeout: "return" });
   const filters: SQL[] = [];
   if (q.kind) filters.push(eq(auditEvents.kind, q.kind));

@@ -15,7 +15,7 @@ import { findCallerRow, listCredentialRows } from "./find-caller.ts";
 import { type IssuedCredential, issueCredential } from "./issue-credential.ts";
 import { describeWidening } from "./widening.ts";
 
-const restoreSchema = z.strictObject({
+export const restoreCallerSchema = z.strictObject({
   tier: z.enum(settableTiers, { error: `one of ${settableTiers.join(", ")}` }),
 });
 
@@ -33,7 +33,7 @@ export async function restoreCaller({
   /** The operator token the request carried; a restore always needs it. */
   operator?: OperatorProof | undefined;
 }): Promise<{ caller: CallerView; credential: IssuedCredential }> {
-  const { tier } = parseInput(restoreSchema, input);
+  const { tier } = parseInput(restoreCallerSchema, input);
   return withWideningCheck(
     ctx,
     { proof: operator, actor, what: `restoring caller ${name}` },

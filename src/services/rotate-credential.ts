@@ -16,7 +16,7 @@ import { findCallerRow, listCredentialRows } from "./find-caller.ts";
 import { type IssuedCredential, issueCredential } from "./issue-credential.ts";
 import { describeWidening, floorCaller } from "./widening.ts";
 
-const rotateSchema = z.strictObject({
+export const rotateCredentialSchema = z.strictObject({
   graceSeconds: z
     .number()
     .int()
@@ -39,7 +39,7 @@ export async function rotateCredential({
   /** The operator token the request carried; needed for a caller above the floor. */
   operator?: OperatorProof | undefined;
 }): Promise<{ caller: CallerView; credential: IssuedCredential; oldCredentialsExpireAt: string }> {
-  const { graceSeconds } = parseInput(rotateSchema, input ?? {});
+  const { graceSeconds } = parseInput(rotateCredentialSchema, input ?? {});
   return withWideningCheck(
     ctx,
     { proof: operator, actor, what: `a new credential for caller ${name}` },

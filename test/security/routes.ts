@@ -230,6 +230,26 @@ export const authenticatedRoutes: readonly AuthenticatedRoute[] = [
     build: async () => ({ method: "GET", path: "/admin/v1/audit/verify", headers: {} }),
   },
   {
+    method: "POST",
+    pattern: "/admin/v1/ceiling/preview",
+    credential: "admin",
+    accepted: [200],
+    build: async () => ({
+      method: "POST",
+      path: "/admin/v1/ceiling/preview",
+      headers: json,
+      body: JSON.stringify({ tier: "internal", allow: ["bash"] }),
+    }),
+  },
+  {
+    method: "GET",
+    pattern: "/admin/v1/events",
+    credential: "admin",
+    accepted: [200],
+    // `once` ends the stream after its first look, so the reply is complete.
+    build: async () => ({ method: "GET", path: "/admin/v1/events?once", headers: {} }),
+  },
+  {
     method: "GET",
     pattern: "/admin/v1/runs",
     credential: "admin",
@@ -338,4 +358,9 @@ export const publicRoutes: readonly { method: string; pattern: string }[] = [
   { method: "GET", pattern: "/.well-known/agent-card.json" },
   { method: "GET", pattern: "/.well-known/agent.json" },
   { method: "GET", pattern: "/.well-known/jwks.json" },
+  { method: "GET", pattern: "/admin/v1/openapi.json" },
+  // The console's page, stylesheet and script: static, no data; the script asks for the token.
+  { method: "GET", pattern: "/console" },
+  { method: "GET", pattern: "/console/console.js" },
+  { method: "GET", pattern: "/console/console.css" },
 ];

@@ -2,20 +2,47 @@
 // credentials, so a request carrying an `Origin` header is refused. Credentials in a query string
 // end up in proxy and access logs, so a query parameter that looks like one is refused too: the
 // credential is not even looked at.
-import type { MiddlewareHandler } from "hono";
+//
+// The one exception: the console (/console) is a page of this server that drives the admin API. Its
+// requests carry the server's own origin and the admin token in the Authorization header, which
+// the page holds in the tab's session storage. A foreign page cannot send that header without the
+// token (there is no cookie, nothing ambient), and its Origin differs. So the admin routes accept
+// an Origin equal to the request's own origin when an Authorization header is present, and nothing
+// else; /a2a does not relax at all.
+import type { Context, MiddlewareHandler } from "hono";
 import { ForbiddenError, ValidationError } from "../../errors.ts";
 
 const credentialParameter = /token|secret|key|auth|password|passwd|jwt|bearer|signature/i;
 
-export function refuseBrowserOrigins(): MiddlewareHandler {
+export function refuseBrowserOrigins(
+  options: { allowOwnOriginWithAuthorization?: boolean } = {},
+): MiddlewareHandler {
   return async function refuseOrigin(c, next) {
-    if (c.req.header("origin") !== undefined) {
+    const origin = c.req.header("origin");
+    if (
+      origin !== undefined &&
+      !(options.allowOwnOriginWithAuthorization && isOwnPage(c, origin))
+    ) {
       throw new ForbiddenError(
         "requests from a browser page (with an Origin header) are refused on this route",
       );
     }
     await next();
   };
+}
+
+/** The request comes from this server's own page (same origin) and carries a credential header. */
+function isOwnPage(c: Context, origin: string): boolean {
+  if (c.req.header("authorization") === undefined) return false;
+  const site = c.req.header("sec-fetch-site");
+  if (site !== undefined && site !== "same-origin") return false;
+  // The host, not the scheme: behind a TLS-terminating proxy the page is https and the request
+  // reaching us is http. The token in the header is what makes the request the admin's.
+  try {
+    return new URL(origin).host === new URL(c.req.url).host;
+  } catch {
+    return false;
+  }
 }
 
 export function refuseQueryCredentials(): MiddlewareHandler {

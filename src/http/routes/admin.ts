@@ -1,8 +1,15 @@
-// The admin API (/admin/v1). Every route needs the admin token; none accepts a browser Origin or a
-// credential in the query string. Handlers only translate HTTP to service calls and back. Caller
-// writes pass on the operator token header; the services decide whether the write widens and so
-// needs it (src/services/widening.ts). No route creates an operator token.
-import { type Context, Hono } from "hono";
+// The admin API (/admin/v1). Every route needs the admin token; none accepts a browser Origin
+// (except the console's own page with the admin token in a header, src/http/middleware/api-guards.ts)
+// or a credential in the query string. Handlers only translate HTTP to service calls and back.
+// Caller writes pass on the operator token header; the services decide whether the write widens and
+// so needs it (src/services/widening.ts). No route creates an operator token.
+//
+// Every route is declared in src/http/routes/admin-api.ts with its request and response schemas and
+// mounted here through `serve`, which registers it in the OpenAPI document as it mounts it: a route
+// cannot be served without being documented. The services validate their inputs with the same
+// schemas (and phrase the errors), so the handlers read raw bodies and queries.
+import { OpenAPIHono, type RouteConfig } from "@hono/zod-openapi";
+import type { Context, Handler } from "hono";
 import type { RateLimiter } from "../../auth/rate-limit.ts";
 import { addCaller } from "../../services/add-caller.ts";
 import { type OperatorProof, verifyAdminToken } from "../../services/admin-credentials.ts";
@@ -16,6 +23,7 @@ import {
 } from "../../services/decide-run.ts";
 import { explainCallerCeiling, listTools } from "../../services/explain-caller.ts";
 import { getCaller, listCallers } from "../../services/find-caller.ts";
+import { previewCeiling } from "../../services/preview-ceiling.ts";
 import { listAuditEvents, verifyAudit } from "../../services/read-audit.ts";
 import { restoreCaller } from "../../services/restore-caller.ts";
 import { revokeCaller } from "../../services/revoke-caller.ts";
@@ -26,19 +34,46 @@ import { readJsonBody } from "../json.ts";
 import { refuseBrowserOrigins, refuseQueryCredentials } from "../middleware/api-guards.ts";
 import { readSourceAddress } from "../request-info.ts";
 import { throttleAuth } from "../throttle.ts";
+import { type AdminOperation, adminApi } from "./admin-api.ts";
+import { type AdminEventsDeps, adminEventsRoute, eventsRouteConfig } from "./admin-events.ts";
 
 export type AdminRouteDeps = {
   services: ServiceContext;
   limiter: RateLimiter;
   /** The run engine; without it the /runs routes are absent. */
   runs?: PeergateRunEngine;
+  /** How often the event stream looks for changed runs (tests shorten it). */
+  events?: AdminEventsDeps["options"];
 };
 
-export function adminRoutes(deps: AdminRouteDeps): Hono {
+/** The OpenAPI document's fixed parts; `paths` come from the routes as they are mounted. */
+const documentInfo = {
+  openapi: "3.1.0",
+  info: {
+    title: "peergate admin API",
+    version: "1",
+    description:
+      "Callers, their ceilings, runs and the audit trail. Every route but this document needs `Authorization: Bearer <admin token>`; widening writes and approvals also need `X-Peergate-Operator-Token`.",
+  },
+  servers: [{ url: "/admin/v1" }],
+};
+
+/** `/callers/{name}` → `/callers/:name`. */
+export const honoPath = (openApiPath: string) => openApiPath.replace(/\{(\w+)\}/g, ":$1");
+
+export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
   const ctx = deps.services;
   const actor = "admin" as const;
-  const app = new Hono();
-  app.use(refuseBrowserOrigins());
+  const app = new OpenAPIHono();
+  app.openAPIRegistry.registerComponent("securitySchemes", "adminToken", {
+    type: "http",
+    scheme: "bearer",
+    description: "the admin token (`<data dir>/admin-token`)",
+  });
+  // Public, and before the guards: it describes the API and holds no secret.
+  app.get("/openapi.json", (c) => c.json(app.getOpenAPI31Document(documentInfo)));
+
+  app.use(refuseBrowserOrigins({ allowOwnOriginWithAuthorization: true }));
   app.use(refuseQueryCredentials());
   app.use(async function requireAdmin(c, next) {
     const source = readSourceAddress(c);
@@ -47,6 +82,12 @@ export function adminRoutes(deps: AdminRouteDeps): Hono {
     );
     await next();
   });
+
+  const serveRoute = (route: RouteConfig, handler: Handler) => {
+    app.openAPIRegistry.registerPath(route);
+    app.on(route.method.toUpperCase(), honoPath(route.path), handler);
+  };
+  const serve = (name: AdminOperation, handler: Handler) => serveRoute(adminApi[name], handler);
 
   /** A caller write: throttled like a login, since a wrong operator token is a failed one. */
   const write = <T>(c: Context, work: (operator: OperatorProof) => Promise<T>) => {
@@ -59,60 +100,63 @@ export function adminRoutes(deps: AdminRouteDeps): Hono {
     );
   };
 
-  app.post("/callers", async (c) => {
+  serve("createCaller", async (c) => {
     const input = await readJsonBody(c);
     return c.json(await write(c, (operator) => addCaller({ ctx, input, actor, operator })), 201);
   });
-  app.get("/callers", async (c) => c.json({ callers: await listCallers({ ctx }) }));
-  app.get("/callers/:name", async (c) =>
-    c.json({ caller: await getCaller({ ctx, name: c.req.param("name") }) }),
+  serve("listCallers", async (c) => c.json({ callers: await listCallers({ ctx }) }));
+  serve("getCaller", async (c) =>
+    c.json({ caller: await getCaller({ ctx, name: c.req.param("name") ?? "" }) }),
   );
-  app.patch("/callers/:name", async (c) => {
+  serve("updateCaller", async (c) => {
     const input = await readJsonBody(c);
-    const name = c.req.param("name");
+    const name = c.req.param("name") ?? "";
     return c.json(
       await write(c, (operator) => updateCaller({ ctx, name, input, actor, operator })),
     );
   });
-  app.post("/callers/:name/revoke", async (c) => {
+  serve("revokeCaller", async (c) => {
     const body = (await readJsonBody(c, { optional: true })) as { reason?: unknown };
     const reason = typeof body.reason === "string" ? body.reason : undefined;
-    return c.json(await revokeCaller({ ctx, name: c.req.param("name"), reason, actor }));
+    return c.json(await revokeCaller({ ctx, name: c.req.param("name") ?? "", reason, actor }));
   });
-  app.post("/callers/:name/restore", async (c) => {
+  serve("restoreCaller", async (c) => {
     const input = await readJsonBody(c);
-    const name = c.req.param("name");
+    const name = c.req.param("name") ?? "";
     return c.json(
       await write(c, (operator) => restoreCaller({ ctx, name, input, actor, operator })),
     );
   });
-  app.post("/callers/:name/rotate", async (c) => {
+  serve("rotateCredential", async (c) => {
     const input = await readJsonBody(c, { optional: true });
-    const name = c.req.param("name");
+    const name = c.req.param("name") ?? "";
     return c.json(
       await write(c, (operator) => rotateCredential({ ctx, name, input, actor, operator })),
     );
   });
-  app.get("/callers/:name/ceiling", async (c) =>
-    c.json(await explainCallerCeiling({ ctx, name: c.req.param("name") })),
+  serve("getCeiling", async (c) =>
+    c.json(await explainCallerCeiling({ ctx, name: c.req.param("name") ?? "" })),
   );
-  app.get("/tools", (c) => c.json(listTools({ ctx })));
-  app.get("/audit", async (c) => c.json(await listAuditEvents({ ctx, query: c.req.query() })));
+  serve("previewCeiling", async (c) =>
+    c.json(previewCeiling({ ctx, input: await readJsonBody(c) })),
+  );
+  serve("listTools", (c) => c.json(listTools({ ctx })));
+  serve("listAudit", async (c) => c.json(await listAuditEvents({ ctx, query: c.req.query() })));
   const engine = deps.runs;
   if (engine) {
-    app.get("/runs", async (c) =>
+    serve("listRuns", async (c) =>
       c.json({ runs: await listRunsForAdmin({ ctx, engine, query: c.req.query() }) }),
     );
-    app.get("/runs/:id", async (c) =>
-      c.json({ run: await getRunForAdmin({ engine, runId: c.req.param("id") }) }),
+    serve("getRun", async (c) =>
+      c.json({ run: await getRunForAdmin({ engine, runId: c.req.param("id") ?? "" }) }),
     );
-    app.post("/runs/:id/approve", async (c) => {
+    serve("approveRun", async (c) => {
       const source = readSourceAddress(c);
       const result = await throttleAuth(deps.limiter, [`source:${source}`], async () =>
         approveParkedRun({
           ctx,
           engine,
-          runId: c.req.param("id"),
+          runId: c.req.param("id") ?? "",
           input: await readJsonBody(c),
           operatorToken: c.req.header("x-peergate-operator-token"),
           failure: { surface: "operator", source },
@@ -120,21 +164,22 @@ export function adminRoutes(deps: AdminRouteDeps): Hono {
       );
       return c.json(result, 202);
     });
-    app.post("/runs/:id/reject", async (c) =>
+    serve("rejectRun", async (c) =>
       c.json(
         await rejectParkedRun({
           engine,
-          runId: c.req.param("id"),
+          runId: c.req.param("id") ?? "",
           input: await readJsonBody(c, { optional: true }),
         }),
         202,
       ),
     );
-    app.post("/runs/:id/cancel", async (c) =>
-      c.json(await cancelRunForAdmin({ engine, runId: c.req.param("id") })),
+    serve("cancelRun", async (c) =>
+      c.json(await cancelRunForAdmin({ engine, runId: c.req.param("id") ?? "" })),
     );
+    serveRoute(eventsRouteConfig, adminEventsRoute({ engine, options: deps.events }));
   }
-  app.get("/audit/verify", async (c) => {
+  serve("verifyAudit", async (c) => {
     const result = await verifyAudit({ ctx });
     return c.json(result, result.ok ? 200 : 409);
   });
