@@ -8,6 +8,10 @@ import { type SandboxKind, sandboxKinds } from "./sandbox/types.ts";
 export const logLevels = ["debug", "info", "warn", "error", "silent"] as const;
 export type LogLevel = (typeof logLevels)[number];
 
+/** Whether the file tools read a regular file that has more than one hard link. */
+export const workspaceHardLinkModes = ["refuse", "allow"] as const;
+export type WorkspaceHardLinks = (typeof workspaceHardLinkModes)[number];
+
 const port = z.coerce
   .number({ error: "a port number from 0 to 65535" })
   .int({ error: "a whole port number from 0 to 65535" })
@@ -88,6 +92,12 @@ const envSchema = z.object({
         "bwrap (processes run confined; the default) or none (no confinement: only when you accept that)",
     })
     .default("bwrap"),
+  PEERGATE_WORKSPACE_HARD_LINKS: z
+    .enum(workspaceHardLinkModes, {
+      error:
+        "refuse (file tools do not read a file with more than one hard link; the default) or allow",
+    })
+    .default("refuse"),
   PEERGATE_SHUTDOWN_TIMEOUT_MS: z.coerce
     .number({ error: "milliseconds, a whole number from 100 to 60000" })
     .int({ error: "milliseconds, a whole number from 100 to 60000" })
@@ -113,6 +123,11 @@ export type Config = {
   secretKey: string | undefined;
   /** Where tools may read and write; default `./workspace`, never inside the data dir or around it. */
   workspace: string;
+  /**
+   * `refuse` (default): the file tools do not read a file with more than one hard link, since
+   * another of its names may lie outside the workspace. `allow` when the workspace is trusted.
+   */
+  workspaceHardLinks: WorkspaceHardLinks;
   /** How processes started for runs are confined; `none` only when set explicitly. */
   sandbox: SandboxKind;
   /** `provider:model`, overriding policies/agent.yaml. */
@@ -170,6 +185,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
     adminToken: e.PEERGATE_ADMIN_TOKEN,
     secretKey: e.PEERGATE_SECRET_KEY,
     workspace,
+    workspaceHardLinks: e.PEERGATE_WORKSPACE_HARD_LINKS,
     sandbox: e.PEERGATE_SANDBOX,
     model: e.PEERGATE_MODEL,
     modelBaseUrl: e.PEERGATE_MODEL_BASE_URL,

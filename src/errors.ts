@@ -101,27 +101,3 @@ export class UnavailableError extends Error {
     this.name = "UnavailableError";
   }
 }
-
-/** The audit chain failed verification. */
-export class AuditChainError extends Error {
-  readonly code = "audit-chain-broken";
-  readonly seq: number;
-  constructor(message: string, seq: number) {
-    super(message);
-    this.name = "AuditChainError";
-    this.seq = seq;
-  }
-}
-
-export type PeergateError =
-  | ConfigError
-  | ValidationError
-  | UnauthenticatedError
-  | ForbiddenError
-  | NotFoundError
-  | ConflictError
-  | RateLimitedError
-  | PayloadTooLargeError
-  | UnsupportedMediaTypeError
-  | UnavailableError
-  | AuditChainError;

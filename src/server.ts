@@ -1,57 +1,21 @@
-// Composition root of the server: config → policies → data dir secrets → database → migrations →
-// services → app → listen, and the graceful stop in reverse. `peergate serve` (and so `npm start`)
-// runs this. Nothing below this file reads the environment or the data directory's secret files.
-import { randomBytes } from "node:crypto";
-import { hostname } from "node:os";
-import path from "node:path";
+// The server: the core (src/core.ts) with HTTP in front of it. `startServer` opens the core,
+// which asks for the port once its database is ready, puts the app in place, and stops in
+// reverse: stop accepting, drain in-flight requests (cancelling them past the timeout), close the
+// core. `peergate serve` (and so `npm start`) runs this. Nothing below this file and src/core.ts
+// reads the environment or the data directory's secret files.
 import { serve } from "@hono/node-server";
 import type { Hono } from "hono";
-import { deriveCardSigningKey } from "./a2a/card-signing.ts";
-import { createA2aService } from "./a2a/service.ts";
-import { createJwksCache } from "./auth/jwt.ts";
-import { createRateLimiter } from "./auth/rate-limit.ts";
-import { generateSecretKeyText, parseSecretKey } from "./auth/sealed-secrets.ts";
 import type { Config } from "./config.ts";
-import { serveControlSocket } from "./control/serve-control-socket.ts";
-import { startAuditChainer } from "./db/audit-chainer.ts";
+import { type Core, type Listening, openCore } from "./core.ts";
 import type { Database } from "./db/client.ts";
-import { migrateDatabase } from "./db/migrate.ts";
-import { openNotifications } from "./db/notifications.ts";
-import {
-  describeDatabase,
-  openConfiguredDatabase,
-  resolveDatabaseOptions,
-} from "./db/open-configured.ts";
-import { ConfigError } from "./errors.ts";
 import { createApp } from "./http/app.ts";
 import { consoleRoutes } from "./http/console/routes.ts";
-import { readSourceAddress } from "./http/request-info.ts";
+import { requireA2aCaller } from "./http/middleware/a2a-auth.ts";
 import { a2aRoutes } from "./http/routes/a2a.ts";
-import { throttleAuth } from "./http/throttle.ts";
-import { loadPolicies } from "./load-policies.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics } from "./metrics.ts";
-import { createCeilingCache } from "./policy/ceiling-cache.ts";
-import { loadPriceTable } from "./runs/prices.ts";
-import { resolveModel } from "./runs/resolve-model.ts";
-import { prepareSandbox } from "./sandbox/prepare-sandbox.ts";
-import { createRedactor, databaseUrlSecrets } from "./sandbox/redact.ts";
-import {
-  adminTokenFile,
-  createSecretFile,
-  ensureDataDir,
-  readSecretFile,
-  secretKeyFile,
-} from "./secret-files.ts";
-import { ensureAdminToken } from "./services/admin-credentials.ts";
-import { type AuthDeps, authenticatePeer } from "./services/authenticate-caller.ts";
-import { openCallerDirectory } from "./services/caller-directory.ts";
 import { checkReadiness } from "./services/check-readiness.ts";
 import type { ServiceContext } from "./services/context.ts";
-import { createAuthFailureLog } from "./services/record-auth-failures.ts";
-import { createRunEngine } from "./services/runs/engine.ts";
-import { createToolRuntime } from "./tools/runtime.ts";
-import { isSecretName } from "./tools/scrub-environment.ts";
 
 export type RunningServer = {
   url: string;
@@ -94,37 +58,74 @@ export type StartServerOptions = {
   readonly clientTimeouts?: ClientTimeouts;
 };
 
-async function loadSecretKey(config: Config, logger: Logger) {
-  if (config.secretKey) {
-    const key = parseSecretKey(config.secretKey);
-    if (!key)
-      throw new ConfigError([
-        {
-          field: "PEERGATE_SECRET_KEY",
-          message: "PEERGATE_SECRET_KEY=(value hidden): not a 32-byte key",
-        },
-      ]);
-    return key;
-  }
-  const text =
-    (await readSecretFile(config.dataDir, secretKeyFile)) ??
-    (await createSecretFile(config.dataDir, secretKeyFile, generateSecretKeyText()));
-  const key = parseSecretKey(text);
-  if (!key) {
-    throw new ConfigError([
+type HttpServer = ReturnType<typeof serve>;
+type FetchHandler = (request: Request, env: unknown) => Response | Promise<Response>;
+
+const starting: FetchHandler = () =>
+  new Response(JSON.stringify({ status: "starting" }), {
+    status: 503,
+    headers: { "content-type": "application/json", "retry-after": "1" },
+  });
+
+/** The HTTP port: bound on `listen()`, answering 503 "starting" until `serve` puts the app in. */
+function createListener(config: Config, timeouts: ClientTimeouts) {
+  let handle = starting;
+  let server: HttpServer | undefined;
+  // Closed once, whether by a failed start-up or by stop().
+  let closed: Promise<void> | undefined;
+  const close = () => {
+    closed ??= new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+    return closed;
+  };
+  return {
+    get server() {
+      return server;
+    },
+    close,
+    serve(app: FetchHandler) {
+      handle = app;
+    },
+    async listen(): Promise<Listening> {
+      server = await new Promise<HttpServer>((resolve, reject) => {
+        const s = serve(
+          {
+            fetch: (request, env) => handle(request, env),
+            hostname: config.host,
+            port: config.port,
+            serverOptions: {
+              headersTimeout: timeouts.headersMs,
+              requestTimeout: timeouts.requestMs,
+              connectionsCheckingInterval: timeouts.checkIntervalMs,
+            },
+          },
+          () => resolve(s),
+        );
+        s.once("error", reject);
+      });
+      const address = server.address();
+      const port = typeof address === "object" && address ? address.port : config.port;
+      const host = config.host.includes(":") ? `[${config.host}]` : config.host;
+      return { url: `http://${host}:${port}`, close };
+    },
+  };
+}
+
+function createServerApp(core: Core, logger: Logger) {
+  const { services, limiter, engine, auth, a2a } = core;
+  return createApp({
+    logger,
+    metrics: createMetrics(),
+    checkReadiness: () => checkReadiness({ database: core.database, sandbox: core.sandboxStatus }),
+    admin: { services, limiter, runs: engine },
+    webhooks: { auth, limiter, runs: engine },
+    mount: [
+      { prefix: "/console", routes: consoleRoutes() },
       {
-        field: secretKeyFile,
-        message: `${config.dataDir}/${secretKeyFile}: not a 32-byte key; remove it to have a new one generated (GitHub webhook callers must then be rotated)`,
+        prefix: "/",
+        routes: a2aRoutes({ a2a, authenticate: requireA2aCaller({ auth, limiter }) }),
       },
-    ]);
-  }
-  if (config.databaseUrl) {
-    logger.warn(
-      "PEERGATE_SECRET_KEY is not set: instances sharing this database must share one key, or GitHub signatures will fail on the others",
-      { keyId: key.id },
-    );
-  }
-  return key;
+    ],
+  });
 }
 
 export async function startServer(
@@ -134,248 +135,45 @@ export async function startServer(
   env: Readonly<Record<string, string | undefined>> = {},
   options: StartServerOptions = {},
 ): Promise<RunningServer> {
-  const policies = await loadPolicies(config.policiesDir);
-  for (const fix of await ensureDataDir(config.dataDir)) {
-    logger.warn(
-      "made owner-only: group or others could reach it (rotate the secrets in it if others may have read them)",
-      fix,
-    );
-  }
-  const secretKey = await loadSecretKey(config, logger);
-  const databaseOptions = resolveDatabaseOptions(config);
-  const database = await openConfiguredDatabase(config);
-  const cleanups: (() => Promise<void>)[] = [() => database.close()];
-  const cleanUp = async () => {
-    for (const fn of cleanups.reverse()) await fn().catch(() => {});
-  };
+  const listener = createListener(config, options.clientTimeouts ?? defaultClientTimeouts);
+  const core = await openCore(config, logger, env, {
+    authThrottle: options.authThrottle ?? defaultAuthThrottle,
+    listen: listener.listen,
+  });
+  let app: ReturnType<typeof createApp>;
   try {
-    const { applied } = await migrateDatabase(database);
-    logger.info("database ready", {
-      database: describeDatabase(databaseOptions),
-      migrationsApplied: applied,
-    });
-    // Chains committed audit events; stopped (after one last pass) before the database closes.
-    const auditChainer = startAuditChainer({ database, logger });
-    cleanups.push(() => auditChainer.stop());
-
-    // Listen before the services exist, so the default public URL can name the port actually bound
-    // (PEERGATE_PORT=0); until the app is in place every request gets 503 "starting".
-    let handle: (request: Request, env: unknown) => Response | Promise<Response> = () =>
-      new Response(JSON.stringify({ status: "starting" }), {
-        status: 503,
-        headers: { "content-type": "application/json", "retry-after": "1" },
-      });
-    const timeouts = options.clientTimeouts ?? defaultClientTimeouts;
-    const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
-      const s = serve(
-        {
-          fetch: (request, env) => handle(request, env),
-          hostname: config.host,
-          port: config.port,
-          serverOptions: {
-            headersTimeout: timeouts.headersMs,
-            requestTimeout: timeouts.requestMs,
-            connectionsCheckingInterval: timeouts.checkIntervalMs,
-          },
-        },
-        () => resolve(s),
-      );
-      s.once("error", reject);
-    });
-    const address = server.address();
-    const port = typeof address === "object" && address ? address.port : config.port;
-    const host = config.host.includes(":") ? `[${config.host}]` : config.host;
-    const url = `http://${host}:${port}`;
-    // Closed once, whether by a failed start-up or by stop().
-    let serverClosed: Promise<void> | undefined;
-    const closeServer = () => {
-      serverClosed ??= new Promise<void>((resolve) => server.close(() => resolve()));
-      return serverClosed;
-    };
-    cleanups.push(closeServer);
-
-    // One LISTEN hub for the instance: the caller directory and the run engine share it.
-    const notifications = await openNotifications({ database, logger });
-    cleanups.push(() => notifications.close());
-    const directory = await openCallerDirectory({ database, logger, notifications });
-    cleanups.push(() => directory.close());
-    // Written before the database closes: every failure's summary reaches the trail.
-    const authFailures = createAuthFailureLog({
-      db: database.db,
-      logger,
-      windowMs: (options.authThrottle ?? defaultAuthThrottle).windowMs,
-    });
-    cleanups.push(() => authFailures.close());
-    const services: ServiceContext = {
-      database,
-      db: database.db,
-      now: () => new Date(),
-      logger,
-      policies,
-      ceilings: createCeilingCache(),
-      secretKey,
-      publicUrl: config.publicUrl ?? url,
-      callerChanged: (event) => directory.forget(event.callerId),
-      authFailures,
-    };
-
-    const admin = await ensureAdminToken({ ctx: services, configured: config.adminToken });
-    if (admin.generated) {
-      const stored = await createSecretFile(config.dataDir, adminTokenFile, admin.generated);
-      if (stored !== admin.generated) {
-        throw new ConfigError([
-          {
-            field: adminTokenFile,
-            message: `${config.dataDir}/${adminTokenFile} exists but holds no admin token this database knows; remove it and restart`,
-          },
-        ]);
-      }
-      logger.info("admin token generated", { file: `${config.dataDir}/${adminTokenFile}` });
-    } else if (
-      admin.source === "stored" &&
-      !(await readSecretFile(config.dataDir, adminTokenFile))
-    ) {
-      logger.warn("the admin token is not known on this machine: set PEERGATE_ADMIN_TOKEN", {});
-    }
-
-    // The embedded database admits one process: the CLI reaches it through this socket meanwhile.
-    if (database.kind === "pglite") {
-      const control = await serveControlSocket({ dataDir: config.dataDir, services, logger });
-      if (control) cleanups.push(() => control.close());
-    }
-
-    const limiter = createRateLimiter(options.authThrottle ?? defaultAuthThrottle);
-    const auth: AuthDeps = { ctx: services, directory, jwks: createJwksCache() };
-
-    const resolvedModel = resolveModel({
-      modelId: config.model ?? policies.agent.model,
-      baseUrl: config.modelBaseUrl,
-      apiKey: config.modelApiKey,
-    });
-    if (resolvedModel.ok) logger.info("model", { model: resolvedModel.id });
-    else
-      logger.warn("runs will fail until a model is configured", { problem: resolvedModel.message });
-
-    const sandbox = await prepareSandbox({
-      kind: config.sandbox,
-      policies,
-      logger,
-      dataDir: config.dataDir,
-    });
-    // Every secret this process holds, replaced by value in process output.
-    const redactor = createRedactor([
-      config.modelApiKey,
-      config.adminToken,
-      admin.generated,
-      config.secretKey,
-      await readSecretFile(config.dataDir, adminTokenFile),
-      await readSecretFile(config.dataDir, secretKeyFile),
-      ...databaseUrlSecrets(config.databaseUrl),
-      ...Object.entries(env).flatMap(([name, value]) => (isSecretName(name) ? [value] : [])),
-    ]);
-    const tools = await createToolRuntime({
-      policies,
-      workspace: config.workspace,
-      dataDir: config.dataDir,
-      env,
-      envAllowlist: policies.agent.envAllowlist ?? [],
-      sandbox: sandbox.backend,
-      redactor,
-      logger,
-    });
-    cleanups.push(() => tools.close());
-    const engine = await createRunEngine({
-      database,
-      policies,
-      ceilings: services.ceilings,
-      tools,
-      model: resolvedModel,
-      instanceId: `${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`,
-      logger,
-      // The runtime's resolved root (realpath): tools refuse a call made for any other root.
-      workspace: tools.workspace ?? config.workspace,
-      notifications,
-      subscribeCallerEvents: (listener) => directory.onCallerEvent(listener),
-      priceTable: await loadPriceTable(path.join(config.policiesDir, "models.yaml")),
-    });
-    const a2a = createA2aService({
-      database,
-      policies,
-      publicUrl: services.publicUrl,
-      runs: engine,
-      logger,
-      // Derived from the secret key, so instances sharing it sign the card alike.
-      cardSigningKey: await deriveCardSigningKey(secretKey.bytes),
-    });
-    // Reverse order at stop: the engine stops its runs first, then the A2A streams close.
-    cleanups.push(() => a2a.close());
-    cleanups.push(() => engine.stop());
-    engine.onRunSettled((run) => {
-      a2a
-        .settleRun(run)
-        .catch((error: unknown) =>
-          logger.error("could not settle an A2A task", { runId: run.runId, error }),
-        );
-    });
-    directory.onCallerEvent((event) => {
-      if (event.change === "revoked") a2a.closeCallerStreams(event.callerId);
-    });
-
-    const metrics = createMetrics();
-    const app = createApp({
-      logger,
-      metrics,
-      checkReadiness: () => checkReadiness({ database, sandbox: sandbox.status }),
-      admin: { services, limiter, runs: engine },
-      webhooks: { auth, limiter, runs: engine },
-      mount: [
-        { prefix: "/console", routes: consoleRoutes() },
-        {
-          prefix: "/",
-          routes: a2aRoutes({
-            a2a,
-            authenticate: async (c) => {
-              const source = readSourceAddress(c);
-              const authenticated = await throttleAuth(limiter, [`source:${source}`], () =>
-                authenticatePeer(auth, c.req.header("authorization"), { surface: "a2a", source }),
-              );
-              return authenticated.caller;
-            },
-          }),
-        },
-      ],
-    });
-
-    handle = app.hono.fetch;
-    logger.info("listening", { url });
-
-    let stopping: Promise<void> | undefined;
-    const stop = () => {
-      stopping ??= (async () => {
-        logger.info("shutting down", { inflight: app.inflight.count });
-        const closed = closeServer();
-        if ("closeIdleConnections" in server) server.closeIdleConnections();
-        const drained = await Promise.race([
-          app.inflight.drained().then(() => true),
-          new Promise<false>((resolve) =>
-            setTimeout(resolve, config.shutdownTimeoutMs, false).unref(),
-          ),
-        ]);
-        if (!drained) {
-          logger.warn("shutdown timeout: cancelling in-flight requests", {
-            inflight: app.inflight.count,
-          });
-        }
-        if ("closeAllConnections" in server) server.closeAllConnections();
-        await closed;
-        await cleanUp();
-        logger.info("stopped");
-      })();
-      return stopping;
-    };
-    return { url, database, services, hono: app.hono, stop };
+    app = createServerApp(core, logger);
   } catch (error) {
-    await cleanUp();
+    await core.close();
     throw error;
   }
+  listener.serve(app.hono.fetch);
+  logger.info("listening", { url: core.url });
+
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      logger.info("shutting down", { inflight: app.inflight.count });
+      const closed = listener.close();
+      const server = listener.server;
+      if (server && "closeIdleConnections" in server) server.closeIdleConnections();
+      const drained = await Promise.race([
+        app.inflight.drained().then(() => true),
+        new Promise<false>((resolve) =>
+          setTimeout(resolve, config.shutdownTimeoutMs, false).unref(),
+        ),
+      ]);
+      if (!drained) {
+        logger.warn("shutdown timeout: cancelling in-flight requests", {
+          inflight: app.inflight.count,
+        });
+      }
+      if (server && "closeAllConnections" in server) server.closeAllConnections();
+      await closed;
+      await core.close();
+      logger.info("stopped");
+    })();
+    return stopping;
+  };
+  return { url: core.url, database: core.database, services: core.services, hono: app.hono, stop };
 }

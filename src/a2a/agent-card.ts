@@ -11,7 +11,7 @@
 // need, `selectSkills` is the one place to filter them.
 import { createHash } from "node:crypto";
 import { AgentCard, type AgentSkill } from "@a2a-js/sdk";
-import type { Caller } from "../db/schema.ts";
+import type { Caller } from "../domain/caller.ts";
 import type { VersionedAgentPolicy } from "../load-policies.ts";
 import type { ProtocolVersion } from "./call-context.ts";
 

@@ -5,7 +5,7 @@
 // revoked, 503 when the database is gone). The SDK swallows every error its executor or store throws into a JSON-RPC error or a
 // failed task; the slot is how such an error reaches src/http intact.
 import { ServerCallContext, type User } from "@a2a-js/sdk/server";
-import type { Caller } from "../db/schema.ts";
+import type { Caller } from "../domain/caller.ts";
 import { RateLimitedError, UnauthenticatedError, type UnavailableError } from "../errors.ts";
 import { asUnavailableError } from "../services/db-errors.ts";
 

@@ -38,7 +38,7 @@ import {
   type ExecutionEventBus,
   type RequestContext,
 } from "@a2a-js/sdk/server";
-import type { RunStatus } from "../db/schema.ts";
+import type { RunStatus } from "../domain/run.ts";
 import type { Logger } from "../log.ts";
 import type { RunEngine, RunEvent, RunOutcome } from "../runs/types.ts";
 import { escalate, isFreshContext, readCaller, toEscalated } from "./call-context.ts";

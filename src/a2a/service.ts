@@ -40,7 +40,7 @@ import {
   type ServerCallContext,
 } from "@a2a-js/sdk/server";
 import type { Database } from "../db/client.ts";
-import type { Caller } from "../db/schema.ts";
+import type { Caller } from "../domain/caller.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
 import type { RunEngine, RunOutcome } from "../runs/types.ts";

@@ -24,6 +24,7 @@
 import { createHash } from "node:crypto";
 import { and, asc, gt, is, isNull, lt, sql } from "drizzle-orm";
 import { PgTransaction } from "drizzle-orm/pg-core";
+import type { AuditActor, AuditKind } from "../domain/audit.ts";
 import { type Db, type DbOrTx, selectRows } from "./client.ts";
 import { advisoryLockSpace, lockKeys } from "./locks.ts";
 import { type AuditEvent, auditEvents } from "./schema.ts";
@@ -37,9 +38,9 @@ const contentVersion = 1;
 
 export type AuditEventInput = {
   /** Who acted: `admin`, `operator`, `caller:<name>`, `system`, `instance:<id>` … */
-  actor: string;
-  /** What happened, dotted: `caller.created`, `auth.failed`, `run.approved`, `tool.refused` … */
-  kind: string;
+  actor: AuditActor;
+  /** What happened, dotted: `caller.created`, `auth.failed`, `run.approved` … (the whole list). */
+  kind: AuditKind;
   /** What it happened to, e.g. `caller:<id>` or `run:<id>`. */
   subject?: string | null;
   /** JSON details. Never secrets (see above). */

@@ -24,6 +24,32 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
+import {
+  type ApprovalPolicy,
+  approvalPolicies,
+  type CallerBudgets,
+  type CallerJwtSettings,
+  type CallerKind,
+  type CredentialKind,
+  callerKinds,
+  credentialKinds,
+  type Caller as DomainCaller,
+  type Tier,
+  tiers,
+} from "../domain/caller.ts";
+import {
+  type PendingApproval,
+  type PendingBatch,
+  type RunBudgetLimits,
+  type RunBudgetUsed,
+  type RunError,
+  type RunOrigin,
+  type RunStatus,
+  runOrigins,
+  runStatuses,
+  type ToolCallStatus,
+  toolCallStatuses,
+} from "../domain/run.ts";
 
 /** `timestamptz(3)`, read and written as a JS Date. */
 function timestamptz(name: string) {
@@ -44,125 +70,35 @@ function isOneOf(column: string, values: readonly string[]) {
   return sql.raw(`"${column}" IN (${list})`);
 }
 
-export const callerKinds = ["peer", "github", "ifttt", "webhook"] as const;
-export type CallerKind = (typeof callerKinds)[number];
-
-export const tiers = ["none", "public", "internal", "private"] as const;
-export type Tier = (typeof tiers)[number];
-
-/** `auto`, or the risk level above which a call parks for an operator (DESIGN.md §5). */
-export const approvalPolicies = ["auto", "read-only", "low-risk", "high-risk"] as const;
-export type ApprovalPolicy = (typeof approvalPolicies)[number];
-
-export const credentialKinds = [
-  "token",
-  "webhook-secret",
-  "ifttt-secret",
-  "admin",
-  "operator",
-] as const;
-export type CredentialKind = (typeof credentialKinds)[number];
-
-export const runOrigins = ["a2a", "webhook"] as const;
-export type RunOrigin = (typeof runOrigins)[number];
-
-export const runStatuses = [
-  "submitted",
-  "working",
-  "parked",
-  "completed",
-  "failed",
-  "canceled",
-  "rejected",
-  "expired",
-  "interrupted",
-] as const;
-export type RunStatus = (typeof runStatuses)[number];
-
-/**
- * `running` is the in-flight state; a crash leaves it there for recovery to mark `interrupted`.
- * `parked`: waits for an operator (it has not run); `rejected`: an operator turned it down.
- * `refused`: the executor's gate refused it (outside the run's set, a hidden half).
- */
-export const toolCallStatuses = [
-  "running",
-  "completed",
-  "interrupted",
-  "not-started",
-  "refused",
-  "failed",
-  "parked",
-  "rejected",
-] as const;
-export type ToolCallStatus = (typeof toolCallStatuses)[number];
-
-/** Per-run limits a caller is configured with, plus daily totals. Absent means unlimited. */
-export type CallerBudgets = {
-  tokens?: number;
-  costUsd?: number;
-  durationMs?: number;
-  steps?: number;
-  concurrentRuns?: number;
-  daily?: { tokens?: number; costUsd?: number; runs?: number };
-};
-
-/** How a peer's JWTs are verified (DESIGN.md §6). Key material here is public. */
-export type CallerJwtSettings = {
-  issuer: string;
-  audience: string;
-  algorithms: string[];
-  maxAgeSeconds: number;
-  jwk?: Record<string, unknown>;
-  pem?: string;
-  jwksUrl?: string;
-};
-
-export type RunBudgetLimits = {
-  tokens?: number;
-  costUsd?: number;
-  durationMs?: number;
-  steps?: number;
-};
-
-export type RunBudgetUsed = { tokens: number; costUsd: number; durationMs: number; steps: number };
-
-/** The one call a parked run waits on; approving must name `callId` and `argsDigest`. */
-export type PendingApproval = {
-  callId: string;
-  /** The name that runs once approved: a plain tool, or the hidden half of a two-phase tool. */
-  tool: string;
-  /** SHA-256 of the canonical JSON of `args`: what approving binds to. */
-  argsDigest: string;
-  args: unknown;
-  requestedAt: string;
-  /** The tool the model called (canonical name), its risk, and what the tool said it would do. */
-  calledTool?: string;
-  risk?: string;
-  summary?: string;
-  previewDiff?: string;
-};
-
-/**
- * A call of a parked run's tool batch waiting for an operator (the first is `pendingApproval`).
- * `toolCallId` and `toolName` are the model's, for the result the model reads.
- */
-export type QueuedApproval = PendingApproval & {
-  toolCallId: string;
-  toolName: string;
-  runs: "tool" | "execute-half";
-};
-
-/**
- * The unfinished tool batch of a parked run: the results of the batch's other calls (AI SDK
- * tool-result parts, in call order) and the calls still waiting for an operator, first one first.
- */
-export type PendingBatch = {
-  results: { index: number; part: Record<string, unknown> }[];
-  approvals: (QueuedApproval & { index: number })[];
-};
-
-/** Why a run ended badly; `budget` names the budget a `budget-exceeded` run hit. */
-export type RunError = { code: string; message: string; budget?: string };
+export type {
+  ApprovalPolicy,
+  Caller,
+  CallerBudgets,
+  CallerJwtSettings,
+  CallerKind,
+  CredentialKind,
+  Tier,
+} from "../domain/caller.ts";
+// The domain words live in src/domain/ (nothing with side effects); the columns below are typed
+// with them, and the row types at the end are checked to be exactly them.
+export {
+  approvalPolicies,
+  callerKinds,
+  credentialKinds,
+  tiers,
+} from "../domain/caller.ts";
+export type {
+  PendingApproval,
+  PendingBatch,
+  QueuedApproval,
+  RunBudgetLimits,
+  RunBudgetUsed,
+  RunError,
+  RunOrigin,
+  RunStatus,
+  ToolCallStatus,
+} from "../domain/run.ts";
+export { runOrigins, runStatuses, toolCallStatuses } from "../domain/run.ts";
 
 export const callers = pgTable(
   "callers",
@@ -406,6 +342,7 @@ export const auditEvents = pgTable(
     seq: bigint("seq", { mode: "number" }),
     /** The database clock when the event was written (not when it was chained). */
     createdAt: timestamptz("created_at").notNull().default(sql`clock_timestamp()`),
+    /** Written as an AuditActor and an AuditKind (src/domain/audit.ts); read as stored. */
     actor: text("actor").notNull(),
     kind: text("kind").notNull(),
     subject: text("subject"),
@@ -438,7 +375,8 @@ export const instances = pgTable("instances", {
   heartbeatAt: timestamptz("heartbeat_at").notNull().defaultNow(),
 });
 
-export type Caller = typeof callers.$inferSelect;
+/** The stored row is the domain's Caller, field for field (checked below). */
+export type CallerRow = typeof callers.$inferSelect;
 export type NewCaller = typeof callers.$inferInsert;
 export type Credential = typeof credentials.$inferSelect;
 export type NewCredential = typeof credentials.$inferInsert;
@@ -454,3 +392,9 @@ export type JwtReplay = typeof jwtReplays.$inferSelect;
 export type DailyUsage = typeof dailyUsage.$inferSelect;
 export type AuditEvent = typeof auditEvents.$inferSelect;
 export type Instance = typeof instances.$inferSelect;
+
+/** True only when A and B are the same type (neither wider). */
+type Same<A, B> =
+  (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+/** A compile error when the callers table and the domain's Caller drift apart. */
+export const callerRowIsDomainCaller: Same<CallerRow, DomainCaller> = true;

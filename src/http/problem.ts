@@ -5,8 +5,6 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import {
-  AuditChainError,
-  ConfigError,
   ConflictError,
   ForbiddenError,
   NotFoundError,
@@ -104,7 +102,7 @@ function mapError(error: unknown): Mapped | undefined {
       code: `http-${error.status}`,
       title: error.message || "Request refused",
     };
-  if (error instanceof AuditChainError || error instanceof ConfigError) return undefined;
+  // Anything else (a ConfigError, a bug) is the server's problem: a 500.
   return undefined;
 }
 

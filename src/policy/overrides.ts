@@ -20,12 +20,13 @@
 //
 // When a call would park, the caller's "nobody there" setting decides whether it parks or is
 // declined with a message to the model naming what would let it run (`settleNobodyThere`).
+import { type ApprovalPolicy, approvalPolicies } from "../domain/caller.ts";
 import { quoteUntrusted } from "./quote.ts";
 import type { Risk } from "./tools.ts";
 
-/** `auto`, or the risk level at or below which a call runs without asking. */
-export const approvalPolicyLevels = ["auto", "read-only", "low-risk", "high-risk"] as const;
-export type ApprovalPolicy = (typeof approvalPolicyLevels)[number];
+/** `auto`, or the risk level at or below which a call runs without asking (the domain's word). */
+export const approvalPolicyLevels = approvalPolicies;
+export type { ApprovalPolicy };
 
 export const toolOverrideValues = ["allow", "deny", "prompt"] as const;
 export type ToolOverride = (typeof toolOverrideValues)[number];

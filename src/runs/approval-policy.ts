@@ -2,7 +2,7 @@
 // a risk level, calls whose tool risk is at or below it. `unknown` risk (a shell, an undeclared
 // tool) is above every level, so it parks under any policy but `auto`.
 
-import type { ApprovalPolicy } from "../db/schema.ts";
+import type { ApprovalPolicy } from "../domain/caller.ts";
 import { type Risk, rankRisk } from "../policy/tools.ts";
 
 /** True when a call to a tool of this risk runs without asking under `policy`. */

@@ -6,6 +6,7 @@
 // the approval claim), so its batch is cleared, its parked calls closed and its end audited alike.
 // It is one file over 500 lines on purpose: being the only writer is what makes the writes
 // reviewable side by side (reads live in run-queries.ts).
+
 import { and, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
 import { appendAuditEvent } from "../db/audit.ts";
 import type { DbOrTx, DbTransaction } from "../db/client.ts";
@@ -23,6 +24,7 @@ import {
   toolCalls,
 } from "../db/schema.ts";
 import { storableText, toStorableJson } from "../db/storable.ts";
+import type { AuditActor } from "../domain/audit.ts";
 import { activeStatuses, addDailyUsage, lockRun, readCaller } from "./run-queries.ts";
 import type { CallEnd, OpenedCall, ToolCallRecorder } from "./tool-batch.ts";
 
@@ -82,7 +84,7 @@ export function createToolCallRecorder(input: {
   db: DbOrTx;
   runId: string;
   segment: number;
-  actor: string;
+  actor: AuditActor;
   now: () => Date;
 }): ToolCallRecorder {
   const { db, runId, segment, actor, now } = input;
@@ -314,7 +316,7 @@ export async function claimParkedRun(
 export type ParkedRunEnd = {
   readonly status: "canceled" | "expired" | "rejected";
   readonly error: RunError;
-  readonly actor: string;
+  readonly actor: AuditActor;
   readonly at: Date;
 };
 

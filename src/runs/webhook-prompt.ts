@@ -8,7 +8,7 @@ export type WebhookPromptInput = {
   payload: string;
   /** GitHub's event name (and action), e.g. `issues.opened`. */
   event?: string | undefined;
-  /** Random text unique to this fire; see `generateFence` in the caller. */
+  /** Random text unique to this fire (src/services/accept-webhook.ts makes it per fire). */
   fence: string;
 };
 

@@ -1,7 +1,9 @@
 // What every service verb receives: plain values and ports, never a web framework's context.
-// Built once by the composition root (src/server.ts) and by tests.
+// Built once by the core (src/core.ts) and by tests.
+
 import type { SecretKey } from "../auth/sealed-secrets.ts";
 import type { Database, Db } from "../db/client.ts";
+import type { ServiceActor } from "../domain/audit.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
 import type { CeilingCache } from "../policy/ceiling-cache.ts";
@@ -25,5 +27,5 @@ export type ServiceContext = {
   readonly authFailures?: AuthFailureLog | undefined;
 };
 
-/** Who performs an admin action, as the audit trail records it. */
-export type Actor = "admin" | "operator" | "system" | `caller:${string}` | `cli:${string}`;
+/** Who performs an admin action, as the audit trail records it (src/domain/audit.ts). */
+export type Actor = ServiceActor;

@@ -27,13 +27,14 @@ import {
 } from "@a2a-js/sdk/client";
 import { serve } from "@hono/node-server";
 import type { ModelMessage } from "ai";
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { requestId } from "hono/request-id";
 import { type CardSigningKey, deriveCardSigningKey } from "../../src/a2a/card-signing.ts";
 import { type A2aService, createA2aService } from "../../src/a2a/service.ts";
 import type { Database } from "../../src/db/client.ts";
 import { type Caller, callers } from "../../src/db/schema.ts";
 import { RateLimitedError, UnauthenticatedError } from "../../src/errors.ts";
+import type { A2aEnv } from "../../src/http/middleware/a2a-auth.ts";
 import { createErrorHandler } from "../../src/http/problem.ts";
 import { a2aRoutes } from "../../src/http/routes/a2a.ts";
 import { loadPolicies } from "../../src/load-policies.ts";
@@ -234,11 +235,12 @@ export async function startHarness(
     if (!row) throw new Error("caller not inserted");
     byName.set(name, row);
   }
-  const authenticate = async (c: { req: { header(name: string): string | undefined } }) => {
+  const authenticate: MiddlewareHandler<A2aEnv> = async (c, next) => {
     const match = /^Bearer test-(.+)$/.exec(c.req.header("authorization") ?? "");
     const caller = match?.[1] ? byName.get(match[1]) : undefined;
     if (!caller) throw new UnauthenticatedError("not a test caller");
-    return caller;
+    c.set("caller", caller);
+    await next();
   };
 
   let fetchHandler: (request: Request) => Response | Promise<Response> = () =>

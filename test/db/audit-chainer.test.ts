@@ -3,10 +3,12 @@
 // a late-committing transaction is waited for rather than overtaken, a chainer that dies
 // mid-pass is replaced by any other, and the trigger lets only the chainer's one UPDATE through.
 // No sleeps: the tests hold transactions open with promises and wait with flush().
+
 import { spawn } from "node:child_process";
 import { asc, eq, isNull, sql } from "drizzle-orm";
 import { expect, it } from "vitest";
 import {
+  type AuditEventInput,
   appendAuditEvent,
   chainAuditEvents,
   flushAuditChain,
@@ -16,11 +18,18 @@ import { startAuditChainer } from "../../src/db/audit-chainer.ts";
 import type { Database } from "../../src/db/client.ts";
 import { advisoryLockSpace, lockKeys } from "../../src/db/locks.ts";
 import { auditEvents, callers } from "../../src/db/schema.ts";
+import type { AuditActor, AuditKind } from "../../src/domain/audit.ts";
 import { silentLogger } from "../../src/log.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 
-function event(actor: string, i: number) {
-  return { actor, kind: "test.event", subject: `item:${i}`, data: { i } };
+function event(actor: string, i: number): AuditEventInput {
+  // The chain takes any text at run time; the types admit only peergate's own kinds and actors.
+  return {
+    actor: actor as AuditActor,
+    kind: "test.event" as AuditKind,
+    subject: `item:${i}`,
+    data: { i },
+  };
 }
 
 /** A transaction that appends an event and stays open until `commit()` or `rollBack()`. */

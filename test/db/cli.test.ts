@@ -28,7 +28,7 @@ async function peergate(env: Env, ...argv: string[]) {
 }
 
 async function appendThree(database: Database): Promise<void> {
-  for (const kind of ["caller.created", "auth.failed", "caller.revoked"]) {
+  for (const kind of ["caller.created", "auth.failed", "caller.revoked"] as const) {
     await appendAuditEvent(database.db, { actor: "admin", kind, subject: "caller:x", data: {} });
   }
 }

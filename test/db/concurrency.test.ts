@@ -6,13 +6,18 @@ import { appendAuditEvent, flushAuditChain, verifyAuditChain } from "../../src/d
 import type { Database } from "../../src/db/client.ts";
 import { migrateDatabase, migrationStatus } from "../../src/db/migrate.ts";
 import { auditEvents } from "../../src/db/schema.ts";
+import type { AuditActor, AuditKind } from "../../src/domain/audit.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 
 /** Appends in parallel, chains, and returns the seqs the chainer gave these events. */
 async function appendInParallel(database: Database, actor: string, count: number) {
   const appended = await Promise.all(
     Array.from({ length: count }, (_, i) =>
-      appendAuditEvent(database.db, { actor, kind: "test.race", data: { i } }),
+      appendAuditEvent(database.db, {
+        actor: actor as AuditActor,
+        kind: "test.race" as AuditKind,
+        data: { i },
+      }),
     ),
   );
   await flushAuditChain(database.db);

@@ -26,6 +26,7 @@ describe("loadConfig", () => {
       adminToken: undefined,
       secretKey: undefined,
       workspace: "/srv/app/workspace",
+      workspaceHardLinks: "refuse",
       sandbox: "bwrap",
       model: undefined,
       modelBaseUrl: undefined,
@@ -53,6 +54,19 @@ describe("loadConfig", () => {
       policiesDir: "/etc/peergate",
       logLevel: "debug",
     });
+  });
+
+  it("refuses hard-linked files in the workspace unless PEERGATE_WORKSPACE_HARD_LINKS=allow", () => {
+    expect(loadConfig({}, "/").workspaceHardLinks).toBe("refuse");
+    expect(loadConfig({ PEERGATE_WORKSPACE_HARD_LINKS: "refuse" }, "/").workspaceHardLinks).toBe(
+      "refuse",
+    );
+    expect(loadConfig({ PEERGATE_WORKSPACE_HARD_LINKS: "allow" }, "/").workspaceHardLinks).toBe(
+      "allow",
+    );
+    expect(() => loadConfig({ PEERGATE_WORKSPACE_HARD_LINKS: "yes" }, "/")).toThrow(
+      /PEERGATE_WORKSPACE_HARD_LINKS="yes": expected refuse .* or allow/,
+    );
   });
 
   it("treats an empty DATABASE_URL as unset (embedded database)", () => {

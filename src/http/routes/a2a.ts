@@ -5,26 +5,29 @@
 //   1.0 or v0.3 shape by `A2A-Version` (the header, else the `A2A-Version` query parameter);
 //   ETag, Cache-Control, Vary: A2A-Version, 304 on a match.
 // - GET /.well-known/jwks.json: public; the key the 1.0 card is signed with (src/a2a/card-signing.ts).
-// - POST /a2a: `authenticate` runs first and throws UnauthenticatedError for missing or bad
-//   credentials, which the app's error mapper answers 401 with WWW-Authenticate: Bearer — never a
+// - POST /a2a: the `authenticate` guard (src/http/middleware/a2a-auth.ts) runs first and throws
+//   UnauthenticatedError for missing or bad credentials, which the app's error mapper answers 401 with WWW-Authenticate: Bearer — never a
 //   JSON-RPC 200. An authenticated request gets JSON-RPC: one JSON response (errors included,
 //   HTTP 200), or SSE for the streaming methods, each event `data: <JSON-RPC response>` (also an
 //   error of a streaming method, when the client accepts text/event-stream), or HTTP 204 with no
 //   body for a JSON-RPC notification (see src/a2a/json-rpc.ts).
 //   RateLimitedError and UnavailableError thrown by the service go to the same mapper (429 with
 //   Retry-After, 503).
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import { readRequestedVersion } from "../../a2a/json-rpc.ts";
 import type { A2aService } from "../../a2a/service.ts";
-import type { Caller } from "../../db/schema.ts";
+import type { A2aEnv } from "../middleware/a2a-auth.ts";
 import { refuseBrowserOrigins, refuseQueryCredentials } from "../middleware/api-guards.ts";
 
 export type A2aRouteDeps = {
   a2a: A2aService;
-  /** Returns the caller or throws UnauthenticatedError; nothing else runs before it. */
-  authenticate: (c: Context) => Promise<Caller>;
+  /**
+   * Sets `caller` or throws UnauthenticatedError; nothing of the request is read before it
+   * (the server's is `requireA2aCaller`).
+   */
+  authenticate: MiddlewareHandler<A2aEnv>;
   /** SSE comment sent while a stream is quiet, so idle proxies keep it open (default 15 s). */
   keepAliveMs?: number;
 };
@@ -65,8 +68,8 @@ export function a2aRoutes(deps: A2aRouteDeps): Hono {
 
   // A browser page must not drive /a2a with ambient credentials; tokens never ride in a URL.
   app.use("/a2a", refuseBrowserOrigins(), refuseQueryCredentials());
-  app.post("/a2a", async (c) => {
-    const caller = await deps.authenticate(c);
+  app.post("/a2a", deps.authenticate, async (c) => {
+    const caller = c.get("caller");
     const reply = await deps.a2a.handleJsonRpc(await c.req.text(), {
       caller,
       version: requestedVersion(c),

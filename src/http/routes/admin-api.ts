@@ -5,14 +5,8 @@
 // service accepts is documented and typed without being copied here.
 import { createRoute, type RouteConfig } from "@hono/zod-openapi";
 import { z } from "zod";
-import {
-  approvalPolicies,
-  callerKinds,
-  runOrigins,
-  runStatuses,
-  tiers,
-  toolCallStatuses,
-} from "../../db/schema.ts";
+import { approvalPolicies, callerKinds, tiers } from "../../domain/caller.ts";
+import { runOrigins, runStatuses, toolCallStatuses } from "../../domain/run.ts";
 import { ceilingReasons } from "../../policy/reasons.ts";
 import { disclosureLevels, riskLevels, toolCategories } from "../../policy/tools.ts";
 import { createCallerSchema, updateCallerSchema } from "../../services/caller-input.ts";

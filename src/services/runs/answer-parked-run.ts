@@ -2,8 +2,10 @@
 // (the run row is locked and compare-and-set from `parked`), a stale or late answer is refused and
 // audited, and a run whose window closed or whose caller was revoked meanwhile is closed, not
 // resumed. A claimed run resumes on this instance, whichever instance parked it.
+
 import { appendAuditEvent } from "../../db/audit.ts";
 import type { Caller, Run, RunStatus } from "../../db/schema.ts";
+import type { AuditActor } from "../../domain/audit.ts";
 import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts";
 import { isCallerRevoked } from "../../policy/caller-revoked.ts";
 import type { RunCore } from "../../runs/core.ts";
@@ -19,7 +21,7 @@ export type ParkedRunAnswer = {
   readonly callId?: string | undefined;
   readonly argsDigest?: string | undefined;
   readonly decision: ApprovalDecision;
-  readonly actor: string;
+  readonly actor: AuditActor;
 };
 
 type Claim =

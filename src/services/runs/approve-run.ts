@@ -1,4 +1,5 @@
 // Approving the pending call of a parked run: the run resumes here and runs the call.
+import type { AuditActor } from "../../domain/audit.ts";
 import type { RunCore } from "../../runs/core.ts";
 import type { RunHandle } from "../../runs/types.ts";
 import { answerParkedRun } from "./answer-parked-run.ts";
@@ -8,7 +9,7 @@ export type ApproveRunInput = {
   readonly callId: string;
   readonly argsDigest: string;
   /** Audit actor. Default `operator`. */
-  readonly actor?: string;
+  readonly actor?: AuditActor;
 };
 
 export function approveRun({

@@ -2,7 +2,9 @@
 // row, with its audit event, in one transaction; only then does this answer true. The instance
 // executing the run reads the record before each step's tools (and on its heartbeat), so the
 // cancel holds when the NOTIFY that makes it fast is lost.
+
 import { appendAuditEvent } from "../../db/audit.ts";
+import type { AuditActor } from "../../domain/audit.ts";
 import { cancelNotices } from "../../runs/cancel-channel.ts";
 import type { RunCore } from "../../runs/core.ts";
 import { outcomeOf, settledFromRun } from "../../runs/outcome.ts";
@@ -21,7 +23,7 @@ export async function cancelRun({
 }): Promise<boolean> {
   const { runId } = input;
   const reason = String(input.reason || "canceled").slice(0, 500);
-  const actor = `instance:${ctx.instanceId}`;
+  const actor: AuditActor = `instance:${ctx.instanceId}`;
   const result = await ctx.db.transaction(async (tx) => {
     const run = await lockRun(tx, runId);
     if (!run) return "none" as const;

@@ -9,7 +9,8 @@
 //
 // @example
 // const engine = await createRunEngine({ database, policies, ceilings, tools, model, instanceId,
-//   logger, subscribeCallerEvents: directory.onCallerEvent, priceTable });
+//   logger, priceTable });
+// directory.onCallerEvent((event) => engine.callerChanged(event));   // src/reactions.ts
 // const { runId, outcome } = await engine.start({ caller, origin: "a2a", messages }, onEvent);
 import { hostname } from "node:os";
 import { type Notifications, openNotifications } from "../../db/notifications.ts";
@@ -39,7 +40,10 @@ export type { RejectRunInput } from "./reject-run.ts";
 export type RunEngineOptions = RunCoreOptions & {
   /** The instance's notification hub (shared with the caller directory). Default: its own. */
   readonly notifications?: Notifications;
-  /** Caller events (the caller directory's `onCallerEvent`): `revoked` stops the caller's runs. */
+  /**
+   * Caller events (the caller directory's `onCallerEvent`): `revoked` stops the caller's runs. The
+   * server passes none and wires `callerChanged` in its reactions table instead; tests use this.
+   */
   readonly subscribeCallerEvents?: (listener: (event: CallerEventNotice) => void) => () => void;
 };
 
@@ -67,6 +71,11 @@ export type PeergateRunEngine = RunEngine & {
   onRunSettled(listener: (settled: SettledRun) => void): () => void;
   /** Runs executing on this instance. */
   activeRunIds(): string[];
+  /**
+   * A caller event heard on this instance (src/reactions.ts wires it): `revoked` stops the
+   * caller's runs here and reports the parked runs the revocation closed.
+   */
+  callerChanged(event: CallerEventNotice): void;
   /** Graceful shutdown: refuse new runs, stop every run here, wait for their records. */
   stop(): Promise<void>;
 };
@@ -102,14 +111,14 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
       logger.warn("could not read recorded cancels", { error: describeError(error) }),
     );
   });
-  const unsubscribe =
-    options.subscribeCallerEvents?.((event) => {
-      if (event.change !== "revoked") return;
-      active.stopCaller(event.callerId, { kind: "revoked", message: "the caller was revoked" });
-      // The revocation closed these parked runs in its own transaction; their surfaces learn it
-      // here (every instance hears the event, so a surface may be told twice).
-      void settleClosedRuns(event.closedRunIds ?? []);
-    }) ?? (() => {});
+  function callerChanged(event: CallerEventNotice): void {
+    if (event.change !== "revoked") return;
+    active.stopCaller(event.callerId, { kind: "revoked", message: "the caller was revoked" });
+    // The revocation closed these parked runs in its own transaction; their surfaces learn it
+    // here (every instance hears the event, so a surface may be told twice).
+    void settleClosedRuns(event.closedRunIds ?? []);
+  }
+  const unsubscribe = options.subscribeCallerEvents?.(callerChanged) ?? (() => {});
 
   async function settleClosedRuns(runIds: readonly string[]): Promise<void> {
     for (const runId of runIds) {
@@ -170,6 +179,7 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
     sweep: () => sweep(ctx),
     onRunSettled: (listener) => ctx.onRunSettled(listener),
     activeRunIds: () => active.ids(),
+    callerChanged,
     stop,
   };
 }

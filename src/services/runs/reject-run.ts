@@ -1,5 +1,6 @@
 // Turning down the pending call of a parked run: the run resumes here and the model reads the
 // reason as the call's result, so it can reason around the refusal.
+import type { AuditActor } from "../../domain/audit.ts";
 import type { RunCore } from "../../runs/core.ts";
 import type { RunHandle } from "../../runs/types.ts";
 import { answerParkedRun } from "./answer-parked-run.ts";
@@ -11,7 +12,7 @@ export type RejectRunInput = {
   /** When given, must name the pending call (a stale rejection is refused like a stale approval). */
   readonly callId?: string;
   /** Audit actor. Default `admin`. */
-  readonly actor?: string;
+  readonly actor?: AuditActor;
 };
 
 export function rejectRun({

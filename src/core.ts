@@ -1,0 +1,247 @@
+// Everything one peergate instance serves, opened in order and closed in reverse: policies, the
+// data directory and its secrets, the database and its migrations, the notification hub, the
+// caller directory, the services, the sandbox and tools, the run engine, the A2A service, and the
+// reactions between them (src/reactions.ts). src/server.ts puts HTTP in front of it.
+//
+// Start-up order, and why:
+//   1. policies, data dir, secret key: a bad file stops start-up before anything is opened.
+//   2. database, migrations, the audit chainer.
+//   3. `listen`: the port is bound only now (a start that cannot reach its database binds
+//      nothing), and before the services, so the default public URL names the port actually
+//      bound (PEERGATE_PORT=0). Until the app is in place every request is answered 503.
+//   4. notification hub → caller directory → auth-failure log → services → admin token →
+//      control socket (PGlite only) → model → sandbox → tools → run engine → A2A → reactions.
+// `close()` undoes them in exactly the reverse order: the engine stops its runs (whose ends still
+// reach A2A), then the reactions are unwired, the A2A streams close, tools close, the control
+// socket, then the auth-failure log writes its last summaries while the database is still open,
+// the directory and the hub close, the port, the audit chainer's last pass, and last the database.
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import path from "node:path";
+import { deriveCardSigningKey } from "./a2a/card-signing.ts";
+import { type A2aService, createA2aService } from "./a2a/service.ts";
+import { createJwksCache } from "./auth/jwt.ts";
+import { createRateLimiter, type RateLimiter } from "./auth/rate-limit.ts";
+import { loadSecretKey } from "./auth/secret-key-file.ts";
+import type { Config } from "./config.ts";
+import { serveControlSocket } from "./control/serve-control-socket.ts";
+import { startAuditChainer } from "./db/audit-chainer.ts";
+import type { Database } from "./db/client.ts";
+import { migrateDatabase } from "./db/migrate.ts";
+import { openNotifications } from "./db/notifications.ts";
+import {
+  describeDatabase,
+  openConfiguredDatabase,
+  resolveDatabaseOptions,
+} from "./db/open-configured.ts";
+import { loadPolicies } from "./load-policies.ts";
+import type { Logger } from "./log.ts";
+import { createCeilingCache } from "./policy/ceiling-cache.ts";
+import { createSignal, reactionsOf, wireReactions } from "./reactions.ts";
+import { loadPriceTable } from "./runs/prices.ts";
+import { resolveModel } from "./runs/resolve-model.ts";
+import { prepareSandbox, type SandboxStatus } from "./sandbox/prepare-sandbox.ts";
+import { createRedactor, databaseUrlSecrets } from "./sandbox/redact.ts";
+import { adminTokenFile, ensureDataDir, readSecretFile, secretKeyFile } from "./secret-files.ts";
+import { settleAdminToken } from "./services/admin-token-file.ts";
+import type { AuthDeps } from "./services/authenticate-caller.ts";
+import { openCallerDirectory } from "./services/caller-directory.ts";
+import type { CallerEvent } from "./services/caller-events.ts";
+import type { ServiceContext } from "./services/context.ts";
+import { createAuthFailureLog } from "./services/record-auth-failures.ts";
+import { createRunEngine, type PeergateRunEngine } from "./services/runs/engine.ts";
+import { createToolRuntime } from "./tools/runtime.ts";
+import { isSecretName } from "./tools/scrub-environment.ts";
+
+/** The HTTP port, bound by src/server.ts when the core asks for it (step 3 above). */
+export type Listening = { readonly url: string; close(): Promise<void> };
+
+export type CoreOptions = {
+  /** Failed authentications allowed per source (and per claimed name) within the window. */
+  readonly authThrottle: { readonly maxFailures: number; readonly windowMs: number };
+  /** Binds the port; called once, after the migrations and before the services. */
+  readonly listen: () => Promise<Listening>;
+};
+
+export type Core = {
+  /** The URL the port was bound at (the public URL defaults to it). */
+  readonly url: string;
+  readonly database: Database;
+  readonly services: ServiceContext;
+  readonly auth: AuthDeps;
+  readonly limiter: RateLimiter;
+  readonly engine: PeergateRunEngine;
+  readonly a2a: A2aService;
+  readonly sandboxStatus: SandboxStatus;
+  /** Closes everything in the reverse order it was opened; once, however often it is called. */
+  close(): Promise<void>;
+};
+
+export async function openCore(
+  config: Config,
+  logger: Logger,
+  /** The parent environment, which commands run by tools inherit after scrubbing. */
+  env: Readonly<Record<string, string | undefined>>,
+  options: CoreOptions,
+): Promise<Core> {
+  const policies = await loadPolicies(config.policiesDir);
+  for (const fix of await ensureDataDir(config.dataDir)) {
+    logger.warn(
+      "made owner-only: group or others could reach it (rotate the secrets in it if others may have read them)",
+      fix,
+    );
+  }
+  const secretKey = await loadSecretKey({
+    configured: config.secretKey,
+    dataDir: config.dataDir,
+    sharedDatabase: config.databaseUrl !== undefined,
+    logger,
+  });
+  const databaseOptions = resolveDatabaseOptions(config);
+  const database = await openConfiguredDatabase(config);
+  const opened: (() => Promise<void>)[] = [() => database.close()];
+  let closing: Promise<void> | undefined;
+  const close = () => {
+    closing ??= (async () => {
+      for (const fn of opened.reverse()) await fn().catch(() => {});
+    })();
+    return closing;
+  };
+  try {
+    const { applied } = await migrateDatabase(database);
+    logger.info("database ready", {
+      database: describeDatabase(databaseOptions),
+      migrationsApplied: applied,
+    });
+    // Chains committed audit events; stopped (after one last pass) before the database closes.
+    const auditChainer = startAuditChainer({ database, logger });
+    opened.push(() => auditChainer.stop());
+
+    const listening = await options.listen();
+    opened.push(() => listening.close());
+
+    // One LISTEN hub for the instance: the caller directory and the run engine share it.
+    const notifications = await openNotifications({ database, logger });
+    opened.push(() => notifications.close());
+    const directory = await openCallerDirectory({ database, logger, notifications });
+    opened.push(() => directory.close());
+    // Closed after the engine and before the database: every failure's summary reaches the trail.
+    const authFailures = createAuthFailureLog({
+      db: database.db,
+      logger,
+      windowMs: options.authThrottle.windowMs,
+    });
+    opened.push(() => authFailures.close());
+    const committedHere = createSignal<CallerEvent>();
+    const services: ServiceContext = {
+      database,
+      db: database.db,
+      now: () => new Date(),
+      logger,
+      policies,
+      ceilings: createCeilingCache(),
+      secretKey,
+      publicUrl: config.publicUrl ?? listening.url,
+      callerChanged: committedHere.emit,
+      authFailures,
+    };
+
+    const admin = await settleAdminToken({
+      ctx: services,
+      configured: config.adminToken,
+      dataDir: config.dataDir,
+      logger,
+    });
+
+    // The embedded database admits one process: the CLI reaches it through this socket meanwhile.
+    if (database.kind === "pglite") {
+      const control = await serveControlSocket({ dataDir: config.dataDir, services, logger });
+      if (control) opened.push(() => control.close());
+    }
+
+    const limiter = createRateLimiter(options.authThrottle);
+    const auth: AuthDeps = { ctx: services, directory, jwks: createJwksCache() };
+
+    const resolvedModel = resolveModel({
+      modelId: config.model ?? policies.agent.model,
+      baseUrl: config.modelBaseUrl,
+      apiKey: config.modelApiKey,
+    });
+    if (resolvedModel.ok) logger.info("model", { model: resolvedModel.id });
+    else
+      logger.warn("runs will fail until a model is configured", { problem: resolvedModel.message });
+
+    const sandbox = await prepareSandbox({
+      kind: config.sandbox,
+      policies,
+      logger,
+      dataDir: config.dataDir,
+    });
+    // Every secret this process holds, replaced by value in process output.
+    const redactor = createRedactor([
+      config.modelApiKey,
+      config.adminToken,
+      admin.generated,
+      config.secretKey,
+      await readSecretFile(config.dataDir, adminTokenFile),
+      await readSecretFile(config.dataDir, secretKeyFile),
+      ...databaseUrlSecrets(config.databaseUrl),
+      ...Object.entries(env).flatMap(([name, value]) => (isSecretName(name) ? [value] : [])),
+    ]);
+    const tools = await createToolRuntime({
+      policies,
+      workspace: config.workspace,
+      dataDir: config.dataDir,
+      env,
+      envAllowlist: policies.agent.envAllowlist ?? [],
+      allowHardLinks: config.workspaceHardLinks === "allow",
+      sandbox: sandbox.backend,
+      redactor,
+      logger,
+    });
+    opened.push(() => tools.close());
+    const engine = await createRunEngine({
+      database,
+      policies,
+      ceilings: services.ceilings,
+      tools,
+      model: resolvedModel,
+      instanceId: `${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`,
+      logger,
+      // The runtime's resolved root (realpath): tools refuse a call made for any other root.
+      workspace: tools.workspace ?? config.workspace,
+      notifications,
+      priceTable: await loadPriceTable(path.join(config.policiesDir, "models.yaml")),
+    });
+    const a2a = createA2aService({
+      database,
+      policies,
+      publicUrl: services.publicUrl,
+      runs: engine,
+      logger,
+      // Derived from the secret key, so instances sharing it sign the card alike.
+      cardSigningKey: await deriveCardSigningKey(secretKey.bytes),
+    });
+    opened.push(() => a2a.close());
+    const unwire = wireReactions(
+      reactionsOf({ committedHere: committedHere.when, directory, engine, a2a, logger }),
+    );
+    opened.push(async () => unwire());
+    opened.push(() => engine.stop());
+
+    return {
+      url: listening.url,
+      database,
+      services,
+      auth,
+      limiter,
+      engine,
+      a2a,
+      sandboxStatus: sandbox.status,
+      close,
+    };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}

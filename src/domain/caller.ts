@@ -1,0 +1,70 @@
+// Who may call peergate, in the project's own words. The database stores these (src/db/schema.ts
+// types its columns with them), the services decide on them, and the surfaces (http/, a2a/, cli/)
+// read them from here, never from the database layer. Nothing here has a side effect.
+
+export const callerKinds = ["peer", "github", "ifttt", "webhook"] as const;
+/** How a caller reaches peergate: an A2A peer, or one of the webhook senders. */
+export type CallerKind = (typeof callerKinds)[number];
+
+export const tiers = ["none", "public", "internal", "private"] as const;
+/** How much of the served agent a caller may see; `none` sees nothing (DESIGN §4). */
+export type Tier = (typeof tiers)[number];
+
+/** `auto`, or the risk level above which a call parks for an operator (DESIGN §5). */
+export const approvalPolicies = ["auto", "read-only", "low-risk", "high-risk"] as const;
+export type ApprovalPolicy = (typeof approvalPolicies)[number];
+
+export const credentialKinds = [
+  "token",
+  "webhook-secret",
+  "ifttt-secret",
+  "admin",
+  "operator",
+] as const;
+export type CredentialKind = (typeof credentialKinds)[number];
+
+/** Per-run limits a caller is configured with, plus daily totals. Absent means unlimited. */
+export type CallerBudgets = {
+  tokens?: number;
+  costUsd?: number;
+  durationMs?: number;
+  steps?: number;
+  concurrentRuns?: number;
+  daily?: { tokens?: number; costUsd?: number; runs?: number };
+};
+
+/** How a peer's JWTs are verified (DESIGN §6). Key material here is public. */
+export type CallerJwtSettings = {
+  issuer: string;
+  audience: string;
+  algorithms: string[];
+  maxAgeSeconds: number;
+  jwk?: Record<string, unknown>;
+  pem?: string;
+  jwksUrl?: string;
+};
+
+/** A caller as stored: its identity, its ceiling (tier and allow list), its policy and budgets. */
+export type Caller = {
+  id: string;
+  name: string;
+  kind: CallerKind;
+  tier: Tier;
+  /** Tool names granted beyond the tier. */
+  allow: string[];
+  approvalPolicy: ApprovalPolicy;
+  budgets: CallerBudgets;
+  /** Webhook callers: the fixed prompt; the payload is fenced in as untrusted data. */
+  promptTemplate: string | null;
+  /** Webhook callers: event names that fire a run (e.g. `issues.opened`); null means all. */
+  eventFilter: string[] | null;
+  jwt: CallerJwtSettings | null;
+  /** Bumped on every change, for compare-and-set updates and cache invalidation. */
+  version: number;
+  revokedAt: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+};
+
+/** What a caller event says happened to a caller (src/services/caller-events.ts). */
+export type CallerChange = "created" | "updated" | "revoked" | "restored" | "rotated";

@@ -1,0 +1,83 @@
+// A run, in the project's own words: where it came from, the states it moves through, what it
+// may spend, and what a parked run waits on. src/db/schema.ts types the `runs` and `tool_calls`
+// columns with these; nothing here has a side effect.
+
+export const runOrigins = ["a2a", "webhook"] as const;
+export type RunOrigin = (typeof runOrigins)[number];
+
+export const runStatuses = [
+  "submitted",
+  "working",
+  "parked",
+  "completed",
+  "failed",
+  "canceled",
+  "rejected",
+  "expired",
+  "interrupted",
+] as const;
+export type RunStatus = (typeof runStatuses)[number];
+
+/**
+ * `running` is the in-flight state; a crash leaves it there for recovery to mark `interrupted`.
+ * `parked`: waits for an operator (it has not run); `rejected`: an operator turned it down.
+ * `refused`: the executor's gate refused it (outside the run's set, a hidden half).
+ */
+export const toolCallStatuses = [
+  "running",
+  "completed",
+  "interrupted",
+  "not-started",
+  "refused",
+  "failed",
+  "parked",
+  "rejected",
+] as const;
+export type ToolCallStatus = (typeof toolCallStatuses)[number];
+
+export type RunBudgetLimits = {
+  tokens?: number;
+  costUsd?: number;
+  durationMs?: number;
+  steps?: number;
+};
+
+export type RunBudgetUsed = { tokens: number; costUsd: number; durationMs: number; steps: number };
+
+/** The one call a parked run waits on; approving must name `callId` and `argsDigest`. */
+export type PendingApproval = {
+  callId: string;
+  /** The name that runs once approved: a plain tool, or the hidden half of a two-phase tool. */
+  tool: string;
+  /** SHA-256 of the canonical JSON of `args`: what approving binds to. */
+  argsDigest: string;
+  args: unknown;
+  requestedAt: string;
+  /** The tool the model called (canonical name), its risk, and what the tool said it would do. */
+  calledTool?: string;
+  risk?: string;
+  summary?: string;
+  previewDiff?: string;
+};
+
+/**
+ * A call of a parked run's tool batch waiting for an operator (the first is `pendingApproval`).
+ * `toolCallId` and `toolName` are the model's, for the result the model reads.
+ */
+export type QueuedApproval = PendingApproval & {
+  toolCallId: string;
+  toolName: string;
+  runs: "tool" | "execute-half";
+};
+
+/**
+ * The unfinished tool batch of a parked run: the results of the batch's other calls (AI SDK
+ * tool-result parts, in call order) and the calls still waiting for an operator, first one first.
+ */
+export type PendingBatch = {
+  results: { index: number; part: Record<string, unknown> }[];
+  approvals: (QueuedApproval & { index: number })[];
+};
+
+/** Why a run ended badly; `budget` names the budget a `budget-exceeded` run hit. */
+export type RunError = { code: string; message: string; budget?: string };
