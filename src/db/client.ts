@@ -9,7 +9,7 @@ import path from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import type { ExtractTablesWithRelations, SQL } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT, PgTransaction } from "drizzle-orm/pg-core";
-import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
+import { drizzle as drizzlePglite, PgliteTransaction } from "drizzle-orm/pglite";
 import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
 import { UnavailableError } from "../errors.ts";
@@ -155,6 +155,7 @@ async function openPglite(
     );
   }
   const db: Db = drizzlePglite({ client, schema });
+  pgliteDbs.add(db);
   let closing: Promise<void> | undefined;
 
   return {
@@ -283,4 +284,29 @@ export async function selectRows<Row extends Record<string, unknown>>(
   const result = (await db.execute(query)) as unknown;
   if (Array.isArray(result)) return result as Row[];
   return ((result as { rows?: Row[] }).rows ?? []) as Row[];
+}
+
+/**
+ * Runs independent statements of one transaction in the order given. On PostgreSQL they are all
+ * issued at once, so postgres.js pipelines them on the transaction's connection (one round trip
+ * for all); PGlite has no round trips to save and does not keep concurrent queries of a
+ * transaction in order, so there they run one after the other.
+ */
+export async function pipelined<T extends readonly (() => Promise<unknown>)[]>(
+  tx: DbOrTx,
+  statements: T,
+): Promise<{ -readonly [K in keyof T]: Awaited<ReturnType<T[K]>> }> {
+  type Results = { -readonly [K in keyof T]: Awaited<ReturnType<T[K]>> };
+  if (!(tx instanceof PgliteTransaction) && !isPgliteDb(tx)) {
+    return (await Promise.all(statements.map((run) => run()))) as Results;
+  }
+  const results: unknown[] = [];
+  for (const run of statements) results.push(await run());
+  return results as Results;
+}
+
+const pgliteDbs = new WeakSet<object>();
+
+function isPgliteDb(db: DbOrTx): boolean {
+  return pgliteDbs.has(db);
 }

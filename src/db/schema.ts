@@ -121,6 +121,18 @@ export type RunBudgetLimits = {
   costUsd?: number;
   durationMs?: number;
   steps?: number;
+  /**
+   * What admission reserved of the caller's daily token and cost totals for this run (on `day`,
+   * UTC): the run's daily meter never grants more, and its end returns the reservation.
+   */
+  dailyReserve?: {
+    day: string;
+    tokens?: number;
+    costUsd?: number;
+    /** What the day's `reserved_*` hold for the run (given back at its end). */
+    heldTokens?: number;
+    heldCostUsd?: number;
+  };
 };
 
 export type RunBudgetUsed = { tokens: number; costUsd: number; durationMs: number; steps: number };
@@ -377,9 +389,30 @@ export const dailyUsage = pgTable(
     tokens: bigint("tokens", { mode: "number" }).notNull().default(0),
     costUsd: numeric("cost_usd", { precision: 14, scale: 6, mode: "number" }).notNull().default(0),
     runs: integer("runs").notNull().default(0),
+    /**
+     * Tokens and dollars held by runs admitted today and not yet ended (src/runs/admission.ts):
+     * admission grants a run part of what `tokens + reserved_tokens` leaves of the daily limit,
+     * and the run's end gives it back; what the run spent is in `tokens`/`cost_usd` by then.
+     */
+    reservedTokens: bigint("reserved_tokens", { mode: "number" }).notNull().default(0),
+    reservedCostUsd: numeric("reserved_cost_usd", { precision: 14, scale: 6, mode: "number" })
+      .notNull()
+      .default(0),
   },
   (t) => [primaryKey({ columns: [t.callerId, t.day] })],
 );
+
+/**
+ * One row per caller: how many of its runs hold a concurrency slot (`submitted` or `working`).
+ * Admission takes a slot with one conditional UPDATE (`running < limit`); every way a run leaves
+ * those statuses in src/runs/run-state.ts gives it back in the same transaction.
+ */
+export const callerSlots = pgTable("caller_slots", {
+  callerId: uuid("caller_id")
+    .primaryKey()
+    .references(() => callers.id, { onDelete: "cascade" }),
+  running: integer("running").notNull().default(0),
+});
 
 /**
  * The append-only, hash-chained audit trail. Written only through `appendAuditEvent`

@@ -8,7 +8,7 @@
 // reviewable side by side (reads live in run-queries.ts).
 import { and, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
 import { appendAuditEvent } from "../db/audit.ts";
-import type { DbOrTx, DbTransaction } from "../db/client.ts";
+import { type DbOrTx, type DbTransaction, pipelined } from "../db/client.ts";
 import {
   type Caller,
   instances,
@@ -16,6 +16,7 @@ import {
   type PendingApproval,
   type PendingBatch,
   type Run,
+  type RunBudgetLimits,
   type RunBudgetUsed,
   type RunError,
   type RunStatus,
@@ -23,7 +24,7 @@ import {
   toolCalls,
 } from "../db/schema.ts";
 import { storableText, toStorableJson } from "../db/storable.ts";
-import { activeStatuses, addDailyUsage, lockRun, readCaller } from "./run-queries.ts";
+import { activeStatuses, addDailyUsage, lockRun, moveSlot, readCaller } from "./run-queries.ts";
 import type { CallEnd, OpenedCall, ToolCallRecorder } from "./tool-batch.ts";
 
 export async function insertRun(tx: DbTransaction, values: NewRun): Promise<Run> {
@@ -41,6 +42,38 @@ export type DailyCharge = {
   day: string;
   delta: { tokens: number; costUsd: number };
 };
+
+/**
+ * What a run gives back as it leaves a status: its concurrency slot (leaving `working`), its share
+ * of the day (ending), and the usage not yet added to the daily totals. Sent pipelined, the slot
+ * row before the day rows, the order admission locks them in (src/runs/admission.ts).
+ */
+async function settleRun(
+  tx: DbTransaction,
+  input: {
+    callerId: string;
+    releaseSlot: boolean;
+    reserve?: RunBudgetLimits["dailyReserve"] | undefined;
+    daily?: DailyCharge | undefined;
+  },
+): Promise<void> {
+  const { callerId, reserve, daily } = input;
+  const work: (() => Promise<void>)[] = [];
+  if (input.releaseSlot) work.push(() => moveSlot(tx, callerId, -1));
+  const giveBack = reserve
+    ? {
+        reservedTokens: -(reserve.heldTokens ?? 0),
+        reservedCostUsd: -(reserve.heldCostUsd ?? 0),
+      }
+    : undefined;
+  if (daily && giveBack && daily.day === reserve?.day) {
+    work.push(() => addDailyUsage(tx, daily.callerId, daily.day, { ...daily.delta, ...giveBack }));
+  } else {
+    if (daily) work.push(() => addDailyUsage(tx, daily.callerId, daily.day, daily.delta));
+    if (giveBack && reserve) work.push(() => addDailyUsage(tx, callerId, reserve.day, giveBack));
+  }
+  await pipelined(tx, work);
+}
 
 /** Charges one model step: the run's usage, its heartbeat and the caller's daily totals. */
 export async function chargeStep(
@@ -193,10 +226,14 @@ export async function parkRun(
           eq(runs.ownerInstanceId, input.instanceId),
         ),
       )
-      .returning({ cancelRequestedAt: runs.cancelRequestedAt, cancelReason: runs.cancelReason });
+      .returning({
+        callerId: runs.callerId,
+        cancelRequestedAt: runs.cancelRequestedAt,
+        cancelReason: runs.cancelReason,
+      });
     if (!row) return undefined;
-    if (input.daily)
-      await addDailyUsage(tx, input.daily.callerId, input.daily.day, input.daily.delta);
+    // A parked run holds no slot; it keeps its share of the day until it ends.
+    await settleRun(tx, { callerId: row.callerId, releaseSlot: true, daily: input.daily });
     await appendAuditEvent(tx, {
       actor: `instance:${input.instanceId}`,
       kind: "run.parked",
@@ -255,10 +292,14 @@ export async function finishRun(
           eq(runs.ownerInstanceId, input.instanceId),
         ),
       )
-      .returning({ id: runs.id });
+      .returning({ callerId: runs.callerId, budgetLimits: runs.budgetLimits });
     if (!row) return false;
-    if (input.daily)
-      await addDailyUsage(tx, input.daily.callerId, input.daily.day, input.daily.delta);
+    await settleRun(tx, {
+      callerId: row.callerId,
+      releaseSlot: true,
+      reserve: row.budgetLimits.dailyReserve,
+      daily: input.daily,
+    });
     // Calls still marked running belong to this run's stop: they were interrupted. Calls still
     // waiting for an operator never ran.
     if (input.toolCallsOpen !== false)
@@ -307,6 +348,7 @@ export async function claimParkedRun(
     })
     .where(and(eq(runs.id, run.id), eq(runs.status, "parked")))
     .returning();
+  if (claimed) await moveSlot(tx, claimed.callerId, 1);
   return claimed;
 }
 
@@ -351,8 +393,13 @@ export async function closeParkedRuns(
         updatedAt: at,
       })
       .where(and(eq(runs.id, run.id), eq(runs.status, "parked")))
-      .returning({ id: runs.id });
+      .returning({ callerId: runs.callerId, budgetLimits: runs.budgetLimits });
     if (!row) continue;
+    await settleRun(tx, {
+      callerId: row.callerId,
+      releaseSlot: false,
+      reserve: row.budgetLimits.dailyReserve,
+    });
     await tx
       .update(toolCalls)
       .set({ status: "not-started", finishedAt: at })
@@ -509,6 +556,11 @@ export async function recoverOrphanedRuns(
         })
         .where(eq(runs.id, run.id))
         .returning();
+      await settleRun(tx, {
+        callerId: run.callerId,
+        releaseSlot: true,
+        reserve: run.budgetLimits.dailyReserve,
+      });
       const interrupted = await tx
         .update(toolCalls)
         .set({ status: "interrupted", code: "interrupted", finishedAt: input.at })

@@ -194,9 +194,11 @@ async function runSteps(
     limits: run.budgetLimits,
     used,
     daily: caller.budgets.daily,
-    // Today's totals matter only to a daily token or cost budget.
+    // Today's totals matter only to a daily token or cost budget, and not once admission
+    // reserved the run's share of the day (its meter grants no more than that share).
     dailyUsed:
-      caller.budgets.daily?.tokens !== undefined || caller.budgets.daily?.costUsd !== undefined
+      !run.budgetLimits.dailyReserve &&
+      (caller.budgets.daily?.tokens !== undefined || caller.budgets.daily?.costUsd !== undefined)
         ? await readDailyTotals(db, caller.id, formatUtcDay(now()))
         : { tokens: 0, costUsd: 0, runs: 0 },
   });
