@@ -31,6 +31,8 @@ export type SegmentInput = {
   readonly caller: Caller;
   readonly set: EffectiveToolSet;
   readonly resume?: { readonly decision: ApprovalDecision };
+  /** False: the model is called without streaming (see StartRunRequest.stream). */
+  readonly stream?: boolean;
   readonly onEvent: (event: RunEvent) => void;
 };
 
@@ -262,6 +264,7 @@ async function runSteps(
       messages,
       signal: entry.controller.signal,
       maxRetries: core.maxRetries,
+      stream: input.stream !== false,
       logger: core.logger,
       ...(input.resume && run.pendingBatch
         ? { resume: { batch: run.pendingBatch, decision: input.resume.decision } }

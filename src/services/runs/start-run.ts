@@ -101,6 +101,7 @@ export async function startRun({
     run: created.run,
     caller: created.caller,
     set: created.set,
+    ...(request.stream === false ? { stream: false } : {}),
     onEvent,
   }).then((result) => result.outcome);
   entry.done = outcome;
