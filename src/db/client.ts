@@ -15,6 +15,7 @@ import postgres from "postgres";
 import { UnavailableError } from "../errors.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
 import { usePreparedStatements } from "./prepared-statements.ts";
+import { countRoundTrips, type RoundTripCounter } from "./round-trips.ts";
 import * as schema from "./schema.ts";
 import { guardQuery, withStatementDeadline } from "./statement-deadline.ts";
 
@@ -51,6 +52,8 @@ export type Database = {
   notify(channel: string, payload: string): Promise<void>;
   /** Idempotent. */
   close(): Promise<void>;
+  /** postgres: round trips and statements sent so far (src/db/round-trips.ts). */
+  readonly roundTrips?: RoundTripCounter;
 };
 
 export type DatabaseOptions =
@@ -155,7 +158,6 @@ async function openPglite(
     );
   }
   const db: Db = drizzlePglite({ client, schema });
-  pgliteDbs.add(db);
   let closing: Promise<void> | undefined;
 
   return {
@@ -203,8 +205,9 @@ async function openPglite(
 
 async function openPostgres(url: string, statementTimeoutMs: number): Promise<Database> {
   const client = postgres(url, postgresOptions);
+  const counted = countRoundTrips(client);
   const db: Db = drizzlePostgres({
-    client: withStatementDeadline(usePreparedStatements(client), statementTimeoutMs),
+    client: withStatementDeadline(usePreparedStatements(counted.sql), statementTimeoutMs),
     schema,
   });
   let closing: Promise<void> | undefined;
@@ -220,6 +223,7 @@ async function openPostgres(url: string, statementTimeoutMs: number): Promise<Da
   return {
     kind: "postgres",
     db,
+    roundTrips: counted.counter,
     async ping(timeoutMs = defaultPingTimeoutMs) {
       if (closing) throw new UnavailableError("the database is closed");
       const query = client`select 1`;
@@ -284,29 +288,4 @@ export async function selectRows<Row extends Record<string, unknown>>(
   const result = (await db.execute(query)) as unknown;
   if (Array.isArray(result)) return result as Row[];
   return ((result as { rows?: Row[] }).rows ?? []) as Row[];
-}
-
-/**
- * Runs independent statements of one transaction in the order given. On PostgreSQL they are all
- * issued at once, so postgres.js pipelines them on the transaction's connection (one round trip
- * for all); PGlite has no round trips to save and does not keep concurrent queries of a
- * transaction in order, so there they run one after the other.
- */
-export async function pipelined<T extends readonly (() => Promise<unknown>)[]>(
-  tx: DbOrTx,
-  statements: T,
-): Promise<{ -readonly [K in keyof T]: Awaited<ReturnType<T[K]>> }> {
-  type Results = { -readonly [K in keyof T]: Awaited<ReturnType<T[K]>> };
-  if (!(tx instanceof PgliteTransaction) && !isPgliteDb(tx)) {
-    return (await Promise.all(statements.map((run) => run()))) as Results;
-  }
-  const results: unknown[] = [];
-  for (const run of statements) results.push(await run());
-  return results as Results;
-}
-
-const pgliteDbs = new WeakSet<object>();
-
-function isPgliteDb(db: DbOrTx): boolean {
-  return pgliteDbs.has(db);
 }

@@ -8,7 +8,7 @@
 // reviewable side by side (reads live in run-queries.ts).
 import { and, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
 import { appendAuditEvent } from "../db/audit.ts";
-import { type DbOrTx, type DbTransaction, pipelined } from "../db/client.ts";
+import type { DbOrTx, DbTransaction } from "../db/client.ts";
 import {
   type Caller,
   instances,
@@ -45,8 +45,8 @@ export type DailyCharge = {
 
 /**
  * What a run gives back as it leaves a status: its concurrency slot (leaving `working`), its share
- * of the day (ending), and the usage not yet added to the daily totals. Sent pipelined, the slot
- * row before the day rows, the order admission locks them in (src/runs/admission.ts).
+ * of the day (ending), and the usage not yet added to the daily totals. The slot row before the day
+ * rows, the order admission locks them in (src/runs/admission.ts), so the two cannot deadlock.
  */
 async function settleRun(
   tx: DbTransaction,
@@ -72,7 +72,8 @@ async function settleRun(
     if (daily) work.push(() => addDailyUsage(tx, daily.callerId, daily.day, daily.delta));
     if (giveBack && reserve) work.push(() => addDailyUsage(tx, callerId, reserve.day, giveBack));
   }
-  await pipelined(tx, work);
+  // One after the other: issued together, drizzle does not keep them in order.
+  for (const statement of work) await statement();
 }
 
 /** Charges one model step: the run's usage, its heartbeat and the caller's daily totals. */
