@@ -97,11 +97,20 @@ describeEachDatabase("admission under concurrency", (ctx) => {
       })),
     );
     const { engine } = await startEngine(ctx.database, { model });
-    const handles = await Promise.all(
+    const starts = await Promise.all(
       Array.from({ length: parallel }, (_, i) =>
-        engine.start({ caller, origin: "a2a", messages: userMessage(`spend ${i}`) }),
+        engine
+          .start({ caller, origin: "a2a", messages: userMessage(`spend ${i}`) })
+          .catch((error: unknown) => error),
       ),
     );
+    // On a loaded machine a run may end before the last start is admitted; a start that finds the
+    // day spent or held is refused, never admitted past it.
+    const handles = starts.filter((s) => !(s instanceof Error)) as { outcome: Promise<unknown> }[];
+    for (const refused of starts.filter((s) => s instanceof Error)) {
+      expect(refused).toBeInstanceOf(RateLimitedError);
+    }
+    expect(handles.length).toBeGreaterThan(0);
     const outcomes = await Promise.all(handles.map((h) => h.outcome));
     for (const outcome of outcomes) {
       expect(outcome).toMatchObject({
@@ -110,9 +119,9 @@ describeEachDatabase("admission under concurrency", (ctx) => {
       });
     }
     const [day] = await ctx.db.select().from(dailyUsage).where(eq(dailyUsage.callerId, caller.id));
-    // Each run was granted a quarter of the day and may pass its grant by the one step that
-    // crossed it: the day ends at most `parallel` steps past its limit — not `parallel` times it.
-    expect(day?.tokens).toBeLessThanOrEqual(dailyTokens + parallel * perStep);
+    // Each run was granted at most a quarter of the day and may pass its grant by the one step
+    // that crossed it: the day ends at most one step per run past its limit — not a day per run.
+    expect(day?.tokens).toBeLessThanOrEqual(dailyTokens + handles.length * perStep);
     expect(day?.reservedTokens).toBe(0);
     expect(await readRunningSlots(ctx.db, caller.id)).toBe(0);
     // The day is spent: the next start is refused.
