@@ -3,7 +3,7 @@
 // callers, default 1; `--only reference|peergate`; `--cpu-prof DIR` writes a V8 CPU profile of
 // each server child).
 //
-// Two servers, each in its own child process (so each RSS is that server's alone):
+// Three servers, each in its own child process (so each RSS is that server's alone):
 //   reference  the a2a-js SDK's own stack: its express adapter (`jsonRpcHandler`), its in-memory
 //              task store, and an executor that answers at once (task, working, answer artifact,
 //              completed: the same events peergate publishes).
@@ -12,6 +12,11 @@
 //              in a real PostgreSQL (a throwaway cluster started here), and the model through the
 //              real `@ai-sdk/openai-compatible` provider against an instant chat-completions stub
 //              on loopback (a third child process, test/support/openai-stub.ts), logging at info.
+//   diy        the do-it-yourself stack (bench/diy-server.ts): a2a-js on express, a PostgreSQL
+//              TaskStore, a token table, one `generateText` call to its own copy of the stub.
+// peergate and diy each get a PostgreSQL cluster of their own, so the CPU its backends use
+// (read from /proc) is that server's alone; both count their SQL round trips at the driver
+// (src/db/round-trips.ts).
 // Each gets the same closed-loop load: C keep-alive connections, each sending the next blocking
 // `SendMessage` (unique messageId, a new task every time) as soon as the last one answered: W
 // warm-up tasks, then N tasks in four quarters, the servers taking turns (ABBA) so that whatever
@@ -40,7 +45,15 @@ const answerText = "pong";
 
 type ChildMessage =
   | { type: "ready"; url: string }
-  | { type: "memory"; id: number; rss: number; heapUsed: number; cpuMicros: number };
+  | {
+      type: "memory";
+      id: number;
+      rss: number;
+      heapUsed: number;
+      cpuMicros: number;
+      /** SQL round trips this server has made so far (counted at its driver). */
+      roundTrips: number;
+    };
 
 type ParentMessage = { type: "sample"; id: number } | { type: "stop" };
 
@@ -51,7 +64,11 @@ type ParentMessage = { type: "sample"; id: number } | { type: "stop" };
  * Answers samples from the parent — memory after a full GC, and the CPU time this process has
  * used, less what the forced GCs took — and stops when told.
  */
-function serveChild(url: string, stop: () => Promise<void>): void {
+function serveChild(
+  url: string,
+  stop: () => Promise<void>,
+  roundTrips: () => number = () => 0,
+): void {
   const cpuNow = () => {
     const { user, system } = process.cpuUsage();
     return user + system;
@@ -70,6 +87,7 @@ function serveChild(url: string, stop: () => Promise<void>): void {
         rss,
         heapUsed,
         cpuMicros,
+        roundTrips: roundTrips(),
       } satisfies ChildMessage);
     } else if (message.type === "stop") {
       void stop().finally(() => process.exit(0));
@@ -216,21 +234,48 @@ async function runPeergate(): Promise<void> {
     write: (line) => process.stdout.write(`${line}\n`),
   });
   const server = await startServer(config, logger, env);
-  serveChild(server.url, () => server.stop());
+  serveChild(
+    server.url,
+    () => server.stop(),
+    () => server.database.roundTrips?.read().roundTrips ?? 0,
+  );
+}
+
+async function runDiy(): Promise<void> {
+  const { startDiyServer } = await import("./diy-server.ts");
+  const server = await startDiyServer({
+    databaseUrl: process.env.DIY_DATABASE_URL ?? "",
+    modelBaseUrl: process.env.DIY_MODEL_BASE_URL ?? "",
+    modelId,
+    tokens: (process.env.DIY_TOKENS ?? "").split(","),
+    answerText,
+  });
+  serveChild(
+    server.url,
+    () => server.stop(),
+    () => server.roundTrips.read().roundTrips,
+  );
 }
 
 // ---------------------------------------------------------------- the driver
 
-type Sample = { rss: number; heapUsed: number; cpuMicros: number };
+type Sample = {
+  rss: number;
+  heapUsed: number;
+  cpuMicros: number;
+  roundTrips: number;
+  /** CPU time of the target's PostgreSQL backends so far (from /proc), 0 without one. */
+  pgCpuMicros: number;
+};
 
 type Child = {
   url: string;
-  sample(): Promise<Sample>;
+  sample(): Promise<Omit<Sample, "pgCpuMicros">>;
   stop(): Promise<void>;
 };
 
 async function startChild(
-  role: "reference" | "peergate" | "model",
+  role: "reference" | "peergate" | "model" | "diy",
   env: Record<string, string> = {},
   profileDir?: string,
 ): Promise<Child> {
@@ -243,7 +288,7 @@ async function startChild(
       stdio: ["ignore", "ignore", "inherit", "ipc"],
     },
   );
-  const pending = new Map<number, (m: Sample) => void>();
+  const pending = new Map<number, (m: Omit<Sample, "pgCpuMicros">) => void>();
   let nextId = 0;
   const url = await new Promise<string>((resolve, reject) => {
     child.once("exit", (code) => reject(new Error(`${role} exited with ${code} before ready`)));
@@ -259,7 +304,7 @@ async function startChild(
   return {
     url,
     sample: () =>
-      new Promise((resolve) => {
+      new Promise<Omit<Sample, "pgCpuMicros">>((resolve) => {
         const id = nextId++;
         pending.set(id, resolve);
         child.send({ type: "sample", id } satisfies ParentMessage);
@@ -290,6 +335,10 @@ type Measured = {
   heap: number[];
   /** CPU time of the server's process per task (forced GCs of the samples left out). */
   cpuMsPerTask: number;
+  /** CPU time of its PostgreSQL per task (from /proc), 0 without one. */
+  pgCpuMsPerTask: number;
+  /** SQL round trips per task, counted at the server's driver. */
+  roundTripsPerTask: number;
 };
 
 /** The body of one blocking SendMessage that starts a new task. */
@@ -384,8 +433,39 @@ type Target = {
   name: string;
   child: Child;
   headers: (connection: number) => Record<string, string>;
+  /** CPU microseconds its PostgreSQL has used so far; absent without one. */
+  pgCpuMicros?: () => Promise<number>;
   stop(): Promise<void>;
 };
+
+/**
+ * CPU time (user + system, microseconds) of a cluster's server processes now: every backend and
+ * background process PostgreSQL lists, read from /proc/<pid>/stat. The bench's connections are
+ * long-lived, so their backends' time accumulates across samples.
+ */
+async function readPgCpuMicros(sql: postgres.Sql): Promise<number> {
+  const rows = await sql<{ pid: number }[]>`select pid from pg_stat_activity`;
+  const ticks = 100; // USER_HZ on Linux
+  let total = 0;
+  for (const { pid } of rows) {
+    try {
+      const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      total += ((Number(fields[11]) + Number(fields[12])) / ticks) * 1e6;
+    } catch {
+      // A backend that exited meanwhile.
+    }
+  }
+  return total;
+}
+
+async function sampleTarget(target: Target): Promise<Sample> {
+  const [child, pgCpuMicros] = await Promise.all([
+    target.child.sample(),
+    target.pgCpuMicros?.() ?? Promise.resolve(0),
+  ]);
+  return { ...child, pgCpuMicros };
+}
 
 /**
  * Warms every target up, then runs the tasks in four quarters, taking turns (ABBA order) so that
@@ -407,7 +487,7 @@ async function measureInterleaved(targets: Target[], options: LoadOptions): Prom
   for (const s of state) {
     console.error(`${s.target.name}: ${options.warmup} warm-up tasks`);
     await load(s.target, options.warmup);
-    s.memory.push(await s.target.child.sample());
+    s.memory.push(await sampleTarget(s.target));
   }
   let done = 0;
   for (let quarter = 0; quarter < 4; quarter++) {
@@ -417,7 +497,7 @@ async function measureInterleaved(targets: Target[], options: LoadOptions): Prom
     for (const s of order) {
       console.error(`${s.target.name}: tasks ${done - size + 1}-${done}`);
       s.segments.push(await load(s.target, size));
-      s.memory.push(await s.target.child.sample());
+      s.memory.push(await sampleTarget(s.target));
     }
   }
   return state.map(({ target, segments, memory }) => {
@@ -437,6 +517,12 @@ async function measureInterleaved(targets: Target[], options: LoadOptions): Prom
       heap: memory.map((m) => m.heapUsed),
       cpuMsPerTask:
         ((memory.at(-1)?.cpuMicros ?? 0) - (memory[0]?.cpuMicros ?? 0)) / 1000 / latencies.length,
+      pgCpuMsPerTask:
+        ((memory.at(-1)?.pgCpuMicros ?? 0) - (memory[0]?.pgCpuMicros ?? 0)) /
+        1000 /
+        latencies.length,
+      roundTripsPerTask:
+        ((memory.at(-1)?.roundTrips ?? 0) - (memory[0]?.roundTrips ?? 0)) / latencies.length,
     };
   });
 }
@@ -469,13 +555,20 @@ function printTables(results: Measured[], options: LoadOptions) {
   const lines = [
     `### A2A SendMessage: ${options.tasks} tasks each, ${options.concurrency} connections, after ${options.warmup} warm-up tasks (${os.cpus().length} CPUs, Node ${process.versions.node}, load average at the end ${load})`,
     "",
-    "| server | tasks/s | p50 ms | p99 ms | failed | RSS MiB at 0 / 25 / 50 / 75 / 100 % | RSS growth MiB | live heap MiB at 0 / 100 % | server CPU ms / task |",
-    "|---|---:|---:|---:|---:|---|---:|---|---:|",
+    "| server | tasks/s | p50 ms | p99 ms | failed | RSS MiB at 0 / 25 / 50 / 75 / 100 % | RSS growth MiB | live heap MiB at 0 / 100 % | server CPU ms / task | PostgreSQL CPU ms / task | SQL round trips / task |",
+    "|---|---:|---:|---:|---:|---|---:|---|---:|---:|---:|",
     ...results.map(
       (r) =>
-        `| ${r.name} | ${r.perSecond.toFixed(0)} | ${r.p50Ms.toFixed(1)} | ${r.p99Ms.toFixed(1)} | ${r.failures} | ${r.rss.map(mib).join(" / ")} | ${mib((r.rss.at(-1) ?? 0) - (r.rss[0] ?? 0))} | ${mib(r.heap[0] ?? 0)} / ${mib(r.heap.at(-1) ?? 0)} | ${r.cpuMsPerTask.toFixed(2)} |`,
+        `| ${r.name} | ${r.perSecond.toFixed(0)} | ${r.p50Ms.toFixed(1)} | ${r.p99Ms.toFixed(1)} | ${r.failures} | ${r.rss.map(mib).join(" / ")} | ${mib((r.rss.at(-1) ?? 0) - (r.rss[0] ?? 0))} | ${mib(r.heap[0] ?? 0)} / ${mib(r.heap.at(-1) ?? 0)} | ${r.cpuMsPerTask.toFixed(2)} | ${r.pgCpuMsPerTask.toFixed(2)} | ${r.roundTripsPerTask.toFixed(1)} |`,
     ),
   ];
+  const diy = results.find((r) => r.name.startsWith("do-it-yourself"));
+  if (diy && peergate) {
+    lines.push(
+      "",
+      `peergate / do-it-yourself: throughput ${(peergate.perSecond / diy.perSecond).toFixed(2)}×, server CPU per task ${(peergate.cpuMsPerTask / diy.cpuMsPerTask).toFixed(1)}×, PostgreSQL CPU per task ${(peergate.pgCpuMsPerTask / Math.max(diy.pgCpuMsPerTask, 1e-9)).toFixed(1)}×, round trips per task ${peergate.roundTripsPerTask.toFixed(1)} vs ${diy.roundTripsPerTask.toFixed(1)}`,
+    );
+  }
   if (reference && peergate) {
     lines.push(
       "",
@@ -504,9 +597,11 @@ async function startPeergateTarget(callers: number, profileDir?: string): Promis
   const scratch = await mkdtemp(path.join(os.tmpdir(), "peergate-bench-"));
   let model: Child | undefined;
   let peergate: Child | undefined;
+  const watcher = postgres(cluster.adminUrl, { max: 1, onnotice: () => {} });
   const stop = async () => {
     await peergate?.stop();
     await model?.stop();
+    await watcher.end({ timeout: 2 });
     cluster.remove();
     await rm(scratch, { recursive: true, force: true });
   };
@@ -574,6 +669,45 @@ async function startPeergateTarget(callers: number, profileDir?: string): Promis
       name: `peergate, ${callers === 1 ? "1 caller" : `${callers} callers`} (bearer, ceiling, PostgreSQL, openai-compatible stub)`,
       child: peergate,
       headers: (connection) => ({ authorization: `Bearer ${tokens[connection % callers]}` }),
+      pgCpuMicros: () => readPgCpuMicros(watcher),
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+async function startDiyTarget(callers: number, profileDir?: string): Promise<Target> {
+  const { startPostgresCluster } = await import("../test/support/postgres-cluster.ts");
+  const cluster = await startPostgresCluster();
+  const watcher = postgres(cluster.adminUrl, { max: 1, onnotice: () => {} });
+  let model: Child | undefined;
+  let diy: Child | undefined;
+  const stop = async () => {
+    await diy?.stop();
+    await model?.stop();
+    await watcher.end({ timeout: 2 });
+    cluster.remove();
+  };
+  try {
+    await watcher.unsafe("create database diy_bench");
+    model = await startChild("model");
+    const tokens = Array.from({ length: callers }, () => `diy-${randomUUID()}`);
+    diy = await startChild(
+      "diy",
+      {
+        DIY_DATABASE_URL: cluster.adminUrl.replace(/\/postgres$/, "/diy_bench"),
+        DIY_MODEL_BASE_URL: model.url,
+        DIY_TOKENS: tokens.join(","),
+      },
+      profileDir,
+    );
+    return {
+      name: `do-it-yourself, ${callers === 1 ? "1 caller" : `${callers} callers`} (a2a-js + PostgreSQL TaskStore + token table + generateText)`,
+      child: diy,
+      headers: (connection) => ({ authorization: `Bearer ${tokens[connection % callers]}` }),
+      pgCpuMicros: () => readPgCpuMicros(watcher),
       stop,
     };
   } catch (error) {
@@ -597,6 +731,7 @@ async function main(): Promise<void> {
   if (values.serve === "reference") return runReference();
   if (values.serve === "model") return runModel();
   if (values.serve === "peergate") return runPeergate();
+  if (values.serve === "diy") return runDiy();
 
   const tasks = Number(values.tasks);
   const concurrency = Number(values.concurrency);
@@ -607,15 +742,22 @@ async function main(): Promise<void> {
   const callers = Number(values.callers);
   if (!(Number.isInteger(callers) && callers >= 1)) throw new Error("--callers takes a count");
   const only = values.only;
-  if (only !== undefined && only !== "reference" && only !== "peergate") {
-    throw new Error("--only takes reference or peergate");
+  if (only !== undefined && only !== "reference" && only !== "peergate" && only !== "diy") {
+    throw new Error("--only takes reference, diy or peergate");
   }
   const profileDir = values["cpu-prof"] ? path.resolve(values["cpu-prof"]) : undefined;
   const options = { tasks, concurrency, warmup };
   const targets: Target[] = [];
   try {
-    if (only !== "peergate") targets.push(await startReferenceTarget(profileDir));
-    if (only !== "reference") targets.push(await startPeergateTarget(callers, profileDir));
+    if (only === undefined || only === "reference") {
+      targets.push(await startReferenceTarget(profileDir));
+    }
+    if (only === undefined || only === "diy") {
+      targets.push(await startDiyTarget(callers, profileDir));
+    }
+    if (only === undefined || only === "peergate") {
+      targets.push(await startPeergateTarget(callers, profileDir));
+    }
     printTables(await measureInterleaved(targets, options), options);
   } finally {
     for (const target of targets) await target.stop();

@@ -65,13 +65,27 @@ const benches: Bench[] = [
     repeat: smoke ? 1 : 3,
     mustPrint: /\| grep TODO over 2 000 files \|/,
   },
-  {
-    name: "a2a",
+  // SendMessage at 16 and 64 connections, from one caller and from 16 (issue 17's four loads).
+  ...[
+    { name: "a2a", connections: "16", callers: "1" },
+    { name: "a2a-c64", connections: "64", callers: "1" },
+    { name: "a2a-k16", connections: "16", callers: "16" },
+    { name: "a2a-c64-k16", connections: "64", callers: "16" },
+  ].map((load) => ({
+    name: load.name,
     file: "bench/a2a.ts",
-    args: ["--tasks", a2aTasks, ...(smoke ? ["--warmup", "10"] : [])],
+    args: [
+      "--tasks",
+      a2aTasks,
+      "--concurrency",
+      load.connections,
+      "--callers",
+      load.callers,
+      ...(smoke ? ["--warmup", "10"] : []),
+    ],
     repeat: 1,
-    mustPrint: /peergate \/ reference: throughput/,
-  },
+    mustPrint: /peergate \/ do-it-yourself: throughput/,
+  })),
   {
     name: "audit",
     file: "bench/audit.ts",
@@ -259,6 +273,7 @@ function judgeA2a(output: string, verdicts: Verdict[]): void {
           ? undefined
           : "the reference answers from memory: no authentication, no database, no model call. Every peergate task authenticates the caller, computes its ceiling, runs the agent loop through @ai-sdk/openai-compatible against the stub and stores the run, its task and its audit events in PostgreSQL (about twenty statements, two under the audit chain's lock), on the same CPUs as PostgreSQL, the stub and the load generator. The target compares unlike work; a like-for-like reference would need the same persistence",
     },
+    ...judgeHotPath(output),
     {
       bench: "a2a",
       target:
@@ -294,6 +309,69 @@ function judgeAudit(output: string, verdicts: Verdict[]): void {
       met: r.lagP99Ms < 1_000 && r.verified,
     },
   );
+}
+
+/** Issue 17's targets for SendMessage, judged from one a2a.ts run. */
+function judgeHotPath(output: string): Verdict[] {
+  const rows = tableRows(output);
+  const peergate = rows.find((r) => r[0]?.startsWith("peergate"));
+  const diy = rows.find((r) => r[0]?.startsWith("do-it-yourself"));
+  const reference = rows.find((r) => r[0]?.startsWith("a2a-js"));
+  // | server | tasks/s | p50 | p99 | failed | RSS | growth | heap | CPU ms | PG CPU ms | round trips |
+  const num = (row: string[] | undefined, i: number) => Number(row?.[i] ?? Number.NaN);
+  const vsDiy = num(peergate, 1) / num(diy, 1);
+  const vsReference = num(peergate, 1) / num(reference, 1);
+  const cpu = num(peergate, 8);
+  const trips = num(peergate, 10);
+  const pgCpu = num(peergate, 9);
+  const diyPgCpu = num(diy, 9);
+  const rss = (peergate?.[5] ?? "").split("/").map((n) => Number(n.trim()));
+  const rssGrowth = ((rss[4] ?? Number.NaN) - (rss[1] ?? Number.NaN)) / (rss[1] ?? Number.NaN);
+  const perTask = `peergate ${cpu.toFixed(2)} ms server CPU, ${pgCpu.toFixed(2)} ms PostgreSQL CPU and ${trips.toFixed(1)} round trips per task`;
+  const miss = `what stands between: ${perTask}; the round trips are counted in test/a2a/round-trips.test.ts (start and finish transactions of 8 each, 3 of them per audit append; the SDK reading back the task it saved; two task saves)`;
+  return [
+    {
+      bench: "a2a",
+      target: "SendMessage ≥ 1.5× the do-it-yourself stack in req/s",
+      measured: `${vsDiy.toFixed(2)}×`,
+      met: vsDiy >= 1.5,
+      note: vsDiy >= 1.5 ? undefined : miss,
+    },
+    {
+      bench: "a2a",
+      target: "SendMessage ≥ 0.25× the in-memory a2a-js reference in req/s",
+      measured: `${vsReference.toFixed(2)}×`,
+      met: vsReference >= 0.25,
+      note: vsReference >= 0.25 ? undefined : miss,
+    },
+    {
+      bench: "a2a",
+      target: "≤ 1.0 ms server CPU per task",
+      measured: `${cpu.toFixed(2)} ms`,
+      met: cpu <= 1,
+      note: cpu <= 1 ? undefined : miss,
+    },
+    {
+      bench: "a2a",
+      target: "≤ 4 SQL round trips per task (counted at the driver)",
+      measured: `${trips.toFixed(1)}`,
+      met: trips <= 4,
+      note: trips <= 4 ? undefined : miss,
+    },
+    {
+      bench: "a2a",
+      target: "PostgreSQL CPU per task ≤ the do-it-yourself stack's",
+      measured: `${pgCpu.toFixed(2)} ms vs ${diyPgCpu.toFixed(2)} ms`,
+      met: pgCpu <= diyPgCpu,
+      note: pgCpu <= diyPgCpu ? undefined : miss,
+    },
+    {
+      bench: "a2a",
+      target: "RSS flat: < 5 % growth from 25 % to 100 % of the tasks",
+      measured: `${(rssGrowth * 100).toFixed(1)} %`,
+      met: rssGrowth < 0.05,
+    },
+  ];
 }
 
 type SoakResult = {
@@ -443,9 +521,12 @@ for (const bench of benches) {
       );
       break;
     case "a2a":
+    case "a2a-c64":
+    case "a2a-k16":
+    case "a2a-c64-k16":
       judgeA2a(outputs[0] as string, verdicts);
       sections.push(
-        `## A2A SendMessage against the a2a-js reference server\n\n${command}. Both servers in their own child processes, measured in interleaved quarters (ABBA); the ratio is peergate / reference in the same run.\n\n${outputs[0]?.trim()}`,
+        `## A2A SendMessage against the a2a-js reference server and the do-it-yourself stack (${bench.name})\n\n${command}. Every server in its own child process (peergate and the do-it-yourself stack each with a PostgreSQL cluster of its own), measured in interleaved quarters (ABBA); the ratios are peergate / reference and peergate / do-it-yourself in the same run.\n\n${outputs[0]?.trim()}`,
       );
       break;
     case "audit":

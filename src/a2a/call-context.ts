@@ -74,6 +74,18 @@ export function readEscalated(context: ServerCallContext): EscalatedError | unde
   return context.state.get(escalatedKey) as EscalatedError | undefined;
 }
 
+const streamingKey = "peergate.streaming";
+
+/** Marks a request whose answer is read as it comes (a streaming method). */
+export function markStreaming(context: ServerCallContext): void {
+  context.state.set(streamingKey, true);
+}
+
+/** Whether the request reads its answer as it comes; a blocking call's model call is not streamed. */
+export function isStreaming(context: ServerCallContext): boolean {
+  return context.state.get(streamingKey) === true;
+}
+
 const freshContextKey = "peergate.freshContext";
 
 /** Marks a request whose message named no context: the SDK made a new one, with no history. */

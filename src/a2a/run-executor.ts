@@ -41,7 +41,7 @@ import {
 import type { RunStatus } from "../domain/run.ts";
 import type { Logger } from "../log.ts";
 import type { RunEngine, RunEvent, RunOutcome } from "../runs/types.ts";
-import { escalate, isFreshContext, readCaller, toEscalated } from "./call-context.ts";
+import { escalate, isFreshContext, isStreaming, readCaller, toEscalated } from "./call-context.ts";
 import { buildConversation, type PeergateMessageKind, peergateMetaKey } from "./conversation.ts";
 import type { PostgresTaskStore } from "./task-store.ts";
 
@@ -327,6 +327,7 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
             origin: "a2a",
             messages,
             a2a: { taskId: ids.taskId, contextId: ids.contextId },
+            ...(isStreaming(context) ? {} : { stream: false }),
           },
           onEvent,
         );

@@ -56,6 +56,7 @@ import {
 import {
   CallerUser,
   createCallContext,
+  markStreaming,
   type ProtocolVersion,
   readEscalated,
 } from "./call-context.ts";
@@ -234,6 +235,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     stripTenant(rpc.params);
 
     const context = createCallContext(new CallerUser(request.caller.id, request.caller), version);
+    if (streaming) markStreaming(context);
     const transport = transports[version];
     const result = (await transport.handle(rpc as unknown as Record<string, unknown>, context)) as
       | JsonRpcResponse

@@ -15,6 +15,7 @@ import postgres from "postgres";
 import { UnavailableError } from "../errors.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
 import { usePreparedStatements } from "./prepared-statements.ts";
+import { countRoundTrips, type RoundTripCounter } from "./round-trips.ts";
 import * as schema from "./schema.ts";
 import { guardQuery, withStatementDeadline } from "./statement-deadline.ts";
 
@@ -51,6 +52,8 @@ export type Database = {
   notify(channel: string, payload: string): Promise<void>;
   /** Idempotent. */
   close(): Promise<void>;
+  /** postgres: round trips and statements sent so far (src/db/round-trips.ts). */
+  readonly roundTrips?: RoundTripCounter;
 };
 
 export type DatabaseOptions =
@@ -202,8 +205,9 @@ async function openPglite(
 
 async function openPostgres(url: string, statementTimeoutMs: number): Promise<Database> {
   const client = postgres(url, postgresOptions);
+  const counted = countRoundTrips(client);
   const db: Db = drizzlePostgres({
-    client: withStatementDeadline(usePreparedStatements(client), statementTimeoutMs),
+    client: withStatementDeadline(usePreparedStatements(counted.sql), statementTimeoutMs),
     schema,
   });
   let closing: Promise<void> | undefined;
@@ -219,6 +223,7 @@ async function openPostgres(url: string, statementTimeoutMs: number): Promise<Da
   return {
     kind: "postgres",
     db,
+    roundTrips: counted.counter,
     async ping(timeoutMs = defaultPingTimeoutMs) {
       if (closing) throw new UnavailableError("the database is closed");
       const query = client`select 1`;

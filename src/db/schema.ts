@@ -314,9 +314,30 @@ export const dailyUsage = pgTable(
     tokens: bigint("tokens", { mode: "number" }).notNull().default(0),
     costUsd: numeric("cost_usd", { precision: 14, scale: 6, mode: "number" }).notNull().default(0),
     runs: integer("runs").notNull().default(0),
+    /**
+     * Tokens and dollars held by runs admitted today and not yet ended (src/runs/admission.ts):
+     * admission grants a run part of what `tokens + reserved_tokens` leaves of the daily limit,
+     * and the run's end gives it back; what the run spent is in `tokens`/`cost_usd` by then.
+     */
+    reservedTokens: bigint("reserved_tokens", { mode: "number" }).notNull().default(0),
+    reservedCostUsd: numeric("reserved_cost_usd", { precision: 14, scale: 6, mode: "number" })
+      .notNull()
+      .default(0),
   },
   (t) => [primaryKey({ columns: [t.callerId, t.day] })],
 );
+
+/**
+ * One row per caller: how many of its runs hold a concurrency slot (`submitted` or `working`).
+ * Admission takes a slot with one conditional UPDATE (`running < limit`); every way a run leaves
+ * those statuses in src/runs/run-state.ts gives it back in the same transaction.
+ */
+export const callerSlots = pgTable("caller_slots", {
+  callerId: uuid("caller_id")
+    .primaryKey()
+    .references(() => callers.id, { onDelete: "cascade" }),
+  running: integer("running").notNull().default(0),
+});
 
 /**
  * The append-only, hash-chained audit trail, written as an outbox. `appendAuditEvent`

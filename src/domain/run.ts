@@ -40,6 +40,18 @@ export type RunBudgetLimits = {
   costUsd?: number;
   durationMs?: number;
   steps?: number;
+  /**
+   * What admission reserved of the caller's daily token and cost totals for this run (on `day`,
+   * UTC): the run's daily meter never grants more, and its end returns the reservation.
+   */
+  dailyReserve?: {
+    day: string;
+    tokens?: number;
+    costUsd?: number;
+    /** What the day's `reserved_*` hold for the run (given back at its end). */
+    heldTokens?: number;
+    heldCostUsd?: number;
+  };
 };
 
 export type RunBudgetUsed = { tokens: number; costUsd: number; durationMs: number; steps: number };

@@ -1,6 +1,7 @@
 // Budgets while a run works (DESIGN §5). A segment starts with one meter per limit that applies:
 // the run's own (what earlier segments left of tokens, cost, steps) and the caller's daily totals
-// (what today left, read from Postgres at the segment's start, so they hold across instances).
+// (what today left, read from Postgres at the segment's start, and no more than the share of the
+// day admission reserved for this run, so concurrent runs and instances cannot overspend it).
 // Every model step charges every meter; a meter at or below zero stops the run before its next
 // step, and a step's output is capped (maxOutputTokens) so one step cannot overshoot by more than
 // its input. Wall time is a timer for what is left of `durationMs`, aborting the model call and
@@ -73,8 +74,23 @@ export function createBudgetMeters(input: {
   if (isLimit(limits.steps)) add("steps", "steps", limits.steps, used.steps);
   if (isLimit(limits.tokens)) add("tokens", "tokens", limits.tokens, used.tokens);
   if (isLimit(limits.costUsd)) add("costUsd", "costUsd", limits.costUsd, used.costUsd);
-  if (isLimit(daily?.tokens)) add("daily.tokens", "tokens", daily.tokens, dailyUsed.tokens);
-  if (isLimit(daily?.costUsd)) add("daily.costUsd", "costUsd", daily.costUsd, dailyUsed.costUsd);
+  // A run admitted with a share of the day (src/runs/admission.ts) may spend that share and no
+  // more, whatever the totals read at the segment's start still show as left.
+  const reserve = limits.dailyReserve;
+  const addDaily = (
+    name: "daily.tokens" | "daily.costUsd",
+    measure: "tokens" | "costUsd",
+    limit: number,
+  ) => {
+    add(name, measure, limit, dailyUsed[measure]);
+    const granted = reserve?.[measure];
+    const meter = meters.at(-1);
+    if (meter && isLimit(granted)) {
+      meter.remaining = Math.min(meter.remaining, granted - used[measure]);
+    }
+  };
+  if (isLimit(daily?.tokens)) addDaily("daily.tokens", "tokens", daily.tokens);
+  if (isLimit(daily?.costUsd)) addDaily("daily.costUsd", "costUsd", daily.costUsd);
   const remainingMs = isLimit(limits.durationMs) ? limits.durationMs - used.durationMs : undefined;
 
   return {

@@ -1,11 +1,11 @@
 // Reads of run state, and the rows beside it the run mechanics keep (callers read, daily totals
 // added to, instances registered). Nothing here writes `runs` or `tool_calls`: that is
 // src/runs/run-state.ts alone.
-import { and, eq, inArray, lt, sql } from "drizzle-orm";
+import { and, eq, lt, sql } from "drizzle-orm";
 import type { DbOrTx, DbTransaction } from "../db/client.ts";
-import { runReservationLockSpace } from "../db/locks.ts";
 import {
   type Caller,
+  callerSlots,
   callers,
   dailyUsage,
   instances,
@@ -19,24 +19,9 @@ import type { DailyTotals } from "./budgets.ts";
 /** Statuses that hold a concurrency slot. */
 export const activeStatuses: readonly RunStatus[] = ["submitted", "working"];
 
-/** Serialises run starts of one caller across instances (held until the transaction ends). */
-export async function lockCallerRuns(tx: DbTransaction, callerId: string): Promise<void> {
-  await tx.execute(
-    sql`select pg_advisory_xact_lock(${runReservationLockSpace}, hashtext(${callerId}))`,
-  );
-}
-
 export async function readCaller(db: DbOrTx, callerId: string): Promise<Caller | undefined> {
   const [row] = await db.select().from(callers).where(eq(callers.id, callerId)).limit(1);
   return row;
-}
-
-export async function countActiveRuns(db: DbOrTx, callerId: string): Promise<number> {
-  const [row] = await db
-    .select({ n: sql<number>`count(*)::int` })
-    .from(runs)
-    .where(and(eq(runs.callerId, callerId), inArray(runs.status, [...activeStatuses])));
-  return Number(row?.n ?? 0);
 }
 
 export async function readDailyTotals(
@@ -56,27 +41,81 @@ export async function readDailyTotals(
   };
 }
 
+/**
+ * Adds usage to a caller's totals of `day`; negative `reserved*` give back what admission reserved
+ * (src/runs/admission.ts). Reservations never go below zero.
+ */
 export async function addDailyUsage(
   db: DbOrTx,
   callerId: string,
   day: string,
-  delta: { tokens?: number; costUsd?: number; runs?: number },
+  delta: {
+    tokens?: number;
+    costUsd?: number;
+    runs?: number;
+    reservedTokens?: number;
+    reservedCostUsd?: number;
+  },
 ): Promise<void> {
   const tokens = Math.round(delta.tokens ?? 0);
   const costUsd = delta.costUsd ?? 0;
   const runCount = delta.runs ?? 0;
-  if (tokens === 0 && costUsd === 0 && runCount === 0) return;
+  const reservedTokens = Math.round(delta.reservedTokens ?? 0);
+  const reservedCostUsd = delta.reservedCostUsd ?? 0;
+  if (
+    tokens === 0 &&
+    costUsd === 0 &&
+    runCount === 0 &&
+    reservedTokens === 0 &&
+    reservedCostUsd === 0
+  ) {
+    return;
+  }
   await db
     .insert(dailyUsage)
-    .values({ callerId, day, tokens, costUsd, runs: runCount })
+    .values({
+      callerId,
+      day,
+      tokens,
+      costUsd,
+      runs: runCount,
+      reservedTokens: Math.max(0, reservedTokens),
+      reservedCostUsd: Math.max(0, reservedCostUsd),
+    })
     .onConflictDoUpdate({
       target: [dailyUsage.callerId, dailyUsage.day],
       set: {
         tokens: sql`${dailyUsage.tokens} + ${tokens}`,
         costUsd: sql`${dailyUsage.costUsd} + ${costUsd.toFixed(6)}::numeric`,
         runs: sql`${dailyUsage.runs} + ${runCount}`,
+        reservedTokens: sql`greatest(0, ${dailyUsage.reservedTokens} + ${reservedTokens})`,
+        reservedCostUsd: sql`greatest(0, ${dailyUsage.reservedCostUsd} + ${reservedCostUsd.toFixed(6)}::numeric)`,
       },
     });
+}
+
+/**
+ * Gives a run's concurrency slot back (it left `submitted`/`working`), or takes one without the
+ * limit check (a parked run an operator resumed: the approval is not refused for concurrency).
+ */
+export async function moveSlot(db: DbOrTx, callerId: string, by: 1 | -1): Promise<void> {
+  await db
+    .insert(callerSlots)
+    .values({ callerId, running: Math.max(0, by) })
+    .onConflictDoUpdate({
+      target: callerSlots.callerId,
+      set: { running: sql`greatest(0, ${callerSlots.running} + ${by})` },
+    });
+}
+
+/** A caller's slots in use (tests and diagnostics). */
+export async function readRunningSlots(db: DbOrTx, callerId: string): Promise<number> {
+  const [row] = await db
+    .select({ running: callerSlots.running })
+    .from(callerSlots)
+    .where(eq(callerSlots.callerId, callerId))
+    .limit(1);
+  return row?.running ?? 0;
 }
 
 export async function readRun(db: DbOrTx, runId: string): Promise<Run | undefined> {

@@ -17,6 +17,7 @@ import {
   type PendingApproval,
   type PendingBatch,
   type Run,
+  type RunBudgetLimits,
   type RunBudgetUsed,
   type RunError,
   type RunStatus,
@@ -25,7 +26,7 @@ import {
 } from "../db/schema.ts";
 import { storableText, toStorableJson } from "../db/storable.ts";
 import type { AuditActor } from "../domain/audit.ts";
-import { activeStatuses, addDailyUsage, lockRun, readCaller } from "./run-queries.ts";
+import { activeStatuses, addDailyUsage, lockRun, moveSlot, readCaller } from "./run-queries.ts";
 import type { CallEnd, OpenedCall, ToolCallRecorder } from "./tool-batch.ts";
 
 export async function insertRun(tx: DbTransaction, values: NewRun): Promise<Run> {
@@ -43,6 +44,39 @@ export type DailyCharge = {
   day: string;
   delta: { tokens: number; costUsd: number };
 };
+
+/**
+ * What a run gives back as it leaves a status: its concurrency slot (leaving `working`), its share
+ * of the day (ending), and the usage not yet added to the daily totals. The slot row before the day
+ * rows, the order admission locks them in (src/runs/admission.ts), so the two cannot deadlock.
+ */
+async function settleRun(
+  tx: DbTransaction,
+  input: {
+    callerId: string;
+    releaseSlot: boolean;
+    reserve?: RunBudgetLimits["dailyReserve"] | undefined;
+    daily?: DailyCharge | undefined;
+  },
+): Promise<void> {
+  const { callerId, reserve, daily } = input;
+  const work: (() => Promise<void>)[] = [];
+  if (input.releaseSlot) work.push(() => moveSlot(tx, callerId, -1));
+  const giveBack = reserve
+    ? {
+        reservedTokens: -(reserve.heldTokens ?? 0),
+        reservedCostUsd: -(reserve.heldCostUsd ?? 0),
+      }
+    : undefined;
+  if (daily && giveBack && daily.day === reserve?.day) {
+    work.push(() => addDailyUsage(tx, daily.callerId, daily.day, { ...daily.delta, ...giveBack }));
+  } else {
+    if (daily) work.push(() => addDailyUsage(tx, daily.callerId, daily.day, daily.delta));
+    if (giveBack && reserve) work.push(() => addDailyUsage(tx, callerId, reserve.day, giveBack));
+  }
+  // One after the other: issued together, drizzle does not keep them in order.
+  for (const statement of work) await statement();
+}
 
 /** Charges one model step: the run's usage, its heartbeat and the caller's daily totals. */
 export async function chargeStep(
@@ -195,10 +229,14 @@ export async function parkRun(
           eq(runs.ownerInstanceId, input.instanceId),
         ),
       )
-      .returning({ cancelRequestedAt: runs.cancelRequestedAt, cancelReason: runs.cancelReason });
+      .returning({
+        callerId: runs.callerId,
+        cancelRequestedAt: runs.cancelRequestedAt,
+        cancelReason: runs.cancelReason,
+      });
     if (!row) return undefined;
-    if (input.daily)
-      await addDailyUsage(tx, input.daily.callerId, input.daily.day, input.daily.delta);
+    // A parked run holds no slot; it keeps its share of the day until it ends.
+    await settleRun(tx, { callerId: row.callerId, releaseSlot: true, daily: input.daily });
     await appendAuditEvent(tx, {
       actor: `instance:${input.instanceId}`,
       kind: "run.parked",
@@ -257,10 +295,14 @@ export async function finishRun(
           eq(runs.ownerInstanceId, input.instanceId),
         ),
       )
-      .returning({ id: runs.id });
+      .returning({ callerId: runs.callerId, budgetLimits: runs.budgetLimits });
     if (!row) return false;
-    if (input.daily)
-      await addDailyUsage(tx, input.daily.callerId, input.daily.day, input.daily.delta);
+    await settleRun(tx, {
+      callerId: row.callerId,
+      releaseSlot: true,
+      reserve: row.budgetLimits.dailyReserve,
+      daily: input.daily,
+    });
     // Calls still marked running belong to this run's stop: they were interrupted. Calls still
     // waiting for an operator never ran.
     if (input.toolCallsOpen !== false)
@@ -309,6 +351,7 @@ export async function claimParkedRun(
     })
     .where(and(eq(runs.id, run.id), eq(runs.status, "parked")))
     .returning();
+  if (claimed) await moveSlot(tx, claimed.callerId, 1);
   return claimed;
 }
 
@@ -353,8 +396,13 @@ export async function closeParkedRuns(
         updatedAt: at,
       })
       .where(and(eq(runs.id, run.id), eq(runs.status, "parked")))
-      .returning({ id: runs.id });
+      .returning({ callerId: runs.callerId, budgetLimits: runs.budgetLimits });
     if (!row) continue;
+    await settleRun(tx, {
+      callerId: row.callerId,
+      releaseSlot: false,
+      reserve: row.budgetLimits.dailyReserve,
+    });
     await tx
       .update(toolCalls)
       .set({ status: "not-started", finishedAt: at })
@@ -511,6 +559,11 @@ export async function recoverOrphanedRuns(
         })
         .where(eq(runs.id, run.id))
         .returning();
+      await settleRun(tx, {
+        callerId: run.callerId,
+        releaseSlot: true,
+        reserve: run.budgetLimits.dailyReserve,
+      });
       const interrupted = await tx
         .update(toolCalls)
         .set({ status: "interrupted", code: "interrupted", finishedAt: input.at })

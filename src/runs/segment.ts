@@ -31,6 +31,8 @@ export type SegmentInput = {
   readonly caller: Caller;
   readonly set: EffectiveToolSet;
   readonly resume?: { readonly decision: ApprovalDecision };
+  /** False: the model is called without streaming (see StartRunRequest.stream). */
+  readonly stream?: boolean;
   readonly onEvent: (event: RunEvent) => void;
 };
 
@@ -194,9 +196,11 @@ async function runSteps(
     limits: run.budgetLimits,
     used,
     daily: caller.budgets.daily,
-    // Today's totals matter only to a daily token or cost budget.
+    // Today's totals matter only to a daily token or cost budget, and not once admission
+    // reserved the run's share of the day (its meter grants no more than that share).
     dailyUsed:
-      caller.budgets.daily?.tokens !== undefined || caller.budgets.daily?.costUsd !== undefined
+      !run.budgetLimits.dailyReserve &&
+      (caller.budgets.daily?.tokens !== undefined || caller.budgets.daily?.costUsd !== undefined)
         ? await readDailyTotals(db, caller.id, formatUtcDay(now()))
         : { tokens: 0, costUsd: 0, runs: 0 },
   });
@@ -260,6 +264,7 @@ async function runSteps(
       messages,
       signal: entry.controller.signal,
       maxRetries: core.maxRetries,
+      stream: input.stream !== false,
       logger: core.logger,
       ...(input.resume && run.pendingBatch
         ? { resume: { batch: run.pendingBatch, decision: input.resume.decision } }

@@ -19,6 +19,12 @@ export type StartRunRequest = {
    * exactly when a run exists for it.
    */
   inCreateTransaction?: (tx: DbTransaction, runId: string) => Promise<void>;
+  /**
+   * False when nobody reads the answer as it is written (a blocking A2A `SendMessage`): the model
+   * is then called without streaming, which costs less, and the text arrives in one delta per
+   * step. Default true.
+   */
+  stream?: boolean;
 };
 
 /** Progress a surface may relay (A2A streams it as status and artifact updates). */

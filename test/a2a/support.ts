@@ -219,7 +219,7 @@ export type Harness = {
 export async function startHarness(
   database: Database,
   callerNames: readonly string[] = ["alice", "bob"],
-  options: { keepAliveMs?: number } = {},
+  options: { keepAliveMs?: number; runs?: RunEngine } = {},
 ): Promise<Harness> {
   const dir = await mkdtemp(path.join(os.tmpdir(), "peergate-a2a-"));
   await writeFile(path.join(dir, "agent.yaml"), agentYaml);
@@ -261,7 +261,7 @@ export async function startHarness(
     database,
     policies,
     publicUrl: baseUrl,
-    runs: engine,
+    runs: options.runs ?? engine,
     logger: silentLogger,
     textFlushMs: 1,
   });

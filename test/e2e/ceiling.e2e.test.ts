@@ -154,6 +154,9 @@ for (const kind of ["pglite", "postgres"] as const) {
             r.messages.some((m) => m.content === "scenario:probe What is in the workspace?"),
           )
           .slice(-2);
+        // A blocking SendMessage calls the model without streaming.
+        expect(first?.stream ?? false).toBe(false);
+        expect(second?.stream ?? false).toBe(false);
         expect(first?.tools?.map((t) => t.function.name).sort()).toEqual([
           "edit_file",
           "find",
@@ -257,6 +260,14 @@ for (const kind of ["pglite", "postgres"] as const) {
         expect(artifacts.at(-1)?.lastChunk).toBe(true);
         expect(textOf(artifacts.at(-1)?.artifact?.parts)).toBe(answer);
         expect(await snapshotTree(workspace)).toEqual(before);
+        // A streaming call streams the model's answer.
+        const streamed = model
+          .requestsOf("probe")
+          .filter((r) =>
+            r.messages.some((m) => m.content === "scenario:probe Stream what is in the workspace."),
+          );
+        expect(streamed.length).toBeGreaterThan(0);
+        expect(streamed.every((r) => r.stream === true)).toBe(true);
       });
 
       it("writes a file under `auto`: proposed, approved by the policy, then executed", async () => {

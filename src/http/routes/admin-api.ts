@@ -126,7 +126,21 @@ export const runSummarySchema = z.object({
   a2aTaskId: z.string().nullable(),
   modelId: z.string().nullable(),
   segments: z.number().int(),
-  budgetLimits: z.record(z.string(), z.number().optional()),
+  budgetLimits: z.object({
+    tokens: z.number().optional(),
+    costUsd: z.number().optional(),
+    durationMs: z.number().optional(),
+    steps: z.number().optional(),
+    dailyReserve: z
+      .object({
+        day: z.string(),
+        tokens: z.number().optional(),
+        costUsd: z.number().optional(),
+        heldTokens: z.number().optional(),
+        heldCostUsd: z.number().optional(),
+      })
+      .optional(),
+  }),
   budgetUsed: z.object({
     tokens: z.number(),
     costUsd: z.number(),

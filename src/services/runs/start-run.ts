@@ -1,16 +1,17 @@
-// Starting a run: admitted under the caller's run lock, created with its `run.started` (or, when it
-// cannot start at all, `run.failed`) audit event in one transaction, then executed here.
+// Starting a run: admitted (a concurrency slot and the day's share taken by conditional updates of
+// the caller's rows, src/runs/admission.ts), created with its `run.started` (or, when it cannot
+// start at all, `run.failed`) audit event in one transaction, then executed here.
 import { randomUUID } from "node:crypto";
 import { appendAuditEvent } from "../../db/audit.ts";
 import type { Caller, Run, RunError } from "../../db/schema.ts";
 import { UnauthenticatedError, UnavailableError } from "../../errors.ts";
 import { isCallerRevoked } from "../../policy/caller-revoked.ts";
 import type { EffectiveToolSet } from "../../policy/effective-set.ts";
-import { checkLimits, checkMessages } from "../../runs/admission.ts";
-import { formatUtcDay, readRunLimits, zeroUsage } from "../../runs/budgets.ts";
+import { admitRun, checkMessages } from "../../runs/admission.ts";
+import { readRunLimits, zeroUsage } from "../../runs/budgets.ts";
 import type { RunCore } from "../../runs/core.ts";
 import { outcomeOf } from "../../runs/outcome.ts";
-import { addDailyUsage, lockCallerRuns, readCaller } from "../../runs/run-queries.ts";
+import { readCaller } from "../../runs/run-queries.ts";
 import { insertRun } from "../../runs/run-state.ts";
 import { executeSegment } from "../../runs/segment.ts";
 import type { RunEvent, RunHandle, StartRunRequest } from "../../runs/types.ts";
@@ -32,7 +33,6 @@ export async function startRun({
   let created: { run: Run; caller: Caller; set: EffectiveToolSet; failure?: RunError };
   try {
     created = await ctx.db.transaction(async (tx) => {
-      await lockCallerRuns(tx, request.caller.id);
       const caller = await readCaller(tx, request.caller.id);
       if (!caller || isCallerRevoked(caller)) {
         throw new UnauthenticatedError("the caller is unknown or revoked");
@@ -40,7 +40,10 @@ export async function startRun({
       const at = ctx.now();
       const startable = ctx.checkStartable(caller);
       const failure = "error" in startable ? startable.error : undefined;
-      if (!failure) await checkLimits(tx, caller, at, ctx.concurrencyRetryAfterSeconds);
+      const reserve = failure
+        ? undefined
+        : await admitRun(tx, caller, at, ctx.concurrencyRetryAfterSeconds);
+      const limits = readRunLimits(caller.budgets);
       const set = ctx.toolSetFor(caller);
       const run = await insertRun(tx, {
         id: runId,
@@ -52,7 +55,7 @@ export async function startRun({
         approvalPolicy: caller.approvalPolicy,
         toolSet: set.offered.map((t) => t.name),
         segments: failure ? 0 : 1,
-        budgetLimits: readRunLimits(caller.budgets),
+        budgetLimits: reserve ? { ...limits, dailyReserve: reserve } : limits,
         budgetUsed: { ...zeroUsage },
         messages: request.messages,
         modelId: model.ok ? model.id : null,
@@ -64,7 +67,6 @@ export async function startRun({
         updatedAt: at,
         ...(failure ? { error: failure, finishedAt: at } : {}),
       });
-      if (!failure) await addDailyUsage(tx, caller.id, formatUtcDay(at), { runs: 1 });
       await appendAuditEvent(tx, {
         actor: `caller:${caller.name}`,
         kind: failure ? "run.failed" : "run.started",
@@ -99,6 +101,7 @@ export async function startRun({
     run: created.run,
     caller: created.caller,
     set: created.set,
+    ...(request.stream === false ? { stream: false } : {}),
     onEvent,
   }).then((result) => result.outcome);
   entry.done = outcome;
