@@ -265,6 +265,7 @@ export async function startServer(
       sandbox: sandbox.backend,
       redactor,
       logger,
+      ...(policies.agent.webFetch === undefined ? {} : { webFetch: policies.agent.webFetch }),
     });
     cleanups.push(() => tools.close());
     const engine = await createRunEngine({
@@ -280,6 +281,16 @@ export async function startServer(
       notifications,
       subscribeCallerEvents: (listener) => directory.onCallerEvent(listener),
       priceTable: await loadPriceTable(path.join(config.policiesDir, "models.yaml")),
+      redactor,
+      ...(policies.agent.classifier?.model === undefined
+        ? {}
+        : {
+            classifierModel: resolveModel({
+              modelId: policies.agent.classifier.model,
+              baseUrl: config.modelBaseUrl,
+              apiKey: config.modelApiKey,
+            }),
+          }),
     });
     const a2a = createA2aService({
       database,
