@@ -22,7 +22,7 @@
 // Everything binds to 127.0.0.1. The load generator shares the machine's CPUs with both servers
 // (and PostgreSQL and the model stub): compare the ratio of one run, not absolute numbers across
 // machines.
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import http from "node:http";
@@ -535,10 +535,23 @@ async function startPeergateTarget(callers: number, profileDir?: string): Promis
       profileDir,
     );
     const tokens: string[] = [];
+    // Budgets above the defaults widen a caller: they need the operator token, which the
+    // operator makes with `peergate operator-token create` (here straight to the database).
+    const made = spawnSync(
+      process.execPath,
+      [path.join(import.meta.dirname, "../src/main.ts"), "operator-token", "create", "--json"],
+      { env: { PATH: process.env.PATH ?? "", DATABASE_URL: databaseUrl }, encoding: "utf8" },
+    );
+    if (made.status !== 0) throw new Error(`operator-token create: ${made.stderr}`);
+    const { operatorToken } = JSON.parse(made.stdout) as { operatorToken: string };
     for (let i = 0; i < callers; i++) {
       const created = await fetch(`${peergate.url}/admin/v1/callers`, {
         method: "POST",
-        headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+        headers: {
+          authorization: `Bearer ${adminToken}`,
+          "content-type": "application/json",
+          "x-peergate-operator-token": operatorToken,
+        },
         body: JSON.stringify({
           name: `bench-peer-${i + 1}`,
           kind: "peer",

@@ -28,7 +28,7 @@
 // the windows' p99 within 1.5× of the first third's); RSS growth from the start to the end of the
 // soak under 10 %; the audit chain verifies. Prints markdown, and the figures as JSON in an HTML
 // comment (`<!-- soak-result … -->`) for bench/run-all.ts. Everything binds to 127.0.0.1.
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -242,6 +242,7 @@ function pickOp(): OpName {
 type World = {
   url: string;
   adminToken: string;
+  operatorToken: string;
   peers: { token: string; tasks: string[] }[];
   webhookToken: string;
 };
@@ -254,9 +255,24 @@ const roomyBudgets = {
 async function admin(world: World, method: string, pathname: string, body?: unknown) {
   return request(`${world.url}/admin/v1${pathname}`, {
     method,
-    headers: { authorization: `Bearer ${world.adminToken}` },
+    // Roomy budgets widen a caller: the operator token goes along (the server ignores it otherwise).
+    headers: {
+      authorization: `Bearer ${world.adminToken}`,
+      "x-peergate-operator-token": world.operatorToken,
+    },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
+}
+
+/** As the operator does: `peergate operator-token create`, straight to the database. */
+function createOperatorToken(env: Record<string, string>): string {
+  const made = spawnSync(
+    process.execPath,
+    [path.join(repoRoot, "src/main.ts"), "operator-token", "create", "--force", "--json"],
+    { env, encoding: "utf8" },
+  );
+  if (made.status !== 0) throw new Error(`operator-token create: ${made.stderr}`);
+  return (JSON.parse(made.stdout) as { operatorToken: string }).operatorToken;
 }
 
 async function addCaller(world: World, input: Record<string, unknown>): Promise<string> {
@@ -517,7 +533,13 @@ async function main(): Promise<void> {
   };
   const { url, pid } = await startServe(env);
   const rssReady = readRss(pid);
-  const world: World = { url, adminToken, peers: [], webhookToken: "" };
+  const world: World = {
+    url,
+    adminToken,
+    operatorToken: createOperatorToken(env),
+    peers: [],
+    webhookToken: "",
+  };
   for (let p = 0; p < 4; p++) {
     const token = await addCaller(world, {
       name: `soak-peer-${p + 1}`,

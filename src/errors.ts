@@ -35,10 +35,17 @@ export class UnauthenticatedError extends Error {
 }
 
 export class ForbiddenError extends Error {
-  readonly code = "forbidden";
-  constructor(message: string) {
+  /** `operator-token-required`: the write widens a caller and needs the operator token too. */
+  readonly code: "forbidden" | "operator-token-required";
+  readonly problems: readonly Problem[] | undefined;
+  constructor(
+    message: string,
+    options: { code?: "operator-token-required"; problems?: readonly Problem[] } = {},
+  ) {
     super(message);
     this.name = "ForbiddenError";
+    this.code = options.code ?? "forbidden";
+    this.problems = options.problems;
   }
 }
 

@@ -4,6 +4,10 @@
 import { commands } from "./cli/commands.ts";
 import { runCli } from "./cli/run-cli.ts";
 
+// Everything peergate creates — secrets, the embedded database, the control socket, files tools
+// write — is the operator's alone unless an operator widens it by hand.
+process.umask(0o077);
+
 const controller = new AbortController();
 let signals = 0;
 for (const signal of ["SIGINT", "SIGTERM"] as const) {

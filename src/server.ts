@@ -12,6 +12,7 @@ import { createJwksCache } from "./auth/jwt.ts";
 import { createRateLimiter } from "./auth/rate-limit.ts";
 import { generateSecretKeyText, parseSecretKey } from "./auth/sealed-secrets.ts";
 import type { Config } from "./config.ts";
+import { serveControlSocket } from "./control/serve-control-socket.ts";
 import type { Database } from "./db/client.ts";
 import { migrateDatabase } from "./db/migrate.ts";
 import { openNotifications } from "./db/notifications.ts";
@@ -132,7 +133,12 @@ export async function startServer(
   options: StartServerOptions = {},
 ): Promise<RunningServer> {
   const policies = await loadPolicies(config.policiesDir);
-  await ensureDataDir(config.dataDir);
+  for (const fix of await ensureDataDir(config.dataDir)) {
+    logger.warn(
+      "made owner-only: group or others could reach it (rotate the secrets in it if others may have read them)",
+      fix,
+    );
+  }
   const secretKey = await loadSecretKey(config, logger);
   const databaseOptions = resolveDatabaseOptions(config);
   const database = await openConfiguredDatabase(config);
@@ -225,6 +231,12 @@ export async function startServer(
       !(await readSecretFile(config.dataDir, adminTokenFile))
     ) {
       logger.warn("the admin token is not known on this machine: set PEERGATE_ADMIN_TOKEN", {});
+    }
+
+    // The embedded database admits one process: the CLI reaches it through this socket meanwhile.
+    if (database.kind === "pglite") {
+      const control = await serveControlSocket({ dataDir: config.dataDir, services, logger });
+      if (control) cleanups.push(() => control.close());
     }
 
     const limiter = createRateLimiter(options.authThrottle ?? defaultAuthThrottle);

@@ -77,9 +77,19 @@ export async function createAdminClient(ctx: CliContext): Promise<AdminClient> {
 
 function describeProblem(status: number, body: unknown): string {
   if (body && typeof body === "object") {
-    const p = body as { detail?: string; title?: string; problems?: { message: string }[] };
+    const p = body as {
+      code?: string;
+      detail?: string;
+      title?: string;
+      problems?: { message: string }[];
+    };
     const lines = [`${status} ${p.title ?? ""}: ${p.detail ?? ""}`.trim()];
     for (const problem of p.problems ?? []) lines.push(`  - ${problem.message}`);
+    if (p.code === "operator-token-required") {
+      lines.push(
+        "The CLI sends the operator token from PEERGATE_OPERATOR_TOKEN or --operator-token-file.",
+      );
+    }
     return lines.join("\n");
   }
   return `${status}: ${String(body).slice(0, 200)}`;

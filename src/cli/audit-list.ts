@@ -1,8 +1,10 @@
 // `peergate audit`: read the audit trail through the admin API, a page at a time.
-import { quoteUntrusted } from "../policy/quote.ts";
 import { requestAdmin } from "./admin-client.ts";
 import { type Command, exitCodes } from "./command.ts";
 import { printListing, queryFromOptions } from "./format-table.ts";
+import { toTerminalJson } from "./terminal-text.ts";
+
+const cut = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}…` : text);
 
 type Event = {
   seq: number;
@@ -48,10 +50,10 @@ export const auditListCommand: Command = {
       rows: result.events.map((e) => [
         String(e.seq),
         e.createdAt,
-        quoteUntrusted(e.actor),
+        e.actor,
         e.kind,
         e.subject ?? "-",
-        quoteUntrusted(JSON.stringify(e.data), 160),
+        cut(toTerminalJson(e.data), 160),
       ]),
       empty: "no audit events match",
     });

@@ -7,10 +7,11 @@ import { describeDatabase, resolveDatabaseOptions } from "../db/open-configured.
 import { UnavailableError } from "../errors.ts";
 import { ApiError, requestAdmin } from "./admin-client.ts";
 import { type CliContext, type Command, exitCodes } from "./command.ts";
+import { toTerminalJson } from "./terminal-text.ts";
 
 function report(result: AuditChainVerification, json: boolean, ctx: CliContext): number {
   if (json) {
-    ctx.io.out(JSON.stringify(result));
+    ctx.io.out(toTerminalJson(result));
   } else if (result.ok) {
     ctx.io.out(`audit chain intact: ${result.count} events (last hash ${result.lastHash})`);
   } else {

@@ -7,6 +7,8 @@ import { readFile } from "node:fs/promises";
 import { parse } from "yaml";
 import { createAdminClient } from "./admin-client.ts";
 import { type Command, exitCodes, UsageError } from "./command.ts";
+import { operatorHeaders, operatorTokenHelp, operatorTokenOption } from "./operator-token.ts";
+import { toTerminalJson } from "./terminal-text.ts";
 
 type Json = Record<string, unknown>;
 const managedFields = [
@@ -78,21 +80,28 @@ export const callersApplyCommand: Command = {
     "once), differing fields are changed, and drift that apply leaves alone is reported: callers",
     "the file does not name, and revoked callers (restore them explicitly).",
     "",
+    "Creating a caller above the floor, and changes that widen one (a higher tier, new allow",
+    "entries, a milder approval policy, a budget raised or removed), need the operator token as",
+    "well as the admin token: set PEERGATE_OPERATOR_TOKEN or pass --operator-token-file.",
+    "",
     "Options:",
     "  -f, --file F  the callers file (required)",
     "  --dry-run     say what would change, change nothing",
     "  --json        print {actions, credentials} as JSON",
+    ...operatorTokenHelp.map((line) => line.replace(/^ {2}/, "  ")),
   ].join("\n"),
   options: {
     file: { type: "string", short: "f" },
     "dry-run": { type: "boolean" },
     json: { type: "boolean" },
+    ...operatorTokenOption,
   },
   async run(args, ctx) {
     const file = args.values.file;
     if (typeof file !== "string") throw new UsageError("-f callers.yaml is required");
     const desired = readDesired(await readFile(file, "utf8"), file);
     const client = await createAdminClient(ctx);
+    const asOperator = await operatorHeaders(args, ctx);
     const { callers: current } = await client.request<{ callers: Json[] }>("GET", "/callers");
     const byName = new Map(current.map((c) => [c.name as string, c]));
     const dryRun = args.values["dry-run"] === true;
@@ -107,7 +116,7 @@ export const callersApplyCommand: Command = {
         if (!dryRun) {
           const created = await client.request<{
             credential: { secret: string; usage: string; url?: string };
-          }>("POST", "/callers", want);
+          }>("POST", "/callers", want, asOperator);
           credentials.push({ name, ...created.credential });
         }
         continue;
@@ -140,10 +149,12 @@ export const callersApplyCommand: Command = {
       actions.push({ name, action: "update", changes });
       if (!dryRun) {
         const patch = Object.fromEntries(Object.entries(changes).map(([k, v]) => [k, v.to]));
-        await client.request("PATCH", `/callers/${encodeURIComponent(name)}`, {
-          ...patch,
-          expectedVersion: have.version,
-        });
+        await client.request(
+          "PATCH",
+          `/callers/${encodeURIComponent(name)}`,
+          { ...patch, expectedVersion: have.version },
+          asOperator,
+        );
       }
     }
     const named = new Set(desired.map((d) => d.name as string));
@@ -157,7 +168,7 @@ export const callersApplyCommand: Command = {
     }
 
     if (args.values.json) {
-      ctx.io.out(JSON.stringify({ dryRun, actions, credentials }));
+      ctx.io.out(toTerminalJson({ dryRun, actions, credentials }));
       return exitCodes.ok;
     }
     for (const a of actions) {

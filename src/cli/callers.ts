@@ -12,6 +12,8 @@ import {
   UsageError,
 } from "./command.ts";
 import { printListing } from "./format-table.ts";
+import { operatorHeaders, operatorTokenHelp, operatorTokenOption } from "./operator-token.ts";
+import { escapeForTerminal, toTerminalJson } from "./terminal-text.ts";
 
 type Json = Record<string, unknown>;
 type CallerView = {
@@ -87,15 +89,16 @@ async function readJwt(args: ParsedArgs): Promise<Json | undefined> {
 
 function describeCaller(c: CallerView): string {
   const active = c.credentials.filter((k) => k.active);
+  const e = (text: unknown) => escapeForTerminal(text);
   return [
-    `${c.name}  (${c.kind}, version ${c.version})${c.revoked ? "  REVOKED" : ""}`,
-    `  tier:      ${c.tier}`,
+    `${e(c.name)}  (${e(c.kind)}, version ${e(c.version)})${c.revoked ? "  REVOKED" : ""}`,
+    `  tier:      ${e(c.tier)}`,
     `  allow:     ${c.allow.length ? c.allow.map((a) => quoteUntrusted(a)).join(", ") : "(none)"}`,
-    `  approval:  ${c.approvalPolicy}`,
-    `  budgets:   ${JSON.stringify(c.budgets)}`,
+    `  approval:  ${e(c.approvalPolicy)}`,
+    `  budgets:   ${toTerminalJson(c.budgets)}`,
     ...(c.promptTemplate !== null ? [`  prompt:    ${quoteUntrusted(c.promptTemplate, 200)}`] : []),
-    ...(c.eventFilter ? [`  events:    ${c.eventFilter.join(", ")}`] : []),
-    `  credentials: ${active.length ? active.map((k) => `${k.prefix}${k.expiresAt ? ` (until ${k.expiresAt})` : ""}`).join(", ") : "none active"}`,
+    ...(c.eventFilter ? [`  events:    ${e(c.eventFilter.join(", "))}`] : []),
+    `  credentials: ${active.length ? active.map((k) => `${e(k.prefix)}${k.expiresAt ? ` (until ${e(k.expiresAt)})` : ""}`).join(", ") : "none active"}`,
   ].join("\n");
 }
 
@@ -115,6 +118,7 @@ const callerFields = {
   events: { type: "string", multiple: true },
   budget: { type: "string", multiple: true },
   json: { type: "boolean" },
+  ...operatorTokenOption,
 } as const;
 
 const callerFieldsHelp = [
@@ -127,6 +131,14 @@ const callerFieldsHelp = [
   "  --budget k=v      tokens, costUsd, durationMs, steps, concurrentRuns, daily.tokens,",
   "                    daily.costUsd, daily.runs (repeatable)",
   "  --json            print the API's answer as JSON",
+  ...operatorTokenHelp,
+];
+
+/** Why some changes need the operator token, for the help of every verb that writes. */
+const wideningHelp = [
+  "A change that widens what the caller may do (a higher tier, new allow entries, a milder",
+  "approval policy, a budget raised or removed) needs the operator token as well as the admin",
+  "token: set PEERGATE_OPERATOR_TOKEN or pass --operator-token-file. Narrowing needs neither.",
 ];
 
 async function buildFields(args: ParsedArgs): Promise<Json> {
@@ -159,6 +171,8 @@ export const callersAddCommand: Command = {
     "",
     "Creates a caller and prints its credential: a bearer token (peer, webhook), the secret to",
     "paste into GitHub's webhook settings (github), or the full URL for the IFTTT applet (ifttt).",
+    "A caller created with a tier above public, allow entries or budgets above the defaults needs",
+    "the operator token too (PEERGATE_OPERATOR_TOKEN or --operator-token-file).",
     "",
     "Options:",
     "  --kind K          peer, github, ifttt or webhook (required)",
@@ -187,9 +201,9 @@ export const callersAddCommand: Command = {
       caller: CallerView;
       credential: IssuedCredential;
       unknownAllowEntries: string[];
-    }>(ctx, "POST", "/callers", body);
+    }>(ctx, "POST", "/callers", body, await operatorHeaders(args, ctx));
     if (args.values.json) {
-      ctx.io.out(JSON.stringify(result));
+      ctx.io.out(toTerminalJson(result));
       return exitCodes.ok;
     }
     ctx.io.out(`created ${describeCaller(result.caller)}`);
@@ -243,7 +257,7 @@ export const callersShowCommand: Command = {
       "GET",
       `/callers/${encodeURIComponent(nameOf(args))}`,
     );
-    ctx.io.out(args.values.json ? JSON.stringify(result) : describeCaller(result.caller));
+    ctx.io.out(args.values.json ? toTerminalJson(result) : describeCaller(result.caller));
     return exitCodes.ok;
   },
 };
@@ -254,7 +268,10 @@ export const callersSetCommand: Command = {
   help: [
     "<name> [options]",
     "",
-    "Only the options given change. A revoked caller gets a tier back only through `callers restore`.",
+    "Only the options given change; --budget replaces the whole budgets object, so name every",
+    "limit to keep. A revoked caller gets a tier back only through `callers restore`.",
+    "",
+    ...wideningHelp,
     "",
     "Options:",
     ...callerFieldsHelp,
@@ -269,8 +286,14 @@ export const callersSetCommand: Command = {
       caller: CallerView;
       changed: string[];
       unknownAllowEntries: string[];
-    }>(ctx, "PATCH", `/callers/${encodeURIComponent(nameOf(args))}`, body);
-    if (args.values.json) ctx.io.out(JSON.stringify(result));
+    }>(
+      ctx,
+      "PATCH",
+      `/callers/${encodeURIComponent(nameOf(args))}`,
+      body,
+      await operatorHeaders(args, ctx),
+    );
+    if (args.values.json) ctx.io.out(toTerminalJson(result));
     else {
       ctx.io.out(
         result.changed.length ? `changed ${result.changed.join(", ")}` : "nothing changed",
@@ -278,7 +301,7 @@ export const callersSetCommand: Command = {
       ctx.io.out(describeCaller(result.caller));
       if (result.unknownAllowEntries.length)
         ctx.io.out(
-          `note: allow entries that name no tool: ${result.unknownAllowEntries.join(", ")}`,
+          `note: allow entries that name no tool: ${result.unknownAllowEntries.map((a) => quoteUntrusted(a)).join(", ")}`,
         );
     }
     return exitCodes.ok;
@@ -307,10 +330,10 @@ export const callersRevokeCommand: Command = {
       `/callers/${encodeURIComponent(nameOf(args))}/revoke`,
       typeof args.values.reason === "string" ? { reason: args.values.reason } : {},
     );
-    if (args.values.json) ctx.io.out(JSON.stringify(result));
+    if (args.values.json) ctx.io.out(toTerminalJson(result));
     else
       ctx.io.out(
-        `revoked ${result.caller.name}: ${result.credentialsRevoked} credential(s) killed, ${result.parkedRunsRejected} parked run(s) rejected`,
+        `revoked ${escapeForTerminal(result.caller.name)}: ${result.credentialsRevoked} credential(s) killed, ${result.parkedRunsRejected} parked run(s) rejected`,
       );
     return exitCodes.ok;
   },
@@ -319,19 +342,29 @@ export const callersRevokeCommand: Command = {
 export const callersRestoreCommand: Command = {
   words: ["callers", "restore"],
   summary: "bring a revoked caller back with a new credential",
-  help: "<name> --tier T [--json]",
+  help: [
+    "<name> --tier T [--operator-token-file F] [--json]",
+    "",
+    "Sets the tier and issues a new credential (old ones stay dead). A restore always widens,",
+    "so it needs the operator token as well as the admin token: PEERGATE_OPERATOR_TOKEN or",
+    "--operator-token-file.",
+  ].join("\n"),
   positionals: { min: 1, max: 1, names: "a caller name" },
-  options: { tier: { type: "string" }, json: { type: "boolean" } },
+  options: { tier: { type: "string" }, json: { type: "boolean" }, ...operatorTokenOption },
   async run(args, ctx) {
     if (typeof args.values.tier !== "string")
       throw new UsageError("--tier is required: public, internal or private");
     const result = await requestAdmin<{
       caller: CallerView;
       credential: IssuedCredential;
-    }>(ctx, "POST", `/callers/${encodeURIComponent(nameOf(args))}/restore`, {
-      tier: args.values.tier,
-    });
-    if (args.values.json) ctx.io.out(JSON.stringify(result));
+    }>(
+      ctx,
+      "POST",
+      `/callers/${encodeURIComponent(nameOf(args))}/restore`,
+      { tier: args.values.tier },
+      await operatorHeaders(args, ctx),
+    );
+    if (args.values.json) ctx.io.out(toTerminalJson(result));
     else {
       ctx.io.out(`restored ${describeCaller(result.caller)}`);
       printCredential(ctx, result.credential);
@@ -343,9 +376,16 @@ export const callersRestoreCommand: Command = {
 export const callersRotateCommand: Command = {
   words: ["callers", "rotate"],
   summary: "issue a new credential; the old one dies now or after --grace",
-  help: "<name> [--grace SECONDS] [--json]",
+  help: [
+    "<name> [--grace SECONDS] [--operator-token-file F] [--json]",
+    "",
+    "Issues a new credential; the old ones die now, or after --grace seconds. The new credential",
+    "carries the caller's authority, so for a caller above the floor (a tier above public, allow",
+    "entries or budgets above the defaults) it needs the operator token as well as the admin",
+    "token: PEERGATE_OPERATOR_TOKEN or --operator-token-file.",
+  ].join("\n"),
   positionals: { min: 1, max: 1, names: "a caller name" },
-  options: { grace: { type: "string" }, json: { type: "boolean" } },
+  options: { grace: { type: "string" }, json: { type: "boolean" }, ...operatorTokenOption },
   async run(args, ctx) {
     const grace = args.values.grace === undefined ? 0 : Number(args.values.grace);
     if (!Number.isInteger(grace) || grace < 0)
@@ -356,8 +396,14 @@ export const callersRotateCommand: Command = {
       caller: CallerView;
       credential: IssuedCredential;
       oldCredentialsExpireAt: string;
-    }>(ctx, "POST", `/callers/${encodeURIComponent(nameOf(args))}/rotate`, { graceSeconds: grace });
-    if (args.values.json) ctx.io.out(JSON.stringify(result));
+    }>(
+      ctx,
+      "POST",
+      `/callers/${encodeURIComponent(nameOf(args))}/rotate`,
+      { graceSeconds: grace },
+      await operatorHeaders(args, ctx),
+    );
+    if (args.values.json) ctx.io.out(toTerminalJson(result));
     else {
       ctx.io.out(
         grace === 0

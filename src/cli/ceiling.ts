@@ -10,6 +10,7 @@ import { tiers } from "../policy/tools.ts";
 import { createAdminClient } from "./admin-client.ts";
 import { type Command, exitCodes, UsageError } from "./command.ts";
 import { formatTable } from "./format-table.ts";
+import { toTerminalJson } from "./terminal-text.ts";
 
 /** `--allow a,b --allow c` → ["a", "b", "c"]. Entries are not trimmed: matching is exact. */
 function readAllow(value: unknown): string[] {
@@ -71,7 +72,7 @@ export const ceilingCommand: Command = {
       heading = `Ceiling for a hypothetical caller; agent ${quoteUntrusted(agent.name)}, ${inventory.tools.length} tools in the inventory`;
     }
     if (args.values.json) {
-      ctx.io.out(JSON.stringify(report));
+      ctx.io.out(toTerminalJson(report));
       return exitCodes.ok;
     }
 

@@ -1,12 +1,16 @@
-// Aligned plain-text tables for CLI output. Cells must already be safe to print (quote anything
-// untrusted with quoteUntrusted first); the last column is not padded.
+// Aligned plain-text tables for CLI output. Every header and cell is escaped for the terminal
+// (src/cli/terminal-text.ts), newlines included, so no cell can move the cursor or start a row of
+// its own; the last column is not padded.
+import { escapeForTerminal, toTerminalJson } from "./terminal-text.ts";
 
 export function formatTable(
   headers: readonly string[],
   rows: readonly (readonly string[])[],
 ): string {
-  const widths = headers.map((header, column) =>
-    Math.max(header.length, ...rows.map((row) => (row[column] ?? "").length)),
+  const safeHeaders = headers.map((h) => escapeForTerminal(h));
+  const safeRows = rows.map((row) => row.map((cell) => escapeForTerminal(cell)));
+  const widths = safeHeaders.map((header, column) =>
+    Math.max(header.length, ...safeRows.map((row) => (row[column] ?? "").length)),
   );
   const formatRow = (cells: readonly string[]) =>
     cells
@@ -15,7 +19,7 @@ export function formatTable(
       )
       .join("  ")
       .trimEnd();
-  return [formatRow(headers), ...rows.map(formatRow)].join("\n");
+  return [formatRow(safeHeaders), ...safeRows.map(formatRow)].join("\n");
 }
 
 /** A URL query from the string options named in `keys` that were given. */
@@ -45,7 +49,7 @@ export function printListing(
     empty: string;
   },
 ): void {
-  if (options.json) out(JSON.stringify(options.value));
+  if (options.json) out(toTerminalJson(options.value));
   else if (options.rows.length === 0) out(options.empty);
   else out(formatTable(options.headers, options.rows));
 }

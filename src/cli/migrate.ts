@@ -1,9 +1,13 @@
 // `peergate migrate`: applies pending migrations to the configured database and says which.
 import { loadConfig } from "../config.ts";
-import { openDatabase } from "../db/client.ts";
 import { migrateDatabase } from "../db/migrate.ts";
-import { describeDatabase, resolveDatabaseOptions } from "../db/open-configured.ts";
+import {
+  describeDatabase,
+  openConfiguredDatabase,
+  resolveDatabaseOptions,
+} from "../db/open-configured.ts";
 import { type Command, exitCodes } from "./command.ts";
+import { toTerminalJson } from "./terminal-text.ts";
 
 export const migrateCommand: Command = {
   words: ["migrate"],
@@ -24,11 +28,11 @@ export const migrateCommand: Command = {
     const config = loadConfig(ctx.env, ctx.cwd);
     const options = resolveDatabaseOptions(config);
     const where = describeDatabase(options);
-    const database = await openDatabase(options);
+    const database = await openConfiguredDatabase(config);
     try {
       const result = await migrateDatabase(database);
       if (args.values.json) {
-        ctx.io.out(JSON.stringify({ ...result, database: where }));
+        ctx.io.out(toTerminalJson({ ...result, database: where }));
       } else if (result.applied === 0) {
         ctx.io.out(`${where}: up to date, no migrations to apply`);
       } else {

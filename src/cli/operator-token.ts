@@ -1,43 +1,135 @@
-// `peergate operator-token create`: the second credential that granting actions need. It is
-// deliberately not available over the admin API — anyone holding the admin token could otherwise
-// mint one — so it writes to the database directly: with PostgreSQL at any time, with the
-// embedded database only while the server is stopped (the CLI says so if it is running).
+// `peergate operator-token create`: the second credential that granting actions need (approving a
+// parked run, widening a caller). It is deliberately not available over the admin API — anyone
+// holding the admin token could otherwise mint one. With PostgreSQL it is written to the database
+// directly. With the embedded database, which admits one process, it goes through the running
+// server's control socket in the data directory (src/control/), or to the database directly when
+// no server runs. Either way it needs access to the data directory or the database.
+import { readFile } from "node:fs/promises";
 import { loadConfig } from "../config.ts";
+import { requestControl } from "../control/request-control.ts";
 import { migrateDatabase } from "../db/migrate.ts";
 import { openConfiguredDatabase } from "../db/open-configured.ts";
-import { createOperatorToken } from "../services/admin-credentials.ts";
-import { type Command, exitCodes } from "./command.ts";
+import { ConflictError } from "../errors.ts";
+import { createOperatorToken, hasOperatorToken } from "../services/admin-credentials.ts";
+import { operatorTokenHeader } from "../services/widening.ts";
+import { type CliContext, type Command, exitCodes, type ParsedArgs } from "./command.ts";
+import { toTerminalJson } from "./terminal-text.ts";
+
+/** The option every verb that may need the operator token takes. */
+export const operatorTokenOption = { "operator-token-file": { type: "string" } } as const;
+
+export const operatorTokenHelp = [
+  "  --operator-token-file F  the operator token, read from F (default: PEERGATE_OPERATOR_TOKEN)",
+];
+
+/** The operator token from --operator-token-file or PEERGATE_OPERATOR_TOKEN, if given. */
+export async function readOperatorToken(
+  args: ParsedArgs,
+  ctx: CliContext,
+): Promise<string | undefined> {
+  const file = args.values["operator-token-file"];
+  if (typeof file === "string") return (await readFile(file, "utf8")).trim();
+  return ctx.env.PEERGATE_OPERATOR_TOKEN || undefined;
+}
+
+/** The request header carrying the operator token, when there is one. */
+export async function operatorHeaders(
+  args: ParsedArgs,
+  ctx: CliContext,
+): Promise<Record<string, string>> {
+  const token = await readOperatorToken(args, ctx);
+  return token ? { [operatorTokenHeader.toLowerCase()]: token } : {};
+}
+
+class OperatorTokenExistsError extends Error {
+  readonly code = "operator-token-exists";
+}
+
+async function createDirectly(
+  ctx: CliContext,
+  force: boolean,
+  actor: `cli:${string}`,
+): Promise<{ token: string; replaced: boolean }> {
+  const config = loadConfig(ctx.env, ctx.cwd);
+  const database = await openConfiguredDatabase(config);
+  try {
+    await migrateDatabase(database);
+    const replaced = await hasOperatorToken(database.db);
+    const token = await createOperatorToken({
+      ctx: { db: database.db, now: () => new Date() },
+      actor,
+      replace: force,
+    });
+    return { token, replaced };
+  } catch (error) {
+    if (error instanceof ConflictError) throw new OperatorTokenExistsError(error.message);
+    throw error;
+  } finally {
+    await database.close();
+  }
+}
 
 export const operatorTokenCreateCommand: Command = {
   words: ["operator-token", "create"],
-  summary: "create the operator token (needed, with the admin token, to approve parked runs)",
+  summary:
+    "create the operator token (approvals and widening callers need it with the admin token)",
   help: [
-    "[--json]",
+    "[--force] [--json]",
     "",
-    "Prints a new operator token once and stores only its hash; any previous operator token",
-    "stops working. Approving a parked run over HTTP needs this token in the",
-    "X-Peergate-Operator-Token header as well as the admin token.",
-    "Works directly on the database: with the embedded database, stop the server first.",
+    "Prints a new operator token once and stores only its hash. Approving a parked run, and every",
+    "change that widens what a caller may do (a higher tier, new allow entries, a milder approval",
+    "policy, larger or removed budgets, a restore, a new caller with a tier above public, allow",
+    "entries or budgets above the defaults, a new credential for such a caller) need it in the",
+    `${operatorTokenHeader} header as well as the admin token; the CLI sends it from`,
+    "PEERGATE_OPERATOR_TOKEN or --operator-token-file.",
+    "",
+    "It is never offered over HTTP. With PostgreSQL (DATABASE_URL) it is written to the database.",
+    "With the embedded database it goes through the running server's control socket",
+    "(<data dir>/control.sock, owner-only), or to the database itself when no server runs.",
+    "",
+    "Options:",
+    "  --force  replace an existing operator token: the old one stops working at once",
+    "  --json   print {operatorToken, replaced} as JSON",
   ].join("\n"),
-  options: { json: { type: "boolean" } },
+  options: { force: { type: "boolean" }, json: { type: "boolean" } },
   async run(args, ctx) {
     const config = loadConfig(ctx.env, ctx.cwd);
-    const database = await openConfiguredDatabase(config);
+    const force = args.values.force === true;
+    const user = (ctx.env.USER ?? "operator").replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 64);
+    let created: { token: string; replaced: boolean } | undefined;
     try {
-      await migrateDatabase(database);
-      const token = await createOperatorToken({
-        ctx: { db: database.db, now: () => new Date() },
-        actor: `cli:${ctx.env.USER ?? "operator"}`,
-      });
-      if (args.values.json) ctx.io.out(JSON.stringify({ operatorToken: token }));
-      else {
-        ctx.io.out("Operator token (shown once; peergate keeps only its hash):");
-        ctx.io.out(`  ${token}`);
-        ctx.io.out("Send it as X-Peergate-Operator-Token when approving a parked run.");
+      if (!config.databaseUrl) {
+        const answer = await requestControl(config.dataDir, {
+          verb: "operator-token.create",
+          force,
+          user,
+        });
+        if (answer?.ok === false) {
+          if (answer.code === "exists") throw new OperatorTokenExistsError(answer.message);
+          throw new Error(`the server refused: ${answer.message}`);
+        }
+        if (answer?.ok && answer.verb === "operator-token.create") {
+          created = { token: answer.operatorToken, replaced: answer.replaced };
+        }
       }
-      return exitCodes.ok;
-    } finally {
-      await database.close();
+      created ??= await createDirectly(ctx, force, `cli:${user}`);
+    } catch (error) {
+      if (!(error instanceof OperatorTokenExistsError)) throw error;
+      ctx.io.err(
+        "peergate operator-token create: an operator token exists already. Creating a new one makes the old one stop working at once; run again with --force to do that.",
+      );
+      return exitCodes.failed;
     }
+    if (args.values.json) {
+      ctx.io.out(toTerminalJson({ operatorToken: created.token, replaced: created.replaced }));
+      return exitCodes.ok;
+    }
+    ctx.io.out("Operator token (shown once; peergate keeps only its hash):");
+    ctx.io.out(`  ${created.token}`);
+    if (created.replaced) ctx.io.out("The previous operator token no longer works.");
+    ctx.io.out(
+      `Send it as ${operatorTokenHeader} (the CLI: PEERGATE_OPERATOR_TOKEN or --operator-token-file) to approve parked runs and to widen callers. Keep it out of the server's environment.`,
+    );
+    return exitCodes.ok;
   },
 };

@@ -1,9 +1,12 @@
 // Dispatches argv to a verb, prints help for any prefix of verb words, and turns errors into
 // exit codes: 2 for usage errors, 1 for everything else. No verb prints a stack trace unless
-// PEERGATE_DEBUG is set.
+// PEERGATE_DEBUG is set. Everything a verb prints passes through escapeOutput on its way out
+// (newlines kept, JSON lines still JSON), so no verb can print a raw control sequence, whoever chose the text; printers
+// escape single-line fields themselves too, so those cannot start lines of their own.
 import { parseArgs } from "node:util";
 import { ConfigError } from "../errors.ts";
 import { type CliContext, type Command, exitCodes, UsageError } from "./command.ts";
+import { escapeOutput } from "./terminal-text.ts";
 
 function describeGroup(commands: readonly Command[], prefix: readonly string[]): string {
   const matching = commands.filter((c) => prefix.every((w, i) => c.words[i] === w));
@@ -43,8 +46,13 @@ function formatHelp(command: Command): string {
 export async function runCli(
   commands: readonly Command[],
   argv: readonly string[],
-  ctx: CliContext,
+  outer: CliContext,
 ): Promise<number> {
+  const safe = escapeOutput;
+  const ctx: CliContext = {
+    ...outer,
+    io: { out: (text) => outer.io.out(safe(text)), err: (text) => outer.io.err(safe(text)) },
+  };
   const found = findCommand(commands, argv);
   if (!found) {
     const prefix = argv.filter((a) => !a.startsWith("-"));

@@ -1,6 +1,4 @@
 // `peergate runs …`: what callers' runs did, and the operator's answers to parked ones.
-import { readFile } from "node:fs/promises";
-import { quoteUntrusted } from "../policy/quote.ts";
 import type { RunDetail } from "../services/runs/get-run.ts";
 import type { RunSummary } from "../services/runs/list-runs.ts";
 import { requestAdmin } from "./admin-client.ts";
@@ -12,6 +10,8 @@ import {
   UsageError,
 } from "./command.ts";
 import { formatTable, printListing, queryFromOptions } from "./format-table.ts";
+import { readOperatorToken } from "./operator-token.ts";
+import { escapeForTerminal, toTerminalJson } from "./terminal-text.ts";
 
 function runIdOf(args: ParsedArgs): string {
   const id = args.positionals[0];
@@ -19,25 +19,37 @@ function runIdOf(args: ParsedArgs): string {
   return encodeURIComponent(id);
 }
 
+/** One line of untrusted text, escaped for the terminal and cut at `max` characters. */
+function line(text: unknown, max = 300): string {
+  const safe = escapeForTerminal(text);
+  return safe.length > max ? `${safe.slice(0, max)}…` : safe;
+}
+
 function describeRun(run: RunDetail): string {
   const lines = [
-    `run ${run.id}  (${run.origin}, caller ${run.callerName})`,
-    `  status:    ${run.status}${run.error ? ` — ${run.error.code}: ${quoteUntrusted(run.error.message, 300)}` : ""}`,
-    `  policy:    ${run.approvalPolicy}; tools: ${run.toolSet.join(", ") || "(none)"}`,
-    `  used:      ${JSON.stringify(run.budgetUsed)} of ${JSON.stringify(run.budgetLimits)}`,
-    `  created:   ${run.createdAt}${run.finishedAt ? `, finished ${run.finishedAt}` : ""}`,
+    `run ${line(run.id)}  (${line(run.origin)}, caller ${line(run.callerName)})`,
+    `  status:    ${line(run.status)}${run.error ? ` — ${line(run.error.code)}: ${line(run.error.message)}` : ""}`,
+    `  policy:    ${line(run.approvalPolicy)}; tools: ${line(run.toolSet.join(", ") || "(none)")}`,
+    `  used:      ${toTerminalJson(run.budgetUsed)} of ${toTerminalJson(run.budgetLimits)}`,
+    `  created:   ${line(run.createdAt)}${run.finishedAt ? `, finished ${line(run.finishedAt)}` : ""}`,
   ];
   if (run.pending) {
+    const call = line(run.pending.callId);
+    const digest = line(run.pending.argsDigest);
     lines.push(
       "  waiting for an operator:",
-      `    call ${run.pending.callId}: ${run.pending.tool}`,
-      `    arguments digest ${run.pending.argsDigest}`,
-      `    arguments ${quoteUntrusted(JSON.stringify(run.pending.args), 600)}`,
+      `    call ${call}: ${line(run.pending.tool)}`,
+      `    arguments digest ${digest}`,
+      // JSON with every control and invisible character escaped: what the call would run, exactly.
+      `    arguments ${line(toTerminalJson(run.pending.args), 4000)}`,
       ...(run.pending.previewDiff
-        ? ["    preview:", ...run.pending.previewDiff.split("\n").map((l) => `      ${l}`)]
+        ? [
+            "    preview:",
+            ...run.pending.previewDiff.split("\n").map((l) => `      ${line(l, 2000)}`),
+          ]
         : []),
-      `    expires ${run.parkedUntil ?? "?"}`,
-      `  approve: peergate runs approve ${run.id} --call ${run.pending.callId} --digest ${run.pending.argsDigest}`,
+      `    expires ${line(run.parkedUntil ?? "?")}`,
+      `  approve: peergate runs approve ${line(run.id)} --call ${call} --digest ${digest}`,
     );
   }
   if (run.toolCalls.length) {
@@ -45,17 +57,14 @@ function describeRun(run: RunDetail): string {
       "  tool calls:",
       formatTable(
         ["CALL", "TOOL", "STATUS", "CODE"],
-        run.toolCalls.map((t) => [t.callId, quoteUntrusted(t.tool), t.status, t.code ?? "-"]),
+        run.toolCalls.map((t) => [t.callId, t.tool, t.status, t.code ?? "-"]),
       ).replace(/^/gm, "    "),
     );
   }
-  if (run.text)
-    lines.push(
-      "  answer:",
-      ...quoteUntrusted(run.text, 4000)
-        .split("\\n")
-        .map((l) => `    ${l}`),
-    );
+  if (run.text) {
+    const text = run.text.length > 4000 ? `${run.text.slice(0, 4000)}…` : run.text;
+    lines.push("  answer:", ...text.split("\n").map((l) => `    ${escapeForTerminal(l)}`));
+  }
   return lines.join("\n");
 }
 
@@ -106,15 +115,13 @@ export const runsShowCommand: Command = {
   options: { json: { type: "boolean" } },
   async run(args, ctx) {
     const { run } = await requestAdmin<{ run: RunDetail }>(ctx, "GET", `/runs/${runIdOf(args)}`);
-    ctx.io.out(args.values.json ? JSON.stringify({ run }) : describeRun(run));
+    ctx.io.out(args.values.json ? toTerminalJson({ run }) : describeRun(run));
     return exitCodes.ok;
   },
 };
 
-async function readOperatorToken(args: ParsedArgs, ctx: CliContext): Promise<string> {
-  const file = args.values["operator-token-file"];
-  if (typeof file === "string") return (await readFile(file, "utf8")).trim();
-  const token = ctx.env.PEERGATE_OPERATOR_TOKEN;
+async function requireOperatorToken(args: ParsedArgs, ctx: CliContext): Promise<string> {
+  const token = await readOperatorToken(args, ctx);
   if (!token) {
     throw new UsageError(
       "approving needs the operator token: set PEERGATE_OPERATOR_TOKEN or pass --operator-token-file (create one with `peergate operator-token create`)",
@@ -147,7 +154,7 @@ export const runsApproveCommand: Command = {
         "--call and --digest are required (both are printed by `peergate runs show`)",
       );
     }
-    const token = await readOperatorToken(args, ctx);
+    const token = await requireOperatorToken(args, ctx);
     const result = await requestAdmin(
       ctx,
       "POST",
@@ -156,7 +163,7 @@ export const runsApproveCommand: Command = {
       { "x-peergate-operator-token": token },
     );
     ctx.io.out(
-      args.values.json ? JSON.stringify(result) : `approved; run ${args.positionals[0]} resumes`,
+      args.values.json ? toTerminalJson(result) : `approved; run ${args.positionals[0]} resumes`,
     );
     return exitCodes.ok;
   },
@@ -175,7 +182,7 @@ export const runsRejectCommand: Command = {
     const result = await requestAdmin(ctx, "POST", `/runs/${runIdOf(args)}/reject`, body);
     ctx.io.out(
       args.values.json
-        ? JSON.stringify(result)
+        ? toTerminalJson(result)
         : `rejected; run ${args.positionals[0]} resumes without that call`,
     );
     return exitCodes.ok;
@@ -196,7 +203,7 @@ export const runsCancelCommand: Command = {
     );
     ctx.io.out(
       args.values.json
-        ? JSON.stringify(result)
+        ? toTerminalJson(result)
         : result.stopped
           ? "stopped"
           : "not running on any instance",

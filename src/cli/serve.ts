@@ -13,10 +13,22 @@ Starts the HTTP server with the embedded database in <data dir>/pg, or the Postg
 named by DATABASE_URL, applying pending migrations first. Stops gracefully on SIGINT/SIGTERM.
 Configuration comes from the environment (see README.md): PEERGATE_HOST, PEERGATE_PORT,
 PEERGATE_DATA_DIR, DATABASE_URL, PEERGATE_POLICIES_DIR, PEERGATE_LOG_LEVEL.
-Logs are JSON lines on standard output.`,
+Logs are JSON lines on standard output.
+
+Files are created owner-only (umask 077). A data directory that group or others can reach is
+made 0700 at start, and logged. With the embedded database the server listens on a control
+socket, <data dir>/control.sock (0600), so \`peergate operator-token create\` works while it runs;
+it is never reachable over HTTP. Do not give the server PEERGATE_OPERATOR_TOKEN: it never needs
+it, and what a server holds a tool may come to read.`,
   async run(_args, ctx) {
     const config = loadConfig(ctx.env, ctx.cwd);
     const logger = createLogger({ level: config.logLevel, write: ctx.io.out });
+    if (ctx.env.PEERGATE_OPERATOR_TOKEN) {
+      logger.warn(
+        "PEERGATE_OPERATOR_TOKEN is set in the server's environment: the server never needs it, and a process it starts may read it; keep it with the operator's CLI only",
+        {},
+      );
+    }
     const server = await startServer(config, logger, ctx.env);
     await new Promise<void>((resolve) => {
       if (ctx.signal.aborted) resolve();

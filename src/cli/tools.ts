@@ -6,6 +6,7 @@ import { describeInventory } from "../policy/explain.ts";
 import type { ToolDescriptor } from "../policy/tools.ts";
 import { type Command, exitCodes } from "./command.ts";
 import { formatTable } from "./format-table.ts";
+import { toTerminalJson } from "./terminal-text.ts";
 
 function describeNotes(tool: ToolDescriptor): string {
   const notes: string[] = [];
@@ -31,7 +32,7 @@ export const toolsCommand: Command = {
   async run(args, ctx) {
     const { inventory } = await loadPolicies(loadConfig(ctx.env, ctx.cwd).policiesDir);
     if (args.values.json) {
-      ctx.io.out(JSON.stringify(describeInventory(inventory)));
+      ctx.io.out(toTerminalJson(describeInventory(inventory)));
       return exitCodes.ok;
     }
     ctx.io.out(

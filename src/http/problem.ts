@@ -60,7 +60,13 @@ function mapError(error: unknown): Mapped | undefined {
       headers: { "WWW-Authenticate": 'Bearer realm="peergate"' },
     };
   if (error instanceof ForbiddenError)
-    return { status: 403, code: error.code, title: "Forbidden", detail: error.message };
+    return {
+      status: 403,
+      code: error.code,
+      title: "Forbidden",
+      detail: error.message,
+      ...(error.problems ? { problems: error.problems } : {}),
+    };
   if (error instanceof NotFoundError)
     return { status: 404, code: error.code, title: "Not found", detail: error.message };
   if (error instanceof ConflictError)

@@ -1,72 +1,99 @@
-// Creating a caller: the row, its first credential and the audit event commit together.
+// Creating a caller: the row, its first credential and the audit event commit together. A caller
+// created with more than the floor (a tier above public, allow entries, budgets above the
+// defaults) needs the operator token as well as the admin token (src/services/widening.ts).
 
 import { eq } from "drizzle-orm";
 import { appendAuditEvent } from "../db/audit.ts";
 import { callers, credentials } from "../db/schema.ts";
 import { ConflictError } from "../errors.ts";
+import { type OperatorProof, withWideningCheck } from "./admin-credentials.ts";
 import { changeCaller } from "./caller-events.ts";
 import { checkKindRules, createCallerSchema, defaultBudgets, parseInput } from "./caller-input.ts";
 import type { Actor, ServiceContext } from "./context.ts";
 import { isUniqueViolation } from "./db-errors.ts";
 import { type CallerView, describeCaller } from "./describe-caller.ts";
 import { type IssuedCredential, issueCredential } from "./issue-credential.ts";
+import { describeWidening, floorCaller } from "./widening.ts";
 
 export async function addCaller({
   ctx,
   input,
   actor,
+  operator,
 }: {
   ctx: ServiceContext;
   input: unknown;
   actor: Actor;
+  /** The operator token the request carried; needed when the caller starts above the floor. */
+  operator?: OperatorProof | undefined;
 }): Promise<{ caller: CallerView; credential: IssuedCredential; unknownAllowEntries: string[] }> {
   const data = parseInput(createCallerSchema, input);
   checkKindRules(data);
+  const budgets = { ...defaultBudgets, ...data.budgets };
+  const widened = describeWidening(floorCaller, {
+    tier: data.tier,
+    allow: data.allow,
+    approvalPolicy: data.approvalPolicy,
+    budgets,
+    promptTemplate: data.promptTemplate ?? null,
+    eventFilter: data.eventFilter ?? null,
+    jwt: data.jwt ?? null,
+  });
   try {
-    return await changeCaller(ctx, async (tx, announce) => {
-      const [caller] = await tx
-        .insert(callers)
-        .values({
-          name: data.name,
-          kind: data.kind,
-          tier: data.tier,
-          allow: data.allow,
-          approvalPolicy: data.approvalPolicy,
-          budgets: { ...defaultBudgets, ...data.budgets },
-          promptTemplate: data.promptTemplate ?? null,
-          eventFilter: data.eventFilter ?? null,
-          jwt: data.jwt ?? null,
-        })
-        .returning();
-      if (!caller) throw new Error("caller insert returned nothing");
-      const credential = await issueCredential(tx, ctx, caller);
-      await appendAuditEvent(tx, {
-        actor,
-        kind: "caller.created",
-        subject: `caller:${caller.id}`,
-        data: {
-          name: caller.name,
-          kind: caller.kind,
-          tier: caller.tier,
-          allow: caller.allow,
-          approvalPolicy: caller.approvalPolicy,
-          credential: { id: credential.id, prefix: credential.prefix },
-        },
-      });
-      await announce({
-        callerId: caller.id,
-        name: caller.name,
-        version: caller.version,
-        change: "created",
-      });
-      const stored = await tx.select().from(credentials).where(eq(credentials.callerId, caller.id));
-      const unknown = data.allow.filter((a) => !ctx.policies.inventory.names.has(a));
-      return {
-        caller: describeCaller(caller, stored, ctx.now()),
-        credential,
-        unknownAllowEntries: [...new Set(unknown)],
-      };
-    });
+    return await withWideningCheck(
+      ctx,
+      { proof: operator, actor, what: `creating caller ${data.name}` },
+      (authorize) =>
+        changeCaller(ctx, async (tx, announce) => {
+          await authorize(tx, null, widened);
+          const [caller] = await tx
+            .insert(callers)
+            .values({
+              name: data.name,
+              kind: data.kind,
+              tier: data.tier,
+              allow: data.allow,
+              approvalPolicy: data.approvalPolicy,
+              budgets,
+              promptTemplate: data.promptTemplate ?? null,
+              eventFilter: data.eventFilter ?? null,
+              jwt: data.jwt ?? null,
+            })
+            .returning();
+          if (!caller) throw new Error("caller insert returned nothing");
+          const credential = await issueCredential(tx, ctx, caller);
+          await appendAuditEvent(tx, {
+            actor,
+            kind: "caller.created",
+            subject: `caller:${caller.id}`,
+            data: {
+              name: caller.name,
+              kind: caller.kind,
+              tier: caller.tier,
+              allow: caller.allow,
+              approvalPolicy: caller.approvalPolicy,
+              credential: { id: credential.id, prefix: credential.prefix },
+              ...(widened.length ? { withOperator: widened.map((w) => w.field) } : {}),
+            },
+          });
+          await announce({
+            callerId: caller.id,
+            name: caller.name,
+            version: caller.version,
+            change: "created",
+          });
+          const stored = await tx
+            .select()
+            .from(credentials)
+            .where(eq(credentials.callerId, caller.id));
+          const unknown = data.allow.filter((a) => !ctx.policies.inventory.names.has(a));
+          return {
+            caller: describeCaller(caller, stored, ctx.now()),
+            credential,
+            unknownAllowEntries: [...new Set(unknown)],
+          };
+        }),
+    );
   } catch (error) {
     if (isUniqueViolation(error)) {
       throw new ConflictError(`a caller named "${data.name}" already exists`);

@@ -1,14 +1,18 @@
 // The operator's own credentials. The admin token drives the admin API; the operator token is a
-// second, separate proof needed to grant anything (approving a parked run), so an agent that read
-// the admin token still cannot approve its own run. Both are stored only as SHA-256.
+// second, separate proof needed to grant anything (approving a parked run, widening a caller), so
+// an agent that read the admin token still cannot approve its own run or raise its own ceiling.
+// Both are stored only as SHA-256. The operator token is never minted over HTTP: only through the
+// database or the server's control socket in the data directory (src/control/).
 import { and, eq, isNull } from "drizzle-orm";
 import { readBearer } from "../auth/bearer.ts";
 import { displayPrefix, generateSecret, hashSecret, safeEqual } from "../auth/secrets.ts";
 import { appendAuditEvent } from "../db/audit.ts";
 import type { DbOrTx } from "../db/client.ts";
 import { credentials } from "../db/schema.ts";
+import { ConflictError, ForbiddenError } from "../errors.ts";
 import { type AuthFailureContext, refuse } from "./authenticate-caller.ts";
 import type { Actor, ServiceContext } from "./context.ts";
+import { operatorTokenRequired, type Widening } from "./widening.ts";
 
 async function activeHashes(db: DbOrTx, kind: "admin" | "operator"): Promise<string[]> {
   const rows = await db
@@ -47,17 +51,35 @@ export async function ensureAdminToken({
   });
 }
 
-/** Creates a new operator token, revoking any previous one. Returned once. */
+/**
+ * Creates a new operator token, returned once. An existing one is replaced (and dies) only with
+ * `replace`; without it the call fails with ConflictError, so nobody kills the operator's token by
+ * accident. Tests and the `--force` path pass `replace: true`.
+ */
 export async function createOperatorToken({
   ctx,
   actor,
+  replace = true,
 }: {
   ctx: Pick<ServiceContext, "db" | "now">;
   actor: Actor;
+  replace?: boolean;
 }): Promise<string> {
   const token = generateSecret("operatorToken");
-  await ctx.db.transaction((tx) => replaceCredential(tx, ctx.now(), "operator", token, actor));
+  await ctx.db.transaction(async (tx) => {
+    if (!replace && (await activeHashes(tx, "operator")).length > 0) {
+      throw new ConflictError(
+        "an operator token exists already; creating a new one makes the old one stop working at once (use --force to do that)",
+      );
+    }
+    await replaceCredential(tx, ctx.now(), "operator", token, actor);
+  });
   return token;
+}
+
+/** Whether an operator token is set (for status output; never says which). */
+export async function hasOperatorToken(db: DbOrTx): Promise<boolean> {
+  return (await activeHashes(db, "operator")).length > 0;
 }
 
 async function replaceCredential(
@@ -99,15 +121,106 @@ export async function verifyAdminToken(
   if (!hashes.some((h) => safeEqual(h, hash))) return refuse(ctx, failure, "admin-token-wrong");
 }
 
+/** Why `token` is not the current operator token, or undefined when it is. Reads only. */
+async function operatorTokenProblem(
+  db: DbOrTx,
+  token: string | null | undefined,
+): Promise<string | undefined> {
+  if (!token) return "operator-token-missing";
+  const hashes = await activeHashes(db, "operator");
+  if (hashes.length === 0) return "operator-token-not-set";
+  const hash = hashSecret(token);
+  if (!hashes.some((h) => safeEqual(h, hash))) return "operator-token-wrong";
+  return undefined;
+}
+
 /** Throws UnauthenticatedError unless `token` is the current operator token. */
 export async function verifyOperatorToken(
   ctx: ServiceContext,
   token: string | null | undefined,
   failure: AuthFailureContext,
 ): Promise<void> {
-  if (!token) return refuse(ctx, failure, "operator-token-missing");
-  const hashes = await activeHashes(ctx.db, "operator");
-  if (hashes.length === 0) return refuse(ctx, failure, "operator-token-not-set");
-  const hash = hashSecret(token);
-  if (!hashes.some((h) => safeEqual(h, hash))) return refuse(ctx, failure, "operator-token-wrong");
+  const problem = await operatorTokenProblem(ctx.db, token);
+  if (problem) return refuse(ctx, failure, problem);
+}
+
+/**
+ * The operator token a write presented (the `X-Peergate-Operator-Token` header), if any. It is
+ * checked only when the write widens a caller: elsewhere it has nothing to authorize.
+ */
+export type OperatorProof = { token: string | undefined; failure: AuthFailureContext };
+
+/** A presented operator token that is wrong; turned into the 401 once the transaction is over. */
+class OperatorTokenRejected extends Error {
+  readonly reason: string;
+  constructor(reason: string) {
+    super(reason);
+    this.reason = reason;
+  }
+}
+
+/** Checks, inside the write's transaction, that a widening carries the operator token. */
+export type AuthorizeWidening = (
+  tx: DbOrTx,
+  subject: string | null,
+  widened: readonly Widening[],
+) => Promise<void>;
+
+/**
+ * Runs a caller write that may widen. `work` calls `authorize` with what it would widen; with no
+ * operator token that is a 403 naming the token and the fields (audited as
+ * `caller.widening-refused`), with a wrong one the same 401 as every bad credential. The write's
+ * transaction is rolled back in both cases; the audit events are written after it, since an
+ * embedded database has one connection and the transaction holds it.
+ */
+export async function withWideningCheck<T>(
+  ctx: ServiceContext,
+  {
+    proof,
+    actor,
+    what,
+  }: {
+    proof: OperatorProof | undefined;
+    actor: Actor;
+    /** The write as the refusal names it, e.g. "changing caller alice". */
+    what: string;
+  },
+  work: (authorize: AuthorizeWidening) => Promise<T>,
+): Promise<T> {
+  let refused: { subject: string | null; widened: readonly Widening[] } | undefined;
+  const authorize: AuthorizeWidening = async (tx, subject, widened) => {
+    if (widened.length === 0) return;
+    if (!proof?.token) {
+      refused = { subject, widened };
+      throw operatorTokenRequired(what, widened);
+    }
+    const problem = await operatorTokenProblem(tx, proof.token);
+    if (problem) throw new OperatorTokenRejected(problem);
+  };
+  try {
+    return await work(authorize);
+  } catch (error) {
+    if (error instanceof OperatorTokenRejected && proof) {
+      return refuse(ctx, { ...proof.failure, surface: "operator" }, error.reason);
+    }
+    if (error instanceof ForbiddenError && refused) {
+      // Recorded as the failed proof it is (as a missing token on an approval is): someone with
+      // the admin token tried to widen a caller without the operator.
+      await appendAuditEvent(ctx.db, {
+        actor,
+        kind: "auth.failed",
+        subject: refused.subject,
+        data: {
+          surface: "operator",
+          reason: "operator-token-missing",
+          source: proof?.failure.source ?? "unknown",
+          what,
+          widened: refused.widened.map((w) => w.field),
+        },
+      }).catch((auditError: unknown) =>
+        ctx.logger.error("could not audit a refused widening", { error: auditError }),
+      );
+    }
+    throw error;
+  }
 }

@@ -1,16 +1,19 @@
 // Bringing a revoked caller back is explicit and never revives an old credential: it sets the
-// tier the admin names and issues a new credential, shown once.
+// tier the admin names and issues a new credential, shown once. It always widens (from tier
+// `none`), so it needs the operator token as well as the admin token.
 import { eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import { appendAuditEvent } from "../db/audit.ts";
 import { callers } from "../db/schema.ts";
 import { ConflictError } from "../errors.ts";
+import { type OperatorProof, withWideningCheck } from "./admin-credentials.ts";
 import { changeCaller } from "./caller-events.ts";
 import { parseInput, settableTiers } from "./caller-input.ts";
 import type { Actor, ServiceContext } from "./context.ts";
 import { type CallerView, describeCaller } from "./describe-caller.ts";
 import { findCallerRow, listCredentialRows } from "./find-caller.ts";
 import { type IssuedCredential, issueCredential } from "./issue-credential.ts";
+import { describeWidening } from "./widening.ts";
 
 const restoreSchema = z.strictObject({
   tier: z.enum(settableTiers, { error: `one of ${settableTiers.join(", ")}` }),
@@ -21,46 +24,59 @@ export async function restoreCaller({
   name,
   input,
   actor,
+  operator,
 }: {
   ctx: ServiceContext;
   name: string;
   input: unknown;
   actor: Actor;
+  /** The operator token the request carried; a restore always needs it. */
+  operator?: OperatorProof | undefined;
 }): Promise<{ caller: CallerView; credential: IssuedCredential }> {
   const { tier } = parseInput(restoreSchema, input);
-  return changeCaller(ctx, async (tx, announce) => {
-    const current = await findCallerRow(tx, name);
-    if (current.revokedAt === null) {
-      throw new ConflictError(`caller ${name} is not revoked; use PATCH to change its tier`);
-    }
-    const now = ctx.now();
-    const [updated] = await tx
-      .update(callers)
-      .set({ tier, revokedAt: null, version: sql`${callers.version} + 1`, updatedAt: now })
-      .where(eq(callers.id, current.id))
-      .returning();
-    if (!updated) throw new Error("caller vanished during restore");
-    const credential = await issueCredential(tx, ctx, updated);
-    await appendAuditEvent(tx, {
-      actor,
-      kind: "caller.restored",
-      subject: `caller:${current.id}`,
-      data: {
-        name,
-        tier,
-        version: updated.version,
-        credential: { id: credential.id, prefix: credential.prefix },
-      },
-    });
-    await announce({
-      callerId: current.id,
-      name,
-      version: updated.version,
-      change: "restored",
-    });
-    return {
-      caller: describeCaller(updated, await listCredentialRows(tx, current.id), now),
-      credential,
-    };
-  });
+  return withWideningCheck(
+    ctx,
+    { proof: operator, actor, what: `restoring caller ${name}` },
+    (authorize) =>
+      changeCaller(ctx, async (tx, announce) => {
+        const current = await findCallerRow(tx, name);
+        if (current.revokedAt === null) {
+          throw new ConflictError(`caller ${name} is not revoked; use PATCH to change its tier`);
+        }
+        await authorize(
+          tx,
+          `caller:${current.id}`,
+          describeWidening({ ...current, tier: "none" }, { ...current, tier }),
+        );
+        const now = ctx.now();
+        const [updated] = await tx
+          .update(callers)
+          .set({ tier, revokedAt: null, version: sql`${callers.version} + 1`, updatedAt: now })
+          .where(eq(callers.id, current.id))
+          .returning();
+        if (!updated) throw new Error("caller vanished during restore");
+        const credential = await issueCredential(tx, ctx, updated);
+        await appendAuditEvent(tx, {
+          actor,
+          kind: "caller.restored",
+          subject: `caller:${current.id}`,
+          data: {
+            name,
+            tier,
+            version: updated.version,
+            credential: { id: credential.id, prefix: credential.prefix },
+          },
+        });
+        await announce({
+          callerId: current.id,
+          name,
+          version: updated.version,
+          change: "restored",
+        });
+        return {
+          caller: describeCaller(updated, await listCredentialRows(tx, current.id), now),
+          credential,
+        };
+      }),
+  );
 }

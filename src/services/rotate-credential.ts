@@ -1,16 +1,20 @@
 // Rotation: a new credential now; the old ones keep working for `graceSeconds` (default 0: they
 // die at once), so a counterparty can switch over without downtime when the admin wants that.
+// Rotation changes nothing the caller may do, but the new credential hands the caller's authority
+// to whoever asked: for a caller above the floor it needs the operator token too (widening.ts).
 import { and, eq, gt, isNull, or, sql } from "drizzle-orm";
 import { z } from "zod";
 import { appendAuditEvent } from "../db/audit.ts";
 import { callers, credentials } from "../db/schema.ts";
 import { ConflictError } from "../errors.ts";
+import { type OperatorProof, withWideningCheck } from "./admin-credentials.ts";
 import { changeCaller } from "./caller-events.ts";
 import { parseInput } from "./caller-input.ts";
 import type { Actor, ServiceContext } from "./context.ts";
 import { type CallerView, describeCaller } from "./describe-caller.ts";
 import { findCallerRow, listCredentialRows } from "./find-caller.ts";
 import { type IssuedCredential, issueCredential } from "./issue-credential.ts";
+import { describeWidening, floorCaller } from "./widening.ts";
 
 const rotateSchema = z.strictObject({
   graceSeconds: z
@@ -26,60 +30,71 @@ export async function rotateCredential({
   name,
   input,
   actor,
+  operator,
 }: {
   ctx: ServiceContext;
   name: string;
   input: unknown;
   actor: Actor;
+  /** The operator token the request carried; needed for a caller above the floor. */
+  operator?: OperatorProof | undefined;
 }): Promise<{ caller: CallerView; credential: IssuedCredential; oldCredentialsExpireAt: string }> {
   const { graceSeconds } = parseInput(rotateSchema, input ?? {});
-  return changeCaller(ctx, async (tx, announce) => {
-    const current = await findCallerRow(tx, name);
-    if (current.revokedAt !== null) {
-      throw new ConflictError(`caller ${name} is revoked; restore it to issue a new credential`);
-    }
-    const now = ctx.now();
-    const expiresAt = new Date(now.getTime() + graceSeconds * 1000);
-    const old = await tx
-      .update(credentials)
-      .set(graceSeconds === 0 ? { revokedAt: now } : { expiresAt })
-      .where(
-        and(
-          eq(credentials.callerId, current.id),
-          isNull(credentials.revokedAt),
-          or(isNull(credentials.expiresAt), gt(credentials.expiresAt, expiresAt)),
-        ),
-      )
-      .returning({ id: credentials.id, prefix: credentials.prefix });
-    const credential = await issueCredential(tx, ctx, current);
-    const [updated] = await tx
-      .update(callers)
-      .set({ version: sql`${callers.version} + 1`, updatedAt: now })
-      .where(eq(callers.id, current.id))
-      .returning();
-    if (!updated) throw new Error("caller vanished during rotation");
-    await appendAuditEvent(tx, {
-      actor,
-      kind: "caller.rotated",
-      subject: `caller:${current.id}`,
-      data: {
-        name,
-        version: updated.version,
-        graceSeconds,
-        newCredential: { id: credential.id, prefix: credential.prefix },
-        oldCredentials: old.map((c) => ({ id: c.id, prefix: c.prefix })),
-      },
-    });
-    await announce({
-      callerId: current.id,
-      name,
-      version: updated.version,
-      change: "rotated",
-    });
-    return {
-      caller: describeCaller(updated, await listCredentialRows(tx, current.id), now),
-      credential,
-      oldCredentialsExpireAt: expiresAt.toISOString(),
-    };
-  });
+  return withWideningCheck(
+    ctx,
+    { proof: operator, actor, what: `a new credential for caller ${name}` },
+    (authorize) =>
+      changeCaller(ctx, async (tx, announce) => {
+        const current = await findCallerRow(tx, name);
+        if (current.revokedAt !== null) {
+          throw new ConflictError(
+            `caller ${name} is revoked; restore it to issue a new credential`,
+          );
+        }
+        await authorize(tx, `caller:${current.id}`, describeWidening(floorCaller, current));
+        const now = ctx.now();
+        const expiresAt = new Date(now.getTime() + graceSeconds * 1000);
+        const old = await tx
+          .update(credentials)
+          .set(graceSeconds === 0 ? { revokedAt: now } : { expiresAt })
+          .where(
+            and(
+              eq(credentials.callerId, current.id),
+              isNull(credentials.revokedAt),
+              or(isNull(credentials.expiresAt), gt(credentials.expiresAt, expiresAt)),
+            ),
+          )
+          .returning({ id: credentials.id, prefix: credentials.prefix });
+        const credential = await issueCredential(tx, ctx, current);
+        const [updated] = await tx
+          .update(callers)
+          .set({ version: sql`${callers.version} + 1`, updatedAt: now })
+          .where(eq(callers.id, current.id))
+          .returning();
+        if (!updated) throw new Error("caller vanished during rotation");
+        await appendAuditEvent(tx, {
+          actor,
+          kind: "caller.rotated",
+          subject: `caller:${current.id}`,
+          data: {
+            name,
+            version: updated.version,
+            graceSeconds,
+            newCredential: { id: credential.id, prefix: credential.prefix },
+            oldCredentials: old.map((c) => ({ id: c.id, prefix: c.prefix })),
+          },
+        });
+        await announce({
+          callerId: current.id,
+          name,
+          version: updated.version,
+          change: "rotated",
+        });
+        return {
+          caller: describeCaller(updated, await listCredentialRows(tx, current.id), now),
+          credential,
+          oldCredentialsExpireAt: expiresAt.toISOString(),
+        };
+      }),
+  );
 }

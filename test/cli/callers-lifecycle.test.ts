@@ -1,11 +1,13 @@
 // The CLI drives the whole life of a caller of each kind against a real running server.
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { commands } from "../../src/cli/commands.ts";
 import { runCli } from "../../src/cli/run-cli.ts";
 import { loadConfig } from "../../src/config.ts";
+import { callers, runs } from "../../src/db/schema.ts";
 import { silentLogger } from "../../src/log.ts";
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { repoPoliciesDir } from "../support/app.ts";
@@ -22,6 +24,8 @@ for (const variant of variants) {
     let server: RunningServer;
     let env: Record<string, string>;
     let dropDb: (() => Promise<void>) | undefined;
+    /** The operator token, in a file as `--operator-token-file` reads it. */
+    let operatorFile: string;
 
     beforeAll(async () => {
       dir = await mkdtemp(path.join(tmpdir(), "peergate-cli-"));
@@ -38,6 +42,10 @@ for (const variant of variants) {
       }
       server = await startServer(loadConfig(env, dir), silentLogger);
       env.PEERGATE_URL = server.url;
+      // While the server runs: through its control socket (embedded database) or the database.
+      const created = await json("operator-token", "create");
+      operatorFile = path.join(dir, "operator-token");
+      await writeFile(operatorFile, created.operatorToken, { mode: 0o600 });
     });
     afterAll(async () => {
       await server?.stop();
@@ -63,6 +71,47 @@ for (const variant of variants) {
       return JSON.parse(r.out) as any;
     };
 
+    it("creates the operator token while the server runs, and asks for --force to replace it", async () => {
+      const again = await cli("operator-token", "create");
+      expect(again.code).toBe(1);
+      expect(again.err).toContain("--force");
+      expect(again.err).toContain("old one stop working");
+      expect(again.out).toBe("");
+      const old = (await readFile(operatorFile, "utf8")).trim();
+      const forced = await cli("operator-token", "create", "--force");
+      expect(forced.code).toBe(0);
+      expect(forced.out).toContain("The previous operator token no longer works.");
+      const fresh = /pgo_[A-Za-z0-9_-]+/.exec(forced.out)?.[0];
+      expect(fresh).toBeDefined();
+      expect(fresh).not.toBe(old);
+      // The old one is dead: a widening with it is refused as a bad credential.
+      await writeFile(operatorFile, old);
+      const withOld = await cli(
+        "callers",
+        "add",
+        "zed",
+        "--kind",
+        "peer",
+        "--tier",
+        "private",
+        "--operator-token-file",
+        operatorFile,
+      );
+      expect(withOld.code).toBe(1);
+      expect(withOld.err).toContain("401");
+      await writeFile(operatorFile, String(fresh));
+    });
+
+    it("refuses a widening without the operator token, naming it and the fields", async () => {
+      const refused = await cli("callers", "add", "zed", "--kind", "peer", "--tier", "private");
+      expect(refused.code).toBe(1);
+      expect(refused.err).toContain("403");
+      expect(refused.err).toContain("X-Peergate-Operator-Token");
+      expect(refused.err).toContain("tier: public → private");
+      expect(refused.err).toContain("PEERGATE_OPERATOR_TOKEN or --operator-token-file");
+      expect((await cli("callers", "show", "zed")).code).toBe(1);
+    });
+
     it("adds a caller of each kind and prints each credential once", async () => {
       const peer = await cli(
         "callers",
@@ -74,6 +123,8 @@ for (const variant of variants) {
         "internal",
         "--allow",
         "web_fetch",
+        "--operator-token-file",
+        operatorFile,
       );
       expect(peer.code).toBe(0);
       expect(peer.out).toMatch(/Credential \(shown once.*\n {2}pg_[A-Za-z0-9_-]{43}/);
@@ -111,6 +162,8 @@ for (const variant of variants) {
         "steps=5",
         "--budget",
         "daily.runs=10",
+        "--operator-token-file",
+        operatorFile,
       );
       expect(hook.caller.budgets).toMatchObject({ steps: 5, daily: { runs: 10 } });
 
@@ -131,13 +184,23 @@ for (const variant of variants) {
         "public",
         "--allow",
         "web_fetch,write_file",
+        "--operator-token-file",
+        operatorFile,
       );
       expect(set.changed.sort()).toEqual(["allow", "tier"]);
       const ceiling = await cli("ceiling", "alice");
       expect(ceiling.code).toBe(0);
       expect(ceiling.out).toMatch(/write_file\s+yes\s+named-in-allow/);
       expect(ceiling.out).toMatch(/read_file\s+no\s+disclosure-above-tier/);
-      const rotated = await cli("callers", "rotate", "alice", "--grace", "60");
+      const rotated = await cli(
+        "callers",
+        "rotate",
+        "alice",
+        "--grace",
+        "60",
+        "--operator-token-file",
+        operatorFile,
+      );
       expect(rotated.out).toMatch(/old credentials work until \d{4}-/);
       const revoked = await cli("callers", "revoke", "alice", "--reason", "test");
       expect(revoked.out).toBe("revoked alice: 2 credential(s) killed, 0 parked run(s) rejected");
@@ -146,7 +209,15 @@ for (const variant of variants) {
       const refused = await cli("callers", "set", "alice", "--tier", "private");
       expect(refused.code).toBe(1);
       expect(refused.err).toContain("409");
-      const restored = await cli("callers", "restore", "alice", "--tier", "public");
+      const restored = await cli(
+        "callers",
+        "restore",
+        "alice",
+        "--tier",
+        "public",
+        "--operator-token-file",
+        operatorFile,
+      );
       expect(restored.out).toMatch(/pg_[A-Za-z0-9_-]{43}/);
     });
 
@@ -165,7 +236,14 @@ for (const variant of variants) {
           "    promptTemplate: 'CI changed: {{payload}}'",
         ].join("\n"),
       );
-      const first = await json("callers", "apply", "-f", file);
+      const first = await json(
+        "callers",
+        "apply",
+        "-f",
+        file,
+        "--operator-token-file",
+        operatorFile,
+      );
       const actions = Object.fromEntries(first.actions.map((a: any) => [a.name, a.action]));
       expect(actions).toMatchObject({ bob: "create", ci: "update", alice: "drift", repo: "drift" });
       expect(first.credentials.map((c: any) => c.name)).toEqual(["bob"]);
@@ -232,6 +310,60 @@ for (const variant of variants) {
       const cancel = await cli("runs", "cancel", run.id);
       expect(cancel.code).toBe(1);
       expect(cancel.out).toBe("not running on any instance");
+    });
+
+    it("runs show prints a parked call's ANSI/OSC arguments escaped, never raw", async () => {
+      const [peer] = await server.database.db
+        .select({ id: callers.id })
+        .from(callers)
+        .where(eq(callers.name, "runner"));
+      // What a model could put in a call's arguments: clear the screen, rewrite the line, set
+      // the title, reverse text, hide a word.
+      const args = {
+        path: "notes.txt\u001b[2J\u001b[1;1H",
+        content: "ok\r\u001b]0;approved\u0007\u009b31m\u202egnp.exe\u200b",
+      };
+      const [run] = await server.database.db
+        .insert(runs)
+        .values({
+          callerId: String(peer?.id),
+          origin: "a2a",
+          status: "parked",
+          approvalPolicy: "read-only",
+          toolSet: ["write_file\u001b[8m"],
+          pendingApproval: {
+            callId: "call\u001b[1A",
+            tool: "write_file",
+            argsDigest: "0".repeat(64),
+            args,
+            requestedAt: new Date().toISOString(),
+          },
+        })
+        .returning({ id: runs.id });
+      const raw = {
+        asymmetricMatch: (text: string) =>
+          [...text].some((c) => {
+            const code = c.codePointAt(0) ?? 0;
+            return (
+              (code < 0x20 && code !== 0x0a) ||
+              (code >= 0x7f && code <= 0x9f) ||
+              code === 0x202e ||
+              code === 0x200b
+            );
+          }),
+      };
+      const shown = await cli("runs", "show", String(run?.id));
+      expect(shown.code).toBe(0);
+      expect(shown.out).not.toEqual(raw);
+      expect(shown.out).toContain("notes.txt\\u001b[2J");
+      expect(shown.out).toContain("\\u009b31m\\u202egnp.exe\\u200b");
+      expect(shown.out).toContain("call ");
+      const asJson = await cli("runs", "show", String(run?.id), "--json");
+      expect(asJson.out).not.toEqual(raw);
+      expect(JSON.parse(asJson.out).run.pending.args).toEqual(args);
+      const listed = await cli("runs", "list", "--status", "parked");
+      expect(listed.out).not.toEqual(raw);
+      expect("x\u001by").toEqual(raw);
     });
 
     it("explains bad usage with the command's help and exit code 2", async () => {

@@ -11,6 +11,7 @@ import path from "node:path";
 import { loadConfig } from "../../src/config.ts";
 import { createLogger } from "../../src/log.ts";
 import { type RunningServer, type StartServerOptions, startServer } from "../../src/server.ts";
+import { createOperatorToken } from "../../src/services/admin-credentials.ts";
 import { repoPoliciesDir } from "../support/app.ts";
 import {
   countAssistantTurns,
@@ -301,8 +302,25 @@ export async function spawnServe(
 }
 
 /** Adds a caller through the admin API; returns the created body (credential shown once). */
-export async function addCaller(instance: Instance, input: Record<string, unknown>): Promise<any> {
-  const created = await instance.admin("POST", "/callers", input);
+export async function addCaller(
+  instance: Instance & { server?: RunningServer },
+  input: Record<string, unknown>,
+): Promise<any> {
+  let created = await instance.admin("POST", "/callers", input);
+  if (
+    created.status === 403 &&
+    created.body?.code === "operator-token-required" &&
+    instance.server
+  ) {
+    // A caller above the floor needs the operator too: do as the operator would.
+    const operatorToken = await createOperatorToken({
+      ctx: instance.server.services,
+      actor: "system",
+    });
+    created = await instance.admin("POST", "/callers", input, {
+      "x-peergate-operator-token": operatorToken,
+    });
+  }
   if (created.status !== 201) {
     throw new Error(`adding caller failed: ${created.status} ${JSON.stringify(created.body)}`);
   }

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, expect, it } from "vitest";
-import { adminRequest, createTestApp, type TestApp } from "../support/app.ts";
+import { adminRequest, createTestApp, operatorRequest, type TestApp } from "../support/app.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 
 type Json = Record<string, any>;
@@ -81,8 +81,12 @@ describeEachDatabase("admin API: bad input", (db) => {
 
   it("refuses a stale compare-and-set version", async () => {
     await call("POST", "/callers", { name: "a", kind: "peer" });
-    await call("PATCH", "/callers/a", { allow: ["x"] });
-    const stale = await call("PATCH", "/callers/a", { allow: ["y"], expectedVersion: 1 });
+    const operate = async (method: string, path: string, body?: unknown) => {
+      const res = await operatorRequest(app, method, path, body);
+      return { status: res.status, body: (await res.json()) as Json };
+    };
+    await operate("PATCH", "/callers/a", { allow: ["x"] });
+    const stale = await operate("PATCH", "/callers/a", { allow: ["y"], expectedVersion: 1 });
     expect(stale.status).toBe(409);
     expect(stale.body.detail).toContain("version 2, not 1");
   });

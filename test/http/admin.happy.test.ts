@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, expect, it } from "vitest";
 import { verifyAuditChain } from "../../src/db/audit.ts";
-import { adminRequest, createTestApp, type TestApp } from "../support/app.ts";
+import { adminRequest, createTestApp, operatorRequest, type TestApp } from "../support/app.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 
 type Json = Record<string, any>;
@@ -14,6 +14,11 @@ describeEachDatabase("admin API: caller lifecycle", (db) => {
 
   const call = async (method: string, path: string, body?: unknown) => {
     const res = await adminRequest(app, method, path, body);
+    return { status: res.status, body: (await res.json()) as Json, headers: res.headers };
+  };
+  /** With the operator token too: writes that widen a caller need it. */
+  const operate = async (method: string, path: string, body?: unknown) => {
+    const res = await operatorRequest(app, method, path, body);
     return { status: res.status, body: (await res.json()) as Json, headers: res.headers };
   };
 
@@ -65,8 +70,9 @@ describeEachDatabase("admin API: caller lifecycle", (db) => {
   });
 
   it("narrows a caller with PATCH, bumping the version and recording what changed", async () => {
-    await call("POST", "/callers", { name: "alice", kind: "peer", tier: "private" });
-    const res = await call("PATCH", "/callers/alice", {
+    await operate("POST", "/callers", { name: "alice", kind: "peer", tier: "private" });
+    // Lower tier, but new allow entries: that part widens, so the operator signs too.
+    const res = await operate("PATCH", "/callers/alice", {
       tier: "public",
       allow: ["web_fetch", "no_such_tool"],
     });
@@ -84,7 +90,7 @@ describeEachDatabase("admin API: caller lifecycle", (db) => {
   });
 
   it("explains the ceiling tool by tool, from the caller's tier and allow list", async () => {
-    await call("POST", "/callers", {
+    await operate("POST", "/callers", {
       name: "alice",
       kind: "peer",
       tier: "internal",
@@ -117,7 +123,7 @@ describeEachDatabase("admin API: caller lifecycle", (db) => {
   });
 
   it("revokes totally: tier none, credentials dead, ceiling empty, chain intact", async () => {
-    const created = await call("POST", "/callers", {
+    const created = await operate("POST", "/callers", {
       name: "alice",
       kind: "peer",
       tier: "private",
@@ -148,14 +154,14 @@ describeEachDatabase("admin API: caller lifecycle", (db) => {
   it("restores a revoked caller only explicitly, with a new credential", async () => {
     const first = await call("POST", "/callers", { name: "alice", kind: "peer" });
     await call("POST", "/callers/alice/revoke");
-    const res = await call("POST", "/callers/alice/restore", { tier: "internal" });
+    const res = await operate("POST", "/callers/alice/restore", { tier: "internal" });
     expect(res.status).toBe(200);
     expect(res.body.credential.secret).not.toBe(first.body.credential.secret);
     expect(res.body.caller).toMatchObject({ tier: "internal", revoked: false });
     const active = (res.body.caller.credentials as Json[]).filter((c) => c.active);
     expect(active).toHaveLength(1);
     expect(active[0]?.id).toBe(res.body.credential.id);
-    expect((await call("POST", "/callers/alice/restore", { tier: "public" })).status).toBe(409);
+    expect((await operate("POST", "/callers/alice/restore", { tier: "public" })).status).toBe(409);
   });
 
   it("rotates a credential, keeping the old one for the grace period asked for", async () => {

@@ -32,7 +32,7 @@ import { createToolRuntime } from "../../src/tools/runtime.ts";
 import type { ToolRuntime } from "../../src/tools/types.ts";
 import { snapshotTree } from "../e2e/support.ts";
 import { readRunRow, readToolCalls, type Step, scriptModel, waitUntil } from "../runs/support.ts";
-import { createTestApp, repoPoliciesDir, type TestApp } from "../support/app.ts";
+import { createTestApp, operatorProof, repoPoliciesDir, type TestApp } from "../support/app.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 import { expectRefused, recordCase } from "./cases.ts";
 
@@ -153,6 +153,7 @@ describeEachDatabase("ceilings under attack", (db) => {
       ctx: harness.app.services,
       input: { kind: "peer", ...input },
       actor: "admin",
+      operator: operatorProof(harness.app),
     });
     return findCallerRow(db.database.db, String(input.name));
   }
@@ -452,6 +453,7 @@ describeEachDatabase("ceilings under attack", (db) => {
         approvalPolicy: "auto",
       },
       actor: "admin",
+      operator: operatorProof(harness.app),
     });
     const before = await snapshotTree(harness.workspace);
     const pending = (await readRunRow(db.database, handle.runId)).pendingApproval;

@@ -243,8 +243,12 @@ function attacksFor(route: AuthenticatedRoute): Attack[] {
         bearer("replaced admin token", () => retired.adminToken),
         ...queryAttacks(() => f.adminToken(), stripAuthorization),
         // Approving needs both tokens, each in its own place.
-        op("admin token without the operator token", () => ({ authorization: admin() })),
-        op("empty operator token", () => ({ authorization: admin(), operatorToken: "" })),
+        op("admin token without the operator token", () => ({ authorization: admin() }), [
+          route.withoutOperator ?? 401,
+        ]),
+        op("empty operator token", () => ({ authorization: admin(), operatorToken: "" }), [
+          route.withoutOperator ?? 401,
+        ]),
         op("operator token alone, in Authorization", () => ({
           authorization: `Bearer ${f.operatorToken}`,
         })),

@@ -54,6 +54,11 @@ export type AuthenticatedRoute = {
   build(f: RouteFixtures): Promise<UnsignedRequest>;
   /** Statuses the handler answers an authenticated request with (so: authentication passed). */
   accepted: readonly number[];
+  /**
+   * admin+operator routes: the status without a usable operator token. 401 (the default) for
+   * approvals; 403 `operator-token-required` for caller writes that widen, which name the token.
+   */
+  withoutOperator?: number;
 };
 
 /** Where a credential is put; `undefined` leaves that place empty. */
@@ -144,7 +149,9 @@ export const authenticatedRoutes: readonly AuthenticatedRoute[] = [
   {
     method: "PATCH",
     pattern: "/admin/v1/callers/:name",
-    credential: "admin",
+    // Raising the tier widens: it needs the operator too (src/services/widening.ts).
+    credential: "admin+operator",
+    withoutOperator: 403,
     accepted: [200],
     build: async (f) => ({
       method: "PATCH",
@@ -168,7 +175,9 @@ export const authenticatedRoutes: readonly AuthenticatedRoute[] = [
   {
     method: "POST",
     pattern: "/admin/v1/callers/:name/restore",
-    credential: "admin",
+    // Restoring widens (from tier none): it needs the operator too (src/services/widening.ts).
+    credential: "admin+operator",
+    withoutOperator: 403,
     accepted: [200],
     build: async (f) => ({
       method: "POST",

@@ -124,22 +124,29 @@ export async function startSecurityServer(
     dataDir,
     workspace,
     async admin(method, pathname, body) {
-      const reply = await send(port, {
-        method,
-        path: `/admin/v1${pathname}`,
-        headers: {
-          authorization: `Bearer ${harness.adminToken}`,
-          ...(body === undefined ? {} : { "content-type": "application/json" }),
-        },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
-      let json: any;
-      try {
-        json = JSON.parse(reply.text);
-      } catch {
-        json = undefined;
-      }
-      return { ...reply, json };
+      const request = async (operatorToken?: string) => {
+        const reply = await send(port, {
+          method,
+          path: `/admin/v1${pathname}`,
+          headers: {
+            authorization: `Bearer ${harness.adminToken}`,
+            ...(body === undefined ? {} : { "content-type": "application/json" }),
+            ...(operatorToken ? { "x-peergate-operator-token": operatorToken } : {}),
+          },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        });
+        let json: any;
+        try {
+          json = JSON.parse(reply.text);
+        } catch {
+          json = undefined;
+        }
+        return { ...reply, json };
+      };
+      const reply = await request();
+      // A write that widens a caller needs the operator too: do as the operator would.
+      if (reply.status !== 403 || reply.json?.code !== "operator-token-required") return reply;
+      return request(await createOperatorToken({ ctx: server.services, actor: "cli:security" }));
     },
     newOperatorToken: () => createOperatorToken({ ctx: server.services, actor: "cli:security" }),
     async replaceAdminToken() {

@@ -15,7 +15,11 @@ import { createLogger, type Logger } from "../../src/log.ts";
 import { createMetrics } from "../../src/metrics.ts";
 import { createCeilingCache } from "../../src/policy/ceiling-cache.ts";
 import type { RunEngine, StartRunRequest } from "../../src/runs/types.ts";
-import { ensureAdminToken } from "../../src/services/admin-credentials.ts";
+import {
+  createOperatorToken,
+  ensureAdminToken,
+  type OperatorProof,
+} from "../../src/services/admin-credentials.ts";
 import type { AuthDeps } from "../../src/services/authenticate-caller.ts";
 import { type CallerDirectory, openCallerDirectory } from "../../src/services/caller-directory.ts";
 import type { ServiceContext } from "../../src/services/context.ts";
@@ -63,6 +67,8 @@ export type TestApp = {
   auth: AuthDeps;
   directory: CallerDirectory;
   adminToken: string;
+  /** The operator token, for writes that widen a caller (and approvals). */
+  operatorToken: string;
   runs: RunEngine;
   limiter: RateLimiter;
   logLines: string[];
@@ -92,6 +98,7 @@ export async function createTestApp(
   };
   const adminToken = generateSecret("adminToken");
   await ensureAdminToken({ ctx: services, configured: adminToken });
+  const operatorToken = await createOperatorToken({ ctx: services, actor: "cli:test" });
   const auth: AuthDeps = { ctx: services, directory, jwks: createJwksCache() };
   const limiter = options.limiter ?? createRateLimiter({ maxFailures: 1000, windowMs: 60_000 });
   const engine = options.runs ?? createFakeRunEngine(database);
@@ -108,6 +115,7 @@ export async function createTestApp(
     auth,
     directory,
     adminToken,
+    operatorToken,
     runs: engine,
     limiter,
     logLines,
@@ -115,12 +123,13 @@ export async function createTestApp(
   };
 }
 
-/** Calls the admin API as the admin. */
+/** Calls the admin API as the admin: the admin token alone. */
 export function adminRequest(
   app: TestApp,
   method: string,
   pathname: string,
   body?: unknown,
+  headers: Record<string, string> = {},
 ): Promise<Response> {
   return Promise.resolve(
     app.hono.request(`/admin/v1${pathname}`, {
@@ -128,8 +137,26 @@ export function adminRequest(
       headers: {
         authorization: `Bearer ${app.adminToken}`,
         ...(body === undefined ? {} : { "content-type": "application/json" }),
+        ...headers,
       },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     }),
   );
+}
+
+/** Calls the admin API as the operator: the admin token and the operator token. */
+export function operatorRequest(
+  app: TestApp,
+  method: string,
+  pathname: string,
+  body?: unknown,
+): Promise<Response> {
+  return adminRequest(app, method, pathname, body, {
+    "x-peergate-operator-token": app.operatorToken,
+  });
+}
+
+/** The operator proof a service call gets when the request carried the operator token. */
+export function operatorProof(app: Pick<TestApp, "operatorToken">): OperatorProof {
+  return { token: app.operatorToken, failure: { surface: "operator", source: "test" } };
 }

@@ -1,9 +1,11 @@
 // The admin API (/admin/v1). Every route needs the admin token; none accepts a browser Origin or a
-// credential in the query string. Handlers only translate HTTP to service calls and back.
-import { Hono } from "hono";
+// credential in the query string. Handlers only translate HTTP to service calls and back. Caller
+// writes pass on the operator token header; the services decide whether the write widens and so
+// needs it (src/services/widening.ts). No route creates an operator token.
+import { type Context, Hono } from "hono";
 import type { RateLimiter } from "../../auth/rate-limit.ts";
 import { addCaller } from "../../services/add-caller.ts";
-import { verifyAdminToken } from "../../services/admin-credentials.ts";
+import { type OperatorProof, verifyAdminToken } from "../../services/admin-credentials.ts";
 import type { ServiceContext } from "../../services/context.ts";
 import {
   approveParkedRun,
@@ -46,38 +48,51 @@ export function adminRoutes(deps: AdminRouteDeps): Hono {
     await next();
   });
 
-  app.post("/callers", async (c) =>
-    c.json(await addCaller({ ctx, input: await readJsonBody(c), actor }), 201),
-  );
+  /** A caller write: throttled like a login, since a wrong operator token is a failed one. */
+  const write = <T>(c: Context, work: (operator: OperatorProof) => Promise<T>) => {
+    const source = readSourceAddress(c);
+    return throttleAuth(deps.limiter, [`source:${source}`], () =>
+      work({
+        token: c.req.header("x-peergate-operator-token"),
+        failure: { surface: "operator", source },
+      }),
+    );
+  };
+
+  app.post("/callers", async (c) => {
+    const input = await readJsonBody(c);
+    return c.json(await write(c, (operator) => addCaller({ ctx, input, actor, operator })), 201);
+  });
   app.get("/callers", async (c) => c.json({ callers: await listCallers({ ctx }) }));
   app.get("/callers/:name", async (c) =>
     c.json({ caller: await getCaller({ ctx, name: c.req.param("name") }) }),
   );
-  app.patch("/callers/:name", async (c) =>
-    c.json(
-      await updateCaller({ ctx, name: c.req.param("name"), input: await readJsonBody(c), actor }),
-    ),
-  );
+  app.patch("/callers/:name", async (c) => {
+    const input = await readJsonBody(c);
+    const name = c.req.param("name");
+    return c.json(
+      await write(c, (operator) => updateCaller({ ctx, name, input, actor, operator })),
+    );
+  });
   app.post("/callers/:name/revoke", async (c) => {
     const body = (await readJsonBody(c, { optional: true })) as { reason?: unknown };
     const reason = typeof body.reason === "string" ? body.reason : undefined;
     return c.json(await revokeCaller({ ctx, name: c.req.param("name"), reason, actor }));
   });
-  app.post("/callers/:name/restore", async (c) =>
-    c.json(
-      await restoreCaller({ ctx, name: c.req.param("name"), input: await readJsonBody(c), actor }),
-    ),
-  );
-  app.post("/callers/:name/rotate", async (c) =>
-    c.json(
-      await rotateCredential({
-        ctx,
-        name: c.req.param("name"),
-        input: await readJsonBody(c, { optional: true }),
-        actor,
-      }),
-    ),
-  );
+  app.post("/callers/:name/restore", async (c) => {
+    const input = await readJsonBody(c);
+    const name = c.req.param("name");
+    return c.json(
+      await write(c, (operator) => restoreCaller({ ctx, name, input, actor, operator })),
+    );
+  });
+  app.post("/callers/:name/rotate", async (c) => {
+    const input = await readJsonBody(c, { optional: true });
+    const name = c.req.param("name");
+    return c.json(
+      await write(c, (operator) => rotateCredential({ ctx, name, input, actor, operator })),
+    );
+  });
   app.get("/callers/:name/ceiling", async (c) =>
     c.json(await explainCallerCeiling({ ctx, name: c.req.param("name") })),
   );
