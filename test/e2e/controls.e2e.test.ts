@@ -1,0 +1,358 @@
+// Precise controls end to end (DESIGN §10), through the real server with a scripted model behind
+// the real provider: the command allowlist under a `read-only` policy, the classifier (the stub
+// answers its call from the command alone), "nobody there" declining, URL grants for web_fetch
+// (inside runs, outside parks, a redirect out of the grant parks), and a caller narrowed while
+// its run works. The classifier call is told apart from the run's own by its instructions.
+import { readFile, writeFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import path from "node:path";
+import { TaskState } from "@a2a-js/sdk";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { quoteUntrusted } from "../../src/policy/quote.ts";
+import { createOperatorToken } from "../../src/services/admin-credentials.ts";
+import {
+  type ChatRequest,
+  createOpenAiStub,
+  readContent,
+  readScenario,
+  type StubStep,
+} from "../support/openai-stub.ts";
+import {
+  addCaller,
+  asTask,
+  copyPolicies,
+  createSharedSecrets,
+  createWorkspace,
+  type Peergate,
+  readTaskRunId,
+  readToolResults,
+  removeTempDirs,
+  startPeergate,
+  userMessage,
+  waitForRun,
+} from "./support.ts";
+
+type Call = { id: string; name: string; arguments: string };
+const exec = (id: string, program: string, args: string[]): Call => ({
+  id,
+  name: "execute_command",
+  arguments: JSON.stringify({ program, args }),
+});
+const fetchCall = (id: string, url: string): Call => ({
+  id,
+  name: "web_fetch",
+  arguments: JSON.stringify({ url }),
+});
+
+/** The run's own requests: scenario name → the steps, by assistant turns so far. */
+const scenarios: Record<string, StubStep[]> = {};
+/** Runs before the scenario's step `n` is answered (the test narrows a caller there). */
+const beforeStep: Record<string, (step: number) => Promise<void>> = {};
+const classifierRequests: string[] = [];
+
+function isClassifierRequest(request: ChatRequest): boolean {
+  return request.messages.some(
+    (m) =>
+      m.role === "system" && readContent(m).startsWith("You rate the risk of one shell command"),
+  );
+}
+
+let web: Server;
+let webUrl: string;
+let policiesDir: string;
+const stub = createOpenAiStub();
+let modelBaseUrl: string;
+
+beforeAll(async () => {
+  stub.respondWith(async (request) => {
+    if (isClassifierRequest(request)) {
+      const prompt = request.messages.map(readContent).join("\n");
+      classifierRequests.push(prompt);
+      // The scripted classifier rates by the command alone: `ls …` read-only, all else high-risk.
+      return { text: /<command>\nls( |\n)/.test(prompt) ? "read-only" : "high-risk" };
+    }
+    const name = readScenario(request) ?? "";
+    const steps = scenarios[name];
+    if (!steps) return { text: "no script for this conversation" };
+    const turn = request.messages.filter((m) => m.role === "assistant").length;
+    await beforeStep[name]?.(turn);
+    return steps[Math.min(turn, steps.length - 1)] as StubStep;
+  });
+  modelBaseUrl = await stub.listen();
+  web = createServer((req, res) => {
+    if (req.url === "/docs/redirect-out") {
+      res.writeHead(302, { location: "/private/secret" });
+      res.end();
+      return;
+    }
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.end(`page ${req.url}`);
+  });
+  await new Promise<void>((resolve) => web.listen(0, "127.0.0.1", resolve));
+  webUrl = `http://127.0.0.1:${(web.address() as AddressInfo).port}`;
+  policiesDir = await copyPolicies();
+  // The shell and the web on offer; the loopback test server reachable; one agent-wide deny.
+  const agentFile = path.join(policiesDir, "agent.yaml");
+  const text = await readFile(agentFile, "utf8");
+  await writeFile(
+    agentFile,
+    `${text.replace(/^tools: .*$/m, "tools: [files, context, web, shell]")}\nwebFetch:\n  allowAddresses: ["127.0.0.1"]\n`,
+  );
+});
+afterAll(async () => {
+  await stub.close();
+  await new Promise<void>((resolve) => web?.close(() => resolve()));
+  await removeTempDirs();
+});
+
+describe("precise controls through the real server", () => {
+  let peergate: Peergate;
+
+  beforeAll(async () => {
+    const workspace = await createWorkspace();
+    peergate = await startPeergate({
+      ...createSharedSecrets(),
+      policiesDir,
+      workspace,
+      modelBaseUrl,
+    });
+  });
+  afterAll(async () => {
+    await peergate?.stop();
+  });
+
+  async function send(secret: string, text: string) {
+    const client = await peergate.client(secret);
+    return asTask(await client.sendMessage({ message: userMessage(text) } as never));
+  }
+  const callsOf = (run: {
+    toolCalls: { callId: string; status: string; code: string | null; decision: any }[];
+  }) => Object.fromEntries(run.toolCalls.map((c) => [c.callId, c]));
+
+  it("runs an allowlisted git status under read-only while git push parks", async () => {
+    scenarios.gitlist = [
+      { calls: [exec("c_status", "git", ["status", "--short"]), exec("c_push", "git", ["push"])] },
+      { text: "done" },
+    ];
+    const peer = await addCaller(peergate, {
+      name: "gitter",
+      kind: "peer",
+      tier: "private",
+      allow: ["execute_command"],
+      approvalPolicy: "read-only",
+      commands: ["git status", "git log"],
+    });
+    const task = await send(peer.secret, "scenario:gitlist look");
+    const run = await waitForRun(peergate, readTaskRunId(task), ["parked"]);
+    const calls = callsOf(run);
+    expect(calls.c_status?.status).toBe("completed");
+    expect(calls.c_status?.decision).toMatchObject({
+      action: "run",
+      rule: "allowlist",
+      coveredBy: "git status",
+      key: "git status",
+    });
+    expect(calls.c_push?.status).toBe("parked");
+    expect(calls.c_push?.decision).toMatchObject({ action: "park", key: "git push" });
+    expect(run.pending.tool).toBe("execute_execute_command");
+    expect(run.pending.args).toMatchObject({ program: "git", args: ["push"] });
+  });
+
+  it("a classifier verdict lets ls run and keeps rm parked; the verdicts are on the record", async () => {
+    scenarios.classify = [
+      {
+        calls: [exec("c_ls", "ls", ["-la"]), exec("c_rm", "rm", ["-rf", "notes"])],
+      },
+      { text: "done" },
+    ];
+    const peer = await addCaller(peergate, {
+      name: "classified",
+      kind: "peer",
+      tier: "private",
+      allow: ["execute_command"],
+      approvalPolicy: "low-risk",
+    });
+    const before = classifierRequests.length;
+    const task = await send(peer.secret, "scenario:classify tidy up");
+    const run = await waitForRun(peergate, readTaskRunId(task), ["parked"]);
+    const calls = callsOf(run);
+    expect(calls.c_ls?.status).toBe("completed");
+    expect(calls.c_ls?.decision).toMatchObject({
+      rule: "policy-admits",
+      risk: "read-only",
+      classifier: { verdict: "read-only", model: "openai-compatible:scripted" },
+    });
+    expect(calls.c_rm?.status).toBe("parked");
+    expect(calls.c_rm?.decision).toMatchObject({
+      rule: "policy-parks",
+      classifier: { verdict: "high-risk" },
+    });
+    // The classifier read the commands and nothing of the conversation.
+    const asked = classifierRequests.slice(before);
+    expect(asked).toHaveLength(2);
+    for (const prompt of asked) expect(prompt).not.toContain("tidy up");
+    // The classifier's calls are not the run's usage: the run's tokens count only its own steps.
+    expect(run.pending.reason).toContain("low-risk");
+  });
+
+  it("a floor reason parks a shell script even under high-risk, naming it", async () => {
+    scenarios.floor = [
+      { calls: [exec("c_sh", "sh", ["-c", "echo $(cat /etc/passwd) > out.txt"])] },
+      { text: "done" },
+    ];
+    const peer = await addCaller(peergate, {
+      name: "floored",
+      kind: "peer",
+      tier: "private",
+      allow: ["execute_command"],
+      approvalPolicy: "low-risk",
+      commands: ["sh"],
+    });
+    const task = await send(peer.secret, "scenario:floor go");
+    const run = await waitForRun(peergate, readTaskRunId(task), ["parked"]);
+    const call = callsOf(run).c_sh;
+    expect(call?.decision.rule).toBe("safety");
+    expect(call?.decision.floorReasons.length).toBeGreaterThan(0);
+    expect(run.pending.reason).toContain("risk floor");
+    const audit = await peergate.admin("GET", "/audit?limit=1000");
+    expect(audit.status).toBe(200);
+  });
+
+  it("a webhook caller's call that needs a person is declined and the run goes on", async () => {
+    scenarios.webhook = [{ calls: [exec("c_push", "git", ["push"])] }, { text: "could not push" }];
+    const hook = await addCaller(peergate, {
+      name: "declining",
+      kind: "peer",
+      tier: "private",
+      allow: ["execute_command"],
+      approvalPolicy: "read-only",
+      whenNobody: "decline",
+    });
+    const task = await send(hook.secret, "scenario:webhook push it");
+    expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    const run = await waitForRun(peergate, readTaskRunId(task), ["completed"]);
+    expect(callsOf(run).c_push?.status).toBe("declined");
+    const last = stub.requests
+      .map((r) => r.body)
+      .filter((r) => readScenario(r) === "webhook")
+      .at(-1);
+    const result = readToolResults(last).get("c_push") ?? "";
+    expect(result).toContain("was not run");
+    expect(result).toContain("What would let it run");
+    const audit = await peergate.admin("GET", "/audit?kind=tool.declined&limit=1000");
+    expect(
+      audit.body.events.some((e: { data: { runId: string } }) => e.data.runId === run.id),
+    ).toBe(true);
+  });
+
+  it("web_fetch: inside the grant runs, outside parks, a redirect out of the grant parks", async () => {
+    scenarios.fetch = [
+      {
+        calls: [
+          fetchCall("f_in", `${webUrl}/docs/page`),
+          fetchCall("f_out", `${webUrl}/private/page`),
+          fetchCall("f_redirect", `${webUrl}/docs/redirect-out`),
+        ],
+      },
+      { text: "done" },
+    ];
+    const peer = await addCaller(peergate, {
+      name: "fetcher",
+      kind: "peer",
+      tier: "internal",
+      allow: ["web_fetch"],
+      approvalPolicy: "read-only",
+      urlGrants: { prefixes: [`${webUrl}/docs`] },
+    });
+    const task = await send(peer.secret, "scenario:fetch read");
+    const run = await waitForRun(peergate, readTaskRunId(task), ["parked"]);
+    const calls = callsOf(run);
+    expect(calls.f_in?.status).toBe("completed");
+    expect(calls.f_in?.decision).toMatchObject({ rule: "allowlist" });
+    expect(calls.f_out?.status).toBe("parked");
+    expect(calls.f_out?.decision.urlReason).toBeDefined();
+    expect(calls.f_redirect?.status).toBe("parked");
+    expect(calls.f_redirect?.decision.urlReason).toContain("Redirect 1");
+    expect(run.pending.args).toEqual({ url: `${webUrl}/private/page` });
+  });
+
+  it("narrowing applies from the next step; widening never reaches the run", async () => {
+    const peer = await addCaller(peergate, {
+      name: "narrowed",
+      kind: "peer",
+      tier: "internal",
+      approvalPolicy: "auto",
+      toolOverrides: { stat: "deny" },
+    });
+    // The operator token is made when needed: making one replaces the one before.
+    const patch = async (body: unknown) =>
+      peergate.admin("PATCH", "/callers/narrowed", body, {
+        "x-peergate-operator-token": await createOperatorToken({
+          ctx: peergate.server.services,
+          actor: "system",
+        }),
+      });
+    scenarios.narrow = [
+      { calls: [{ id: "n_ls1", name: "ls", arguments: '{"path":"."}' }] },
+      {
+        calls: [
+          { id: "n_ls2", name: "ls", arguments: '{"path":"."}' },
+          { id: "n_stat", name: "stat", arguments: '{"path":"README.md"}' },
+        ],
+      },
+      { text: "done" },
+    ];
+    beforeStep.narrow = async (turn) => {
+      // Between the first and the second step: a new deny (narrowing), a removed deny (widening).
+      if (turn === 1) {
+        const res = await patch({ toolOverrides: { ls: "deny" } });
+        expect(res.status).toBe(200);
+      }
+    };
+    const task = await send(peer.secret, "scenario:narrow look");
+    const run = await waitForRun(peergate, readTaskRunId(task), ["completed"]);
+    const calls = callsOf(run);
+    expect(calls.n_ls1?.status).toBe("completed");
+    expect([calls.n_ls2?.status, calls.n_ls2?.code]).toEqual(["refused", "tool-unavailable"]);
+    // stat's deny was removed by the same change, but the run keeps the deny it started with.
+    expect([calls.n_stat?.status, calls.n_stat?.code]).toEqual(["refused", "tool-unavailable"]);
+    const last = stub.requests
+      .map((r) => r.body)
+      .filter((r) => readScenario(r) === "narrow")
+      .at(-1);
+    const results = readToolResults(last);
+    expect(results.get("n_ls2")).toBe(`Tool ${quoteUntrusted("ls")} is not available in this run.`);
+    expect(results.get("n_stat")).toBe(
+      `Tool ${quoteUntrusted("stat")} is not available in this run.`,
+    );
+  });
+
+  it("a stricter policy set mid-run parks the next step's call", async () => {
+    const peer = await addCaller(peergate, {
+      name: "stricter",
+      kind: "peer",
+      tier: "private",
+      allow: ["execute_command"],
+      approvalPolicy: "auto",
+    });
+    scenarios.stricter = [
+      { calls: [exec("s_1", "ls", [])] },
+      { calls: [exec("s_2", "git", ["push"])] },
+      { text: "done" },
+    ];
+    beforeStep.stricter = async (turn) => {
+      if (turn === 1) {
+        const res = await peergate.admin("PATCH", "/callers/stricter", {
+          approvalPolicy: "read-only",
+        });
+        expect(res.status).toBe(200);
+      }
+    };
+    const task = await send(peer.secret, "scenario:stricter go");
+    const run = await waitForRun(peergate, readTaskRunId(task), ["parked"]);
+    const calls = callsOf(run);
+    expect(calls.s_1?.status).toBe("completed");
+    expect(calls.s_2?.status).toBe("parked");
+  });
+});
