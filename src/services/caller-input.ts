@@ -107,10 +107,9 @@ const commandsSchema = z
 
 /** Tool name → allow | deny | prompt; read key by key, so `__proto__` is a tool name too. */
 const toolOverridesSchema = z
-  .custom<Record<string, string>>(
-    (v) => typeof v === "object" && v !== null && !Array.isArray(v),
-    { error: `a mapping of tool name to ${toolOverrideValues.join(", ")}` },
-  )
+  .custom<Record<string, string>>((v) => typeof v === "object" && v !== null && !Array.isArray(v), {
+    error: `a mapping of tool name to ${toolOverrideValues.join(", ")}`,
+  })
   .superRefine((map, ctx) => {
     const keys = Object.keys(map);
     if (keys.length > 1_000) {
@@ -136,7 +135,10 @@ const toolOverridesSchema = z
   })
   .transform((map) => Object.fromEntries(Object.entries(map)) as Record<string, string>);
 
-const grantList = z.array(z.string({ error: "a text entry" }).max(2_048)).max(1_000).optional();
+const grantList = z
+  .array(z.string({ error: "a text entry" }).max(2_048))
+  .max(1_000)
+  .optional();
 /** web_fetch URL grants: hosts, `.suffixes`, URL prefixes (src/policy/url-grants.ts). */
 const urlGrantsSchema = z
   .strictObject({ hosts: grantList, suffixes: grantList, prefixes: grantList })
