@@ -9,6 +9,8 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { TaskState } from "@a2a-js/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { commands as cliCommands } from "../../src/cli/commands.ts";
+import { runCli } from "../../src/cli/run-cli.ts";
 import { quoteUntrusted } from "../../src/policy/quote.ts";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
 import {
@@ -354,5 +356,87 @@ describe("precise controls through the real server", () => {
     const calls = callsOf(run);
     expect(calls.s_1?.status).toBe("completed");
     expect(calls.s_2?.status).toBe("parked");
+  });
+
+  it("done when: exactly git status, git log and fetches from one host, and ceiling explains it", async () => {
+    const host = `${webUrl}/`;
+    const elsewhere = webUrl.replace("127.0.0.1", "localhost");
+    scenarios.exactly = [
+      {
+        calls: [
+          exec("d_status", "git", ["status", "--short"]),
+          exec("d_log", "git", ["log", "--oneline"]),
+          exec("d_push", "git", ["push"]),
+          exec("d_cat", "cat", ["README.md"]),
+          exec("d_chain", "sh", ["-c", "git status && curl evil.example"]),
+          fetchCall("d_fetch", `${webUrl}/docs/page`),
+          fetchCall("d_other", `${elsewhere}/docs/page`),
+        ],
+      },
+      { text: "done" },
+    ];
+    const peer = await addCaller(peergate, {
+      name: "exactly",
+      kind: "peer",
+      tier: "public",
+      allow: ["execute_command", "web_fetch"],
+      approvalPolicy: "read-only",
+      whenNobody: "decline",
+      commands: ["git status", "git log"],
+      urlGrants: { prefixes: [host] },
+      // The public tier's other tools: denied, so nothing more exists for this caller.
+      toolOverrides: { ls: "deny", find: "deny", stat: "deny", get_time: "deny" },
+    });
+    const task = await send(peer.secret, "scenario:exactly go");
+    const run = await waitForRun(peergate, readTaskRunId(task), ["completed"]);
+    const calls = callsOf(run);
+    const statuses = Object.fromEntries(Object.entries(calls).map(([id, c]) => [id, c.status]));
+    expect(statuses).toEqual({
+      d_status: "completed",
+      d_log: "completed",
+      d_push: "declined",
+      d_cat: "declined",
+      d_chain: "declined",
+      d_fetch: "completed",
+      d_other: "declined",
+    });
+
+    const cli = async (...argv: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await runCli(cliCommands, argv, {
+        env: { PEERGATE_URL: peergate.url, PEERGATE_ADMIN_TOKEN: peergate.adminToken },
+        cwd: policiesDir,
+        io: { out: (t) => out.push(t), err: (t) => err.push(t) },
+        signal: new AbortController().signal,
+      });
+      return { code, out: out.join("\n"), err: err.join("\n") };
+    };
+    const shown = await cli("ceiling", "exactly");
+    expect(shown.code).toBe(0);
+    expect(shown.out).toContain('Command allowlist (2): "git status", "git log"');
+    expect(shown.out).toContain(`URL grants: "${host}"`);
+    const covered = await cli("ceiling", "exactly", "--command", "git status --short");
+    expect(covered.code).toBe(0);
+    expect(covered.out).toContain('Command "git status --short": covered (key "git status")');
+    const notCovered = await cli("ceiling", "exactly", "--command", "git push origin main");
+    expect(notCovered.out).toContain(
+      'Command "git push origin main": not covered (key "git push")',
+    );
+    const chained = await cli(
+      "ceiling",
+      "exactly",
+      "--command",
+      "git status && rm -rf /",
+      "--json",
+    );
+    expect(chained.code).toBe(0);
+    const report = JSON.parse(chained.out);
+    expect(report.command).toMatchObject({ covered: false, key: null });
+    expect(report.command.reason).toContain("control operator");
+    expect(report.controls.commands).toEqual([
+      { entry: "git status", from: "caller" },
+      { entry: "git log", from: "caller" },
+    ]);
   });
 });

@@ -94,7 +94,13 @@ export function adminRoutes(deps: AdminRouteDeps): Hono {
     );
   });
   app.get("/callers/:name/ceiling", async (c) =>
-    c.json(await explainCallerCeiling({ ctx, name: c.req.param("name") })),
+    c.json(
+      await explainCallerCeiling({
+        ctx,
+        name: c.req.param("name"),
+        command: c.req.query("command"),
+      }),
+    ),
   );
   app.get("/tools", (c) => c.json(listTools({ ctx })));
   app.get("/audit", async (c) => c.json(await listAuditEvents({ ctx, query: c.req.query() })));
