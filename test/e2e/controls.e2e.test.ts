@@ -248,6 +248,34 @@ describe("precise controls through the real server", () => {
     ).toBe(true);
   });
 
+  it("a webhook caller's call that needs a person is declined by default; the run goes on", async () => {
+    scenarios.hookdecline = [
+      { calls: [exec("h_push", "git", ["push"])] },
+      { text: "reported what it could not do" },
+    ];
+    const hook = await addCaller(peergate, {
+      name: "hook-declines",
+      kind: "webhook",
+      tier: "private",
+      allow: ["execute_command"],
+      approvalPolicy: "read-only",
+      promptTemplate: "scenario:hookdecline Handle this event:\n{{payload}}",
+    });
+    const fired = await fetch(`${peergate.url}/webhooks/hook-declines`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${hook.secret}`, "content-type": "application/json" },
+      body: JSON.stringify({ event: "deploy" }),
+    });
+    expect(fired.status).toBe(202);
+    const { runId } = (await fired.json()) as { runId: string };
+    const run = await waitForRun(peergate, runId, ["completed"]);
+    expect(run.text).toBe("reported what it could not do");
+    expect(callsOf(run).h_push?.status).toBe("declined");
+    expect(callsOf(run).h_push?.decision).toMatchObject({ action: "decline" });
+    const caller = await peergate.admin("GET", "/callers/hook-declines");
+    expect(caller.body.caller.whenNobody).toBe("decline");
+  });
+
   it("web_fetch: inside the grant runs, outside parks, a redirect out of the grant parks", async () => {
     scenarios.fetch = [
       {
