@@ -466,5 +466,34 @@ describe("precise controls through the real server", () => {
       { entry: "git status", from: "caller" },
       { entry: "git log", from: "caller" },
     ]);
+
+    // The CLI narrows with the admin token alone: one entry fewer, a new deny.
+    const narrowed = await cli(
+      "callers",
+      "set",
+      "exactly",
+      "--command",
+      "git status",
+      // The list is replaced whole: the denies it had stay in it.
+      ...["ls", "find", "stat", "get_time", "web_fetch"].flatMap((t) => [
+        "--override",
+        `${t}=deny`,
+      ]),
+      "--json",
+    );
+    expect(narrowed.err).toBe("");
+    expect(narrowed.code).toBe(0);
+    const after = await peergate.admin("GET", "/callers/exactly");
+    expect(after.body.caller).toMatchObject({
+      commands: ["git status"],
+      toolOverrides: { ls: "deny", web_fetch: "deny" },
+    });
+    // Widening through the CLI without the operator token is refused, naming the field.
+    const widened = await cli("callers", "set", "exactly", "--command", "rm", "--json");
+    expect(widened.code).not.toBe(0);
+    expect(widened.err).toContain("commands");
+    const bad = await cli("callers", "set", "exactly", "--when-nobody", "later");
+    expect(bad.code).not.toBe(0);
+    expect(bad.err).toContain('whenNobody: got "later"');
   });
 });
