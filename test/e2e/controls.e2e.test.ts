@@ -111,10 +111,14 @@ afterAll(async () => {
 describe("precise controls through the real server", () => {
   let peergate: Peergate;
 
+  let workspace: string;
+  let secrets: { adminToken: string; secretKey: string };
+
   beforeAll(async () => {
-    const workspace = await createWorkspace();
+    workspace = await createWorkspace();
+    secrets = createSharedSecrets();
     peergate = await startPeergate({
-      ...createSharedSecrets(),
+      ...secrets,
       policiesDir,
       workspace,
       modelBaseUrl,
@@ -274,6 +278,37 @@ describe("precise controls through the real server", () => {
     expect(callsOf(run).h_push?.decision).toMatchObject({ action: "decline" });
     const caller = await peergate.admin("GET", "/callers/hook-declines");
     expect(caller.body.caller.whenNobody).toBe("decline");
+  });
+
+  it("every tool's output is redacted of the secrets peergate holds before the model reads it", async () => {
+    // A file in the workspace that holds the admin token and the model key (as a leak would).
+    await writeFile(
+      path.join(workspace, "leak.txt"),
+      `admin=${secrets.adminToken}\nmodel=e2e-model-key\n`,
+    );
+    scenarios.redact = [
+      {
+        calls: [
+          { id: "r_read", name: "read_file", arguments: '{"path":"leak.txt"}' },
+          { id: "r_grep", name: "grep", arguments: '{"pattern":"admin=","path":"."}' },
+        ],
+      },
+      { text: "done" },
+    ];
+    const peer = await addCaller(peergate, { name: "reader", kind: "peer", tier: "private" });
+    const task = await send(peer.secret, "scenario:redact read");
+    await waitForRun(peergate, readTaskRunId(task), ["completed"]);
+    const last = stub.requests
+      .map((r) => r.body)
+      .filter((r) => readScenario(r) === "redact")
+      .at(-1);
+    const results = readToolResults(last);
+    for (const id of ["r_read", "r_grep"]) {
+      const text = results.get(id) ?? "";
+      expect(text, id).toContain("[redacted]");
+      expect(text, id).not.toContain(secrets.adminToken);
+      expect(text, id).not.toContain("e2e-model-key");
+    }
   });
 
   it("web_fetch: inside the grant runs, outside parks, a redirect out of the grant parks", async () => {
