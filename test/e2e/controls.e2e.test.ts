@@ -393,6 +393,51 @@ describe("precise controls through the real server", () => {
     );
   });
 
+  it("widening while a run is parked never reaches it when it resumes", async () => {
+    const peer = await addCaller(peergate, {
+      name: "resumed",
+      kind: "peer",
+      tier: "private",
+      allow: ["execute_command"],
+      approvalPolicy: "read-only",
+      commands: ["git status"],
+    });
+    scenarios.resumed = [
+      { calls: [exec("w_push", "git", ["push"])] },
+      { calls: [exec("w_rm", "rm", ["notes/todo.txt"])] },
+      { text: "done" },
+    ];
+    const task = await send(peer.secret, "scenario:resumed go");
+    const runId = readTaskRunId(task);
+    const parked = await waitForRun(peergate, runId, ["parked"]);
+    const operator = async () => ({
+      "x-peergate-operator-token": await createOperatorToken({
+        ctx: peergate.server.services,
+        actor: "system",
+      }),
+    });
+    // Widen while parked: rm on the allowlist, and a milder policy.
+    const widened = await peergate.admin(
+      "PATCH",
+      "/callers/resumed",
+      { commands: ["git status", "rm"], approvalPolicy: "auto" },
+      await operator(),
+    );
+    expect(widened.status).toBe(200);
+    const approved = await peergate.admin(
+      "POST",
+      `/runs/${runId}/approve`,
+      { callId: parked.pending.callId, argsDigest: parked.pending.argsDigest },
+      await operator(),
+    );
+    expect(approved.status).toBe(202);
+    // The resumed run still decides with what it started with: rm is not covered, and read-only holds.
+    const again = await waitForRun(peergate, runId, ["parked"]);
+    expect(again.pending.callId).toBe("w_rm");
+    expect(callsOf(again).w_rm?.decision).toMatchObject({ action: "park" });
+    expect(callsOf(again).w_rm?.decision.coveredBy).toBeUndefined();
+  });
+
   it("a stricter policy set mid-run parks the next step's call", async () => {
     const peer = await addCaller(peergate, {
       name: "stricter",
