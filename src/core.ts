@@ -198,6 +198,7 @@ export async function openCore(
       sandbox: sandbox.backend,
       redactor,
       logger,
+      ...(policies.agent.webFetch === undefined ? {} : { webFetch: policies.agent.webFetch }),
     });
     opened.push(() => tools.close());
     const engine = await createRunEngine({
@@ -212,6 +213,16 @@ export async function openCore(
       workspace: tools.workspace ?? config.workspace,
       notifications,
       priceTable: await loadPriceTable(path.join(config.policiesDir, "models.yaml")),
+      redactor,
+      ...(policies.agent.classifier?.model === undefined
+        ? {}
+        : {
+            classifierModel: resolveModel({
+              modelId: policies.agent.classifier.model,
+              baseUrl: config.modelBaseUrl,
+              apiKey: config.modelApiKey,
+            }),
+          }),
     });
     const a2a = createA2aService({
       database,

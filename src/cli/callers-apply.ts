@@ -19,6 +19,10 @@ const managedFields = [
   "promptTemplate",
   "eventFilter",
   "jwt",
+  "commands",
+  "toolOverrides",
+  "urlGrants",
+  "whenNobody",
 ] as const;
 const secretLooking = /token|secret|password|credential|^key$/i;
 

@@ -27,6 +27,10 @@ type CallerView = {
   budgets: Json;
   promptTemplate: string | null;
   eventFilter: string[] | null;
+  commands?: string[];
+  toolOverrides?: Record<string, string>;
+  urlGrants?: { hosts?: string[]; suffixes?: string[]; prefixes?: string[] } | null;
+  whenNobody?: string;
   credentials: {
     id: string;
     kind: string;
@@ -96,6 +100,26 @@ function describeCaller(c: CallerView): string {
     `  allow:     ${c.allow.length ? c.allow.map((a) => quoteUntrusted(a)).join(", ") : "(none)"}`,
     `  approval:  ${e(c.approvalPolicy)}`,
     `  budgets:   ${toTerminalJson(c.budgets)}`,
+    `  commands:  ${c.commands?.length ? c.commands.map((a) => quoteUntrusted(a)).join(", ") : "(none)"}`,
+    `  overrides: ${
+      Object.keys(c.toolOverrides ?? {}).length
+        ? Object.entries(c.toolOverrides ?? {})
+            .map(([t, o]) => `${quoteUntrusted(t)}=${e(o)}`)
+            .join(", ")
+        : "(none)"
+    }`,
+    `  grants:    ${
+      c.urlGrants
+        ? [
+            ...(c.urlGrants.hosts ?? []),
+            ...(c.urlGrants.suffixes ?? []),
+            ...(c.urlGrants.prefixes ?? []),
+          ]
+            .map((g) => quoteUntrusted(g))
+            .join(", ") || "(nothing granted: every fetch asks)"
+        : "(none: web_fetch follows the approval policy)"
+    }`,
+    ...(c.whenNobody ? [`  nobody:    ${e(c.whenNobody)} (a call that needs a person)`] : []),
     ...(c.promptTemplate !== null ? [`  prompt:    ${quoteUntrusted(c.promptTemplate, 200)}`] : []),
     ...(c.eventFilter ? [`  events:    ${e(c.eventFilter.join(", "))}`] : []),
     `  credentials: ${active.length ? active.map((k) => `${e(k.prefix)}${k.expiresAt ? ` (until ${e(k.expiresAt)})` : ""}`).join(", ") : "none active"}`,
@@ -117,6 +141,12 @@ const callerFields = {
   "prompt-file": { type: "string" },
   events: { type: "string", multiple: true },
   budget: { type: "string", multiple: true },
+  command: { type: "string", multiple: true },
+  override: { type: "string", multiple: true },
+  "grant-host": { type: "string", multiple: true },
+  "grant-suffix": { type: "string", multiple: true },
+  "grant-prefix": { type: "string", multiple: true },
+  "when-nobody": { type: "string" },
   json: { type: "boolean" },
   ...operatorTokenOption,
 } as const;
@@ -130,6 +160,12 @@ const callerFieldsHelp = [
   "  --events e,f      github callers: events that fire a run (issues, issues.opened …)",
   "  --budget k=v      tokens, costUsd, durationMs, steps, concurrentRuns, daily.tokens,",
   "                    daily.costUsd, daily.runs (repeatable)",
+  '  --command "git status"  a command allowlist entry (repeatable; replaces the list)',
+  "  --override tool=V  a per-tool override, V one of allow, deny, prompt (repeatable)",
+  "  --grant-host H, --grant-suffix .S, --grant-prefix URL",
+  "                    web_fetch URL grants (repeatable; together they replace the grants)",
+  "  --when-nobody M   park or decline a call that needs a person (default: decline for",
+  "                    webhook kinds, park for peers)",
   "  --json            print the API's answer as JSON",
   ...operatorTokenHelp,
 ];
@@ -154,6 +190,40 @@ async function buildFields(args: ParsedArgs): Promise<Json> {
   if (events) body.eventFilter = events;
   const budgets = readBudgets(v.budget);
   if (budgets) body.budgets = budgets;
+  const texts = (value: unknown): string[] | undefined =>
+    Array.isArray(value) ? value.map(String) : typeof value === "string" ? [value] : undefined;
+  const commandEntries = texts(v.command);
+  if (commandEntries) body.commands = commandEntries;
+  const overrides = texts(v.override);
+  if (overrides) {
+    const map: Record<string, string> = {};
+    for (const item of overrides) {
+      const eq = item.lastIndexOf("=");
+      if (eq <= 0) {
+        throw new UsageError(
+          `--override ${JSON.stringify(item)}: expected tool=allow, tool=deny or tool=prompt`,
+        );
+      }
+      Object.defineProperty(map, item.slice(0, eq), {
+        value: item.slice(eq + 1),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+    body.toolOverrides = map;
+  }
+  const hosts = texts(v["grant-host"]);
+  const suffixes = texts(v["grant-suffix"]);
+  const prefixes = texts(v["grant-prefix"]);
+  if (hosts || suffixes || prefixes) {
+    body.urlGrants = {
+      ...(hosts ? { hosts } : {}),
+      ...(suffixes ? { suffixes } : {}),
+      ...(prefixes ? { prefixes } : {}),
+    };
+  }
+  if (typeof v["when-nobody"] === "string") body.whenNobody = v["when-nobody"];
   return body;
 }
 

@@ -2,11 +2,13 @@
 // about a real caller; `ceiling --tier T` computes one for a hypothetical caller from the policy
 // files alone (no server, no database). The tier is taken as typed, so a typo shows exactly what
 // the server would do with it: fail closed.
+
 import { loadConfig } from "../config.ts";
 import { loadPolicies } from "../load-policies.ts";
 import { type CeilingReport, reportCeiling } from "../policy/explain.ts";
 import { quoteUntrusted } from "../policy/quote.ts";
 import { tiers } from "../policy/tools.ts";
+import type { CallerControlsReport, CommandCoverageReport } from "../services/explain-caller.ts";
 import { createAdminClient } from "./admin-client.ts";
 import { type Command, exitCodes, UsageError } from "./command.ts";
 import { formatTable } from "./format-table.ts";
@@ -34,28 +36,39 @@ export const ceilingCommand: Command = {
     `  --tier T   the caller's tier: ${tiers.join(", ")} (anything else is refused everything)`,
     "  --allow L  comma-separated tool names the caller is allowed by name; may repeat.",
     "             Matching is exact and case-sensitive: spaces are part of a name.",
+    "  --command C  with a caller name: whether the command allowlists cover shell text C",
+    '               (e.g. --command "git status --short"), its key, and why',
     "  --json     print {caller, inventoryVersion, agentVersion, admitted, decisions,",
-    "             unknownAllowEntries, runNames} as JSON",
+    "             unknownAllowEntries, runNames, controls, command} as JSON",
   ].join("\n"),
   positionals: { min: 0, max: 1, names: "at most one caller name" },
   options: {
     tier: { type: "string" },
     allow: { type: "string", multiple: true },
     json: { type: "boolean" },
+    command: { type: "string" },
   },
   async run(args, ctx) {
     const name = args.positionals[0];
     const tier = args.values.tier;
-    let report: CeilingReport;
+    let report: CeilingReport & {
+      controls?: CallerControlsReport;
+      command?: CommandCoverageReport;
+    };
+    const command = args.values.command;
+    if (command !== undefined && name === undefined) {
+      throw new UsageError("--command needs a caller name: its allowlist lives on the server");
+    }
     let heading: string;
     if (name !== undefined) {
       if (tier !== undefined || args.values.allow !== undefined) {
         throw new UsageError("give a caller name or --tier/--allow, not both");
       }
       const client = await createAdminClient(ctx);
-      report = await client.request<CeilingReport>(
+      const query = typeof command === "string" ? `?command=${encodeURIComponent(command)}` : "";
+      report = await client.request<typeof report>(
         "GET",
-        `/callers/${encodeURIComponent(name)}/ceiling`,
+        `/callers/${encodeURIComponent(name)}/ceiling${query}`,
       );
       heading = `Ceiling of caller ${quoteUntrusted(name)}`;
     } else {
@@ -99,6 +112,14 @@ export const ceilingCommand: Command = {
       );
       ctx.io.out(`A run also answers to: ${described.join(", ")}`);
     }
+    if (report.controls !== undefined) printControls(ctx.io.out, report.controls);
+    if (report.command !== undefined) {
+      const c = report.command;
+      ctx.io.out(
+        `\nCommand ${quoteUntrusted(c.command)}: ${c.covered ? "covered" : "not covered"} (key ${c.key === null ? "none" : quoteUntrusted(c.key)})`,
+      );
+      ctx.io.out(`  ${quoteUntrusted(c.reason, 2_000).slice(1, -1)}`);
+    }
     const unknown = report.unknownAllowEntries;
     if (unknown.length > 0) {
       ctx.io.out(`\nAllow entries that name no tool (${unknown.length}):`);
@@ -112,3 +133,40 @@ export const ceilingCommand: Command = {
     return exitCodes.ok;
   },
 };
+
+/** The precise controls beside the ceiling: what runs without asking, and what asks. */
+function printControls(out: (line: string) => void, controls: CallerControlsReport): void {
+  out(
+    `\nApproval policy ${quoteUntrusted(controls.approvalPolicy)}; calls that need a person: ${controls.whenNobody}`,
+  );
+  const commands = controls.commands;
+  out(
+    commands.length === 0
+      ? "Command allowlist: (empty)"
+      : `Command allowlist (${commands.length}): ${commands.map((c) => `${quoteUntrusted(c.entry)}${c.from === "agent" ? " (agent-wide)" : ""}`).join(", ")}`,
+  );
+  const overrides = [
+    ...Object.entries(controls.toolOverrides.caller).map(
+      ([t, v]) => `${quoteUntrusted(t)}=${quoteUntrusted(v)}`,
+    ),
+    ...Object.entries(controls.toolOverrides.agent).map(
+      ([t, v]) => `${quoteUntrusted(t)}=${quoteUntrusted(v)} (agent-wide)`,
+    ),
+  ];
+  out(`Tool overrides: ${overrides.length === 0 ? "(none)" : overrides.join(", ")}`);
+  const grants = [controls.urlGrants.caller, controls.urlGrants.agent];
+  if (grants.every((g) => g === null)) {
+    out("URL grants: (none; web_fetch follows the approval policy)");
+  } else {
+    const entries = grants.flatMap((g, i) =>
+      g === null
+        ? []
+        : [...(g.hosts ?? []), ...(g.suffixes ?? []), ...(g.prefixes ?? [])].map(
+            (e) => `${quoteUntrusted(e)}${i === 1 ? " (agent-wide)" : ""}`,
+          ),
+    );
+    out(
+      `URL grants: ${entries.length === 0 ? "(nothing granted)" : entries.join(", ")}; a fetch outside them asks`,
+    );
+  }
+}

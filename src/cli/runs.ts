@@ -40,6 +40,7 @@ function describeRun(run: RunDetail): string {
       "  waiting for an operator:",
       `    call ${call}: ${line(run.pending.tool)}`,
       `    arguments digest ${digest}`,
+      ...(run.pending.reason ? [`    why it asks: ${line(run.pending.reason, 2000)}`] : []),
       // JSON with every control and invisible character escaped: what the call would run, exactly.
       `    arguments ${line(toTerminalJson(run.pending.args), 4000)}`,
       ...(run.pending.previewDiff
@@ -56,10 +57,32 @@ function describeRun(run: RunDetail): string {
     lines.push(
       "  tool calls:",
       formatTable(
-        ["CALL", "TOOL", "STATUS", "CODE"],
-        run.toolCalls.map((t) => [t.callId, t.tool, t.status, t.code ?? "-"]),
+        ["CALL", "TOOL", "STATUS", "CODE", "DECIDED BY"],
+        run.toolCalls.map((t) => [
+          t.callId,
+          t.tool,
+          t.status,
+          t.code ?? "-",
+          t.decision
+            ? `${t.decision.rule}${t.decision.classifier ? ` (classifier: ${t.decision.classifier.verdict})` : ""}`
+            : "-",
+        ]),
       ).replace(/^/gm, "    "),
     );
+    // Why each decided call went as it did: the floor's reasons, coverage, the classifier.
+    for (const t of run.toolCalls) {
+      if (!t.decision) continue;
+      lines.push(`    ${line(t.callId)}: ${line(t.decision.reason, 2000)}`);
+      if (t.decision.floorReasons?.length) {
+        lines.push(`      floor: ${line(t.decision.floorReasons.join("; "), 2000)}`);
+      }
+      if (t.decision.classifier) {
+        const c = t.decision.classifier;
+        lines.push(
+          `      classifier ${line(c.model)}: ${line(c.reason, 500)} (${c.inputTokens ?? "?"}+${c.outputTokens ?? "?"} tokens, ${c.latencyMs} ms)`,
+        );
+      }
+    }
   }
   if (run.text) {
     const text = run.text.length > 4000 ? `${run.text.slice(0, 4000)}…` : run.text;

@@ -34,8 +34,11 @@ import {
   callerKinds,
   credentialKinds,
   type Caller as DomainCaller,
+  type StoredUrlGrants,
   type Tier,
   tiers,
+  type WhenNobody,
+  whenNobodyModes,
 } from "../domain/caller.ts";
 import {
   type PendingApproval,
@@ -70,6 +73,7 @@ function isOneOf(column: string, values: readonly string[]) {
   return sql.raw(`"${column}" IN (${list})`);
 }
 
+/** The precise-controls words (DESIGN §10), re-exported for the columns below. */
 export type {
   ApprovalPolicy,
   Caller,
@@ -77,7 +81,9 @@ export type {
   CallerJwtSettings,
   CallerKind,
   CredentialKind,
+  StoredUrlGrants,
   Tier,
+  WhenNobody,
 } from "../domain/caller.ts";
 // The domain words live in src/domain/ (nothing with side effects); the columns below are typed
 // with them, and the row types at the end are checked to be exactly them.
@@ -86,6 +92,7 @@ export {
   callerKinds,
   credentialKinds,
   tiers,
+  whenNobodyModes,
 } from "../domain/caller.ts";
 export type {
   PendingApproval,
@@ -99,6 +106,41 @@ export type {
   ToolCallStatus,
 } from "../domain/run.ts";
 export { runOrigins, runStatuses, toolCallStatuses } from "../domain/run.ts";
+
+/**
+ * The precise controls a run started with (src/runs/run-controls.ts): narrowing the caller later
+ * applies from the next step, widening never does, so the run combines these with the caller's
+ * current ones, the stricter side winning.
+ */
+export type RunControlsSnapshot = {
+  commands: string[];
+  toolOverrides: Record<string, string>;
+  urlGrants: StoredUrlGrants | null;
+  whenNobody: WhenNobody | null;
+};
+
+/** How the engine decided one tool call (src/runs/call-decision.ts), for `runs show` and audit. */
+export type ToolCallDecisionRecord = {
+  action: "run" | "park" | "refuse" | "decline";
+  rule: string;
+  reason: string;
+  risk?: string;
+  floorReasons?: string[];
+  coveredBy?: string;
+  key?: string | null;
+  /** web_fetch outside the URL grants: why the URL (or a redirect hop) is not granted. */
+  urlReason?: string;
+  classifier?: {
+    model: string;
+    verdict: string;
+    failure?: string;
+    reason: string;
+    inputTokens?: number;
+    outputTokens?: number;
+    costUsd?: number;
+    latencyMs: number;
+  };
+};
 
 export const callers = pgTable(
   "callers",
@@ -115,6 +157,14 @@ export const callers = pgTable(
     /** Webhook callers: event names that fire a run (e.g. `issues.opened`); null means all. */
     eventFilter: text("event_filter").array(),
     jwt: jsonb("jwt").$type<CallerJwtSettings>(),
+    /** Command allowlist entries (`git status`): keys that run without asking (DESIGN §10). */
+    commands: text("commands").array().notNull().default(sql`'{}'::text[]`),
+    /** Tool name → `allow`, `deny` or `prompt`. */
+    toolOverrides: jsonb("tool_overrides").$type<Record<string, string>>().notNull().default({}),
+    /** web_fetch URL grants; null means none set (fetches follow the approval policy). */
+    urlGrants: jsonb("url_grants").$type<StoredUrlGrants>(),
+    /** `park` or `decline` a call that needs a person; null means the kind's default. */
+    whenNobody: text("when_nobody").$type<WhenNobody>(),
     /** Bumped on every change, for compare-and-set updates and cache invalidation. */
     version: integer("version").notNull().default(1),
     revokedAt: timestamptz("revoked_at"),
@@ -125,6 +175,10 @@ export const callers = pgTable(
     check("callers_kind_check", isOneOf("kind", callerKinds)),
     check("callers_tier_check", isOneOf("tier", tiers)),
     check("callers_approval_policy_check", isOneOf("approval_policy", approvalPolicies)),
+    check(
+      "callers_when_nobody_check",
+      sql`"when_nobody" IS NULL OR ${isOneOf("when_nobody", whenNobodyModes)}`,
+    ),
   ],
 );
 
@@ -183,6 +237,8 @@ export const runs = pgTable(
     pendingApproval: jsonb("pending_approval").$type<PendingApproval>(),
     /** While parked: the rest of the tool batch the pending call belongs to. */
     pendingBatch: jsonb("pending_batch").$type<PendingBatch>(),
+    /** The caller's precise controls when the run first stepped; null until then. */
+    controls: jsonb("controls").$type<RunControlsSnapshot>(),
     /**
      * The conversation so far (AI SDK ModelMessages without the system prompt): the caller's input,
      * then every model turn and tool result, so a parked run can resume on any instance.
@@ -240,6 +296,8 @@ export const toolCalls = pgTable(
     /** The run segment that made the call (a resumed run starts a new one). */
     segment: integer("segment").notNull().default(1),
     outputTruncated: boolean("output_truncated").notNull().default(false),
+    /** How the call was decided: rule, reason, floor reasons, coverage, the classifier's verdict. */
+    decision: jsonb("decision").$type<ToolCallDecisionRecord>(),
     createdAt: createdAt(),
     startedAt: timestamptz("started_at"),
     finishedAt: timestamptz("finished_at"),

@@ -45,6 +45,12 @@ export type CallerJwtSettings = {
 };
 
 /** A caller as stored: its identity, its ceiling (tier and allow list), its policy and budgets. */
+/** URL grants for web_fetch as stored (DESIGN §10): hosts, host suffixes, URL prefixes. */
+export type StoredUrlGrants = { hosts?: string[]; suffixes?: string[]; prefixes?: string[] };
+
+export const whenNobodyModes = ["park", "decline"] as const;
+export type WhenNobody = (typeof whenNobodyModes)[number];
+
 export type Caller = {
   id: string;
   name: string;
@@ -59,6 +65,14 @@ export type Caller = {
   /** Webhook callers: event names that fire a run (e.g. `issues.opened`); null means all. */
   eventFilter: string[] | null;
   jwt: CallerJwtSettings | null;
+  /** Command allowlist entries (`git status`): keys that run without asking (DESIGN §10). */
+  commands: string[];
+  /** Tool name → `allow`, `deny` or `prompt`. */
+  toolOverrides: Record<string, string>;
+  /** web_fetch URL grants; null means none set (fetches follow the approval policy). */
+  urlGrants: StoredUrlGrants | null;
+  /** `park` or `decline` a call that needs a person; null means the kind's default. */
+  whenNobody: WhenNobody | null;
   /** Bumped on every change, for compare-and-set updates and cache invalidation. */
   version: number;
   revokedAt: Date | null;

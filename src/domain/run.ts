@@ -32,6 +32,7 @@ export const toolCallStatuses = [
   "failed",
   "parked",
   "rejected",
+  "declined",
 ] as const;
 export type ToolCallStatus = (typeof toolCallStatuses)[number];
 
@@ -70,6 +71,8 @@ export type PendingApproval = {
   risk?: string;
   summary?: string;
   previewDiff?: string;
+  /** Why it asks: the decision's reason (a floor reason, a prompt override, the policy). */
+  reason?: string;
 };
 
 /**

@@ -10,7 +10,9 @@
 import { parseDocument } from "yaml";
 import { z } from "zod";
 import { ConfigError, type Problem } from "../errors.ts";
+import { parseAllowEntry } from "./command-key.ts";
 import { refuseEnvName } from "./env-names.ts";
+import { isToolOverride, toolOverrideValues } from "./overrides.ts";
 import { quoteUntrusted } from "./quote.ts";
 import { describeCodeRunner } from "./shell-programs.ts";
 import {
@@ -26,6 +28,7 @@ import {
   toolCategories,
   toolNamePattern,
 } from "./tools.ts";
+import { compileUrlGrants } from "./url-grants.ts";
 
 const expectName = "a tool name of 1 to 128 characters from A-Z a-z 0-9 _ . -";
 const expectServerName = "an MCP server name of 1 to 64 characters from A-Z a-z 0-9 _ - (no dots)";
@@ -224,6 +227,55 @@ const skillSchema = z.strictObject({
   examples: list(z.string({ error: "an example prompt" }), "a list of example prompts"),
 });
 
+/** Command allowlist entries (`git status`), each one or two plain words (DESIGN §10). */
+const commandEntries = list(
+  z.string({ error: "a command key such as git status" }),
+  "a list of command keys such as git status",
+).superRefine((entries, ctx) => {
+  entries.forEach((entry, i) => {
+    const parsed = parseAllowEntry(entry);
+    if ("problem" in parsed) {
+      ctx.addIssue({ code: "custom", path: [i], message: parsed.problem, input: entry });
+    }
+  });
+});
+
+const overrideWhat = `a mapping of tool name to ${toolOverrideValues.join(", ")}`;
+/** Tool name → allow | deny | prompt, read key by key (a `__proto__` key is a tool name too). */
+const toolOverrides = z.preprocess(
+  (v) => (v === null ? undefined : v),
+  z
+    .custom<Record<string, string>>((v) => isMapping(v), { error: overrideWhat })
+    .superRefine((map, ctx) => {
+      for (const key of Object.keys(map)) {
+        if (!toolNamePattern.test(key)) {
+          ctx.addIssue({ code: "custom", path: [key], message: expectName, input: key });
+        } else if (!isToolOverride(map[key])) {
+          ctx.addIssue({
+            code: "custom",
+            path: [key],
+            message: `one of ${toolOverrideValues.join(", ")}`,
+            input: map[key],
+          });
+        }
+      }
+    })
+    .transform((map) => Object.fromEntries(Object.entries(map)) as Record<string, string>)
+    .default({}),
+);
+
+const hostList = list(z.string({ error: "a host name" }), "a list of host names");
+/** web_fetch URL grants: hosts, `.suffixes`, URL prefixes; validated like a caller's. */
+const urlGrantsSchema = z.preprocess(
+  (v) => (v === null ? undefined : v),
+  z
+    .strictObject(
+      { hosts: hostList, suffixes: hostList, prefixes: hostList },
+      { error: "a mapping with hosts, suffixes, prefixes" },
+    )
+    .optional(),
+);
+
 export const agentPolicySchema = z.strictObject(
   {
     name: text("the agent's name (not empty)"),
@@ -258,6 +310,22 @@ export const agentPolicySchema = z.strictObject(
         .optional(),
     ),
     envAllowlist,
+    /** Command allowlist entries for every caller (united with each caller's own). */
+    commands: commandEntries,
+    /** Agent-wide per-tool overrides; the stricter of this and a caller's wins. */
+    toolOverrides,
+    /** web_fetch URL grants for every caller (united with each caller's own). */
+    urlGrants: urlGrantsSchema,
+    /** The operator-wide web_fetch host lists (exact hosts or `*.example.com`). */
+    webFetch: z.preprocess(
+      (v) => (v === null ? undefined : v),
+      z
+        .strictObject(
+          { allowHosts: hostList, denyHosts: hostList, allowAddresses: hostList },
+          { error: "a mapping with allowHosts, denyHosts, allowAddresses" },
+        )
+        .optional(),
+    ),
   },
   { error: "a mapping with name, description, version, skills, instructions, tools, deniedTools" },
 );
@@ -353,7 +421,20 @@ function parseWith<T extends z.ZodType>(schema: T, text: string, fileName: strin
 
 /** Parses agent.yaml text. Throws ConfigError listing every problem. */
 export function parseAgentPolicy(text: string, fileName: string): AgentPolicy {
-  return parseWith(agentPolicySchema, text, fileName);
+  const policy = parseWith(agentPolicySchema, text, fileName);
+  if (policy.urlGrants !== undefined) {
+    const compiled = compileUrlGrants(policy.urlGrants);
+    if (!compiled.ok) {
+      throw new ConfigError(
+        compiled.problems.map((p) => ({
+          ...p,
+          field: `urlGrants.${p.field ?? ""}`,
+          message: `${fileName}: urlGrants.${p.message}`,
+        })),
+      );
+    }
+  }
+  return policy;
 }
 
 /**

@@ -10,6 +10,7 @@ import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
 import type { CeilingCache } from "../policy/ceiling-cache.ts";
 import { type EffectiveToolSet, effectiveToolSet } from "../policy/effective-set.ts";
+import type { Redactor } from "../sandbox/redact.ts";
 import type { ToolRuntime } from "../tools/types.ts";
 import { type ActiveRuns, createActiveRuns } from "./active-runs.ts";
 import { hasCostBudget, readRunLimits } from "./budgets.ts";
@@ -48,6 +49,10 @@ export type RunCoreOptions = {
   readonly maxRetries?: number;
   /** Retry-After for a caller at its concurrent-run limit. Default 5 s. */
   readonly concurrencyRetryAfterSeconds?: number;
+  /** The command classifier's model (`classifier.model`); default: the run's model. */
+  readonly classifierModel?: ResolvedModel;
+  /** Every secret peergate holds: replaced in every tool result before the model reads it. */
+  readonly redactor?: Redactor;
 };
 
 export type RunCore = {
@@ -71,6 +76,8 @@ export type RunCore = {
   readonly maxToolConcurrency: number;
   readonly maxRetries: number;
   readonly concurrencyRetryAfterSeconds: number;
+  readonly classifierModel: ResolvedModel;
+  readonly redactor: Redactor | undefined;
   readonly active: ActiveRuns;
   /** True once shutdown began: no run starts or resumes. */
   readonly stopping: () => boolean;
@@ -112,6 +119,8 @@ export async function createRunCore(
     maxToolConcurrency: options.maxToolConcurrency ?? 10,
     maxRetries: options.maxRetries ?? 2,
     concurrencyRetryAfterSeconds: options.concurrencyRetryAfterSeconds ?? 5,
+    classifierModel: options.classifierModel?.ok === true ? options.classifierModel : model,
+    redactor: options.redactor,
     active: createActiveRuns(),
     stopping,
     toolSetFor(caller, within) {

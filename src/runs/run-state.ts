@@ -19,6 +19,7 @@ import {
   type Run,
   type RunBudgetLimits,
   type RunBudgetUsed,
+  type RunControlsSnapshot,
   type RunError,
   type RunStatus,
   runs,
@@ -139,17 +140,26 @@ export function createToolCallRecorder(input: {
             code: row.code ?? null,
             segment,
             createdAt: at,
-            ...(row.status === "refused" || row.status === "failed" ? { finishedAt: at } : {}),
+            decision: row.decision ?? null,
+            ...(row.status === "refused" || row.status === "failed" || row.status === "declined"
+              ? { finishedAt: at }
+              : {}),
           })),
         );
         for (const row of rows) {
-          if (row.status !== "refused") continue;
+          if (row.status !== "refused" && row.status !== "declined") continue;
           // The name is the model's (untrusted, cut to 128 characters); never the arguments.
           await appendAuditEvent(tx, {
             actor,
-            kind: "tool.refused",
+            kind: row.status === "refused" ? "tool.refused" : "tool.declined",
             subject,
-            data: { runId, callId: row.recordId, tool: row.tool, code: row.code ?? "refused" },
+            data: {
+              runId,
+              callId: row.recordId,
+              tool: row.tool,
+              code: row.code ?? row.status,
+              ...(row.decision ? { decision: row.decision } : {}),
+            },
           });
         }
       });
@@ -169,14 +179,24 @@ export function createToolCallRecorder(input: {
             status: end.status,
             code: end.code ?? null,
             outputTruncated: end.truncated === true,
+            ...(end.decision ? { decision: end.decision } : {}),
             ...(end.status === "parked" ? {} : { finishedAt: at }),
           })
           .where(and(eq(toolCalls.runId, runId), eq(toolCalls.callId, recordId)))
-          .returning({ tool: toolCalls.tool, argsDigest: toolCalls.argsDigest });
+          .returning({
+            tool: toolCalls.tool,
+            argsDigest: toolCalls.argsDigest,
+            decision: toolCalls.decision,
+          });
         if (end.status === "parked" || end.status === "not-started") return;
         await appendAuditEvent(tx, {
           actor,
-          kind: end.status === "refused" ? "tool.refused" : "tool.called",
+          kind:
+            end.status === "refused"
+              ? "tool.refused"
+              : end.status === "declined"
+                ? "tool.declined"
+                : "tool.called",
           subject,
           data: {
             runId,
@@ -186,11 +206,25 @@ export function createToolCallRecorder(input: {
             status: end.status,
             ...(end.code ? { code: end.code } : {}),
             argsDigest: row?.argsDigest ?? null,
+            // Rule, reason, floor reasons, coverage and the classifier's verdict.
+            ...(row?.decision ? { decision: row.decision } : {}),
           },
         });
       });
     },
   };
+}
+
+/** Records the caller's controls a run started with (once, at its first step). */
+export async function saveRunControls(
+  db: DbOrTx,
+  runId: string,
+  controls: RunControlsSnapshot,
+): Promise<void> {
+  await db
+    .update(runs)
+    .set({ controls })
+    .where(and(eq(runs.id, runId), isNull(runs.controls)));
 }
 
 /** Parks a working run on `pending`; false when this instance no longer owns it. */

@@ -3,15 +3,32 @@
 // instance that thought this one dead. The run is already registered as active and owned by this
 // instance in the database when a segment starts.
 import type { ModelMessage } from "ai";
-import type { Caller, PendingApproval, Run, RunBudgetUsed } from "../db/schema.ts";
+import type {
+  Caller,
+  PendingApproval,
+  Run,
+  RunBudgetUsed,
+  RunControlsSnapshot,
+} from "../db/schema.ts";
 import { storableText } from "../db/storable.ts";
 import { isCallerRevoked } from "../policy/caller-revoked.ts";
 import type { EffectiveToolSet } from "../policy/effective-set.ts";
 import type { ActiveRun, StopReason } from "./active-runs.ts";
 import { createBudgetMeters, describeBudgetExceeded, formatUtcDay, zeroUsage } from "./budgets.ts";
+import type { Classification, CommandToolShape } from "./call-decision.ts";
+import { classifyCommand } from "./command-classifier.ts";
 import type { RunCore } from "./core.ts";
 import { buildModelTools } from "./model-tools.ts";
 import { mapSegmentEnd, outcomeOf } from "./outcome.ts";
+import { computeCostUsd, findModelPrice } from "./prices.ts";
+import {
+  buildRunControls,
+  narrowSnapshot,
+  type RunControls,
+  type RunControlsHolder,
+  snapshotControls,
+  stricterPolicy,
+} from "./run-controls.ts";
 import { runSegment, type SegmentEnd } from "./run-loop.ts";
 import { listCallIds, lockRun, readDailyTotals, readRun } from "./run-queries.ts";
 import {
@@ -22,6 +39,7 @@ import {
   parkRun,
   readStopRequest,
   saveMessages,
+  saveRunControls,
 } from "./run-state.ts";
 import type { ApprovalDecision, BatchDeps, ToolCallRecorder } from "./tool-batch.ts";
 import type { RunEvent, RunOutcome } from "./types.ts";
@@ -80,13 +98,28 @@ async function runAndRecord(
   const messages = [...(run.messages as ModelMessage[])];
   // Usage of steps not yet written: flushed before tools run, else with the run's end.
   const unflushed = { tokens: 0, costUsd: 0 };
+  // The classifier's spend: charged to the caller's day, never to the run's own usage.
+  const classifierSpend = { tokens: 0, costUsd: 0 };
   let callsRecorded = false;
-  const end = await runSteps(core, entry, input, { used, messages, unflushed }, () => {
-    callsRecorded = true;
-  });
+  const end = await runSteps(
+    core,
+    entry,
+    input,
+    { used, messages, unflushed, classifierSpend },
+    () => {
+      callsRecorded = true;
+    },
+  );
   used.durationMs += Math.round(performance.now() - startedMs);
   const at = now();
-  const daily = { callerId: caller.id, day: formatUtcDay(at), delta: unflushed };
+  const daily = {
+    callerId: caller.id,
+    day: formatUtcDay(at),
+    delta: {
+      tokens: unflushed.tokens + classifierSpend.tokens,
+      costUsd: unflushed.costUsd + classifierSpend.costUsd,
+    },
+  };
 
   if (end.kind === "parked") {
     const pending: PendingApproval = {
@@ -99,6 +132,7 @@ async function runAndRecord(
       ...(end.pending.risk ? { risk: end.pending.risk } : {}),
       ...(end.pending.summary ? { summary: end.pending.summary } : {}),
       ...(end.pending.previewDiff ? { previewDiff: end.pending.previewDiff } : {}),
+      ...(end.pending.reason ? { reason: end.pending.reason } : {}),
     };
     const parked = await parkRun(db, {
       runId: run.id,
@@ -179,6 +213,7 @@ async function runSteps(
     used: RunBudgetUsed;
     messages: ModelMessage[];
     unflushed: { tokens: number; costUsd: number };
+    classifierSpend: { tokens: number; costUsd: number };
   },
   onCallsRecorded: () => void,
 ): Promise<SegmentEnd> {
@@ -213,17 +248,39 @@ async function runSteps(
     if (meters.remainingMs <= 0) core.active.stop(entry, deadline);
     else timer = setTimeout(() => core.active.stop(entry, deadline), meters.remainingMs);
   }
+  // The caller's controls when the run first stepped: widening later never reaches it.
+  const started = run.controls ?? snapshotControls(caller);
+  if (run.controls === null) await saveRunControls(db, run.id, started);
+  const controls: RunControlsHolder = { current: runControlsFor(core, run, started, caller, set) };
+  const narrow = (current: Caller) => {
+    controls.current = runControlsFor(
+      core,
+      run,
+      started,
+      current,
+      core.toolSetFor(current, [...run.toolSet]),
+    );
+  };
   // A resumed run runs the answered call first: a cancel recorded while it was being claimed is
   // read before that call, as before any step's tools.
-  if (input.resume) await checkBetweenSteps(core, entry);
+  if (input.resume) await checkBetweenSteps(core, entry, narrow);
   // A first segment has no calls yet; a resumed one keeps its rows' ids unique.
   const recordIds = new Set(input.resume ? await listCallIds(db, run.id) : []);
   const reserved = new Set(core.policies.inventory.names.keys());
   const modelTools = buildModelTools(set, core.tools.tools, reserved);
   const batch: BatchDeps = {
-    set,
+    controls,
     tools: core.tools.tools,
-    policy: run.approvalPolicy,
+    decide: {
+      commandTools: commandToolShapes(core),
+      ...(core.classifierModel.ok
+        ? {
+            classify: (command: string) =>
+              classifyWith(core, command, entry.controller.signal, state.classifierSpend),
+          }
+        : {}),
+    },
+    ...(core.redactor === undefined ? {} : { redactor: core.redactor }),
     signal: entry.controller.signal,
     workspace: core.workspace,
     now,
@@ -287,7 +344,7 @@ async function runSteps(
           at: now(),
         });
       },
-      checkBetweenSteps: () => checkBetweenSteps(core, entry),
+      checkBetweenSteps: () => checkBetweenSteps(core, entry, narrow),
       checkpoint: () => saveMessages(db, run.id, instanceId, messages, now()),
       onTextDelta: (delta) => core.emit(input.onEvent, { type: "text-delta", delta }),
     });
@@ -300,7 +357,11 @@ async function runSteps(
  * The between-steps check: a cancel recorded for the run, or its caller revoked, stops it before
  * the step's tools run, whether or not the notification that says so ever arrives here.
  */
-export async function checkBetweenSteps(core: RunCore, entry: ActiveRun): Promise<void> {
+export async function checkBetweenSteps(
+  core: RunCore,
+  entry: ActiveRun,
+  onCaller?: (caller: Caller) => void,
+): Promise<void> {
   const request = await readStopRequest(core.db, {
     runId: entry.runId,
     callerId: entry.callerId,
@@ -309,7 +370,69 @@ export async function checkBetweenSteps(core: RunCore, entry: ActiveRun): Promis
     core.active.stop(entry, { kind: "cancel", message: request.cancelReason });
   } else if (!request.caller || isCallerRevoked(request.caller)) {
     core.active.stop(entry, { kind: "revoked", message: "the caller was revoked" });
+  } else {
+    // The caller as it is now: a narrower tier, allow list, policy, override or allowlist holds
+    // from this step; a wider one never reaches the run (run-controls.ts).
+    onCaller?.(request.caller);
   }
+}
+
+/** The controls a run decides with: the stricter of how it started and its caller now. */
+function runControlsFor(
+  core: RunCore,
+  run: Run,
+  started: RunControlsSnapshot,
+  caller: Caller,
+  set: EffectiveToolSet,
+): RunControls {
+  const agent = core.policies.agent;
+  return buildRunControls({
+    policy: stricterPolicy(run.approvalPolicy, caller.approvalPolicy),
+    set,
+    caller: narrowSnapshot(started, snapshotControls(caller)),
+    kind: caller.kind,
+    agent: {
+      commands: agent.commands,
+      toolOverrides: agent.toolOverrides,
+      urlGrants: agent.urlGrants,
+    },
+  });
+}
+
+/** The declared command tools, as the risk floor needs them. */
+function commandToolShapes(core: RunCore): ReadonlyMap<string, CommandToolShape> {
+  const shapes = new Map<string, CommandToolShape>();
+  for (const tool of core.policies.toolsPolicy.commands) {
+    shapes.set(
+      tool.name,
+      tool.mode === "fixed"
+        ? { mode: "fixed", program: tool.program, args: tool.args }
+        : { mode: "structured" },
+    );
+  }
+  return shapes;
+}
+
+/** One classifier call: the command only, its spend added to the caller's day. */
+async function classifyWith(
+  core: RunCore,
+  command: string,
+  signal: AbortSignal,
+  spend: { tokens: number; costUsd: number },
+): Promise<Classification> {
+  const resolved = core.classifierModel;
+  if (!resolved.ok) throw new Error("unreachable: no classifier model");
+  const result = await classifyCommand({ model: resolved.model, command, signal });
+  const inputTokens = result.usage.inputTokens ?? 0;
+  const outputTokens = result.usage.outputTokens ?? 0;
+  const price = findModelPrice(core.priceTable, resolved.id);
+  const costUsd =
+    price === undefined
+      ? undefined
+      : computeCostUsd(price, { input: inputTokens, output: outputTokens });
+  spend.tokens += inputTokens + outputTokens;
+  spend.costUsd += costUsd ?? 0;
+  return { result, model: resolved.id, costUsd };
 }
 
 /** Ends a parked run at once (canceled, or rejected for a revoked caller); undefined if not parked. */

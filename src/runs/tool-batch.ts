@@ -19,22 +19,32 @@
 // tool call passes, and reading the gate whole is how a reviewer checks nothing slips around it.
 import type { ToolResultPart } from "ai";
 import type { z } from "zod";
-import type { ApprovalPolicy, QueuedApproval, ToolCallStatus } from "../db/schema.ts";
+import type { QueuedApproval, ToolCallDecisionRecord, ToolCallStatus } from "../db/schema.ts";
 import type { Logger } from "../log.ts";
 import { checkApprovalRequest, checkToolCall } from "../policy/check-tool-call.ts";
 import type { EffectiveToolSet } from "../policy/effective-set.ts";
+import type { SettledCall } from "../policy/overrides.ts";
 import { quoteUntrusted } from "../policy/quote.ts";
 import type { ToolDescriptor } from "../policy/tools.ts";
+import type { Redactor } from "../sandbox/redact.ts";
 import {
   isApprovalRequest,
+  outsideUrlGrantCode,
   type ToolCallContext,
   type ToolFailure,
   type ToolImplementation,
   type ToolResult,
   type ToolSuccess,
 } from "../tools/types.ts";
-import { isAutoApproved } from "./approval-policy.ts";
 import { digestArgs } from "./args-digest.ts";
+import {
+  type CallDecisionOutcome,
+  type DecisionDeps,
+  decideRedirect,
+  decideToolCall,
+  isDenied,
+} from "./call-decision.ts";
+import type { RunControlsHolder } from "./run-controls.ts";
 import {
   describeToolResult,
   errorResult,
@@ -66,6 +76,7 @@ export type OpenedCall = {
   readonly argsDigest: string;
   readonly status: ToolCallStatus;
   readonly code?: string;
+  readonly decision?: ToolCallDecisionRecord;
 };
 
 export type CallEnd = {
@@ -74,12 +85,18 @@ export type CallEnd = {
   readonly truncated?: boolean;
   /** The name that actually ran, when it differs from the one called (a hidden half). */
   readonly ran?: string;
+  /** Replaces the decision recorded when the call was opened (a redirect out of the grants). */
+  readonly decision?: ToolCallDecisionRecord;
 };
 
 export type BatchDeps = {
-  readonly set: EffectiveToolSet;
+  /** Policy, set, allowlists, overrides, grants: swapped between steps when the caller narrows. */
+  readonly controls: RunControlsHolder;
   readonly tools: ReadonlyMap<string, ToolImplementation>;
-  readonly policy: ApprovalPolicy;
+  /** The classifier and the declared command tools, for deciding each call. */
+  readonly decide?: Omit<DecisionDeps, "controls">;
+  /** Every secret peergate holds, replaced in what the model reads back. */
+  readonly redactor?: Redactor;
   readonly signal: AbortSignal;
   readonly workspace: string;
   readonly now: () => Date;
@@ -120,6 +137,7 @@ type CallPlan = {
   tool: ToolDescriptor;
   impl: ToolImplementation;
   args: unknown;
+  decided: CallDecisionOutcome;
 };
 
 /** `run`: runs now; `propose`: a two-phase tool's first half; `approve`: parks before running. */
@@ -138,7 +156,7 @@ export async function executeToolBatch(
   const rows: OpenedCall[] = [];
   for (const [index, call] of calls.entries()) {
     const recordId = deps.takeRecordId(call.toolCallId);
-    const plan = planCall(deps, call, index, recordId, rows);
+    const plan = await planCall(deps, call, index, recordId, rows);
     planned.push(plan);
   }
   await deps.recorder.open(rows);
@@ -182,13 +200,14 @@ function sortResults(results: IndexedResult[]): IndexedResult[] {
   return results.sort((a, b) => a.index - b.index);
 }
 
-function planCall(
+async function planCall(
   deps: BatchDeps,
   call: ModelToolCall,
   index: number,
   recordId: string,
   rows: OpenedCall[],
-): Planned {
+): Promise<Planned> {
+  const controls = deps.controls.current;
   const ref = { toolCallId: call.toolCallId, toolName: call.toolName };
   const argsDigest = digestArgs(call.input);
   const refuse = (code: string, message: string): Planned => {
@@ -202,9 +221,12 @@ function planCall(
     return { kind: "done", index, part: errorResult(ref, message) };
   };
 
-  const check = checkToolCall(deps.set, call.toolName, "model");
+  const check = checkToolCall(controls.set, call.toolName, "model");
   if (!check.allowed) return refuse(check.code, check.message);
   const tool = check.tool;
+  // A deny override: to the model, exactly a tool that does not exist.
+  if (isDenied(controls, tool.name))
+    return refuse("tool-unavailable", unavailableMessage(call.toolName));
   const impl = deps.tools.get(tool.name);
   // In the set but not implemented in this process: to the model, it does not exist.
   if (impl === undefined) return refuse("not-implemented", unavailableMessage(call.toolName));
@@ -224,13 +246,44 @@ function planCall(
   }
 
   const twoPhase = tool.executeHalf !== undefined && impl.executeHalf !== undefined;
-  const plan: CallPlan = { index, call, recordId, tool, impl, args: parsed.data };
-  if (!twoPhase && !isAutoApproved(deps.policy, tool.risk)) {
-    rows.push({ recordId, tool: tool.name, argsDigest, status: "parked" });
+  const decided = await decideToolCall({ ...deps.decide, controls }, tool, parsed.data);
+  const decision = decided.record;
+  const plan: CallPlan = { index, call, recordId, tool, impl, args: parsed.data, decided };
+  const settled = decided.settled;
+  if (settled.action === "refuse") {
+    rows.push({
+      recordId,
+      tool: tool.name,
+      argsDigest,
+      status: "refused",
+      code: "tool-unavailable",
+      decision,
+    });
+    return { kind: "done", index, part: errorResult(ref, unavailableMessage(call.toolName)) };
+  }
+  if (settled.action === "decline") {
+    rows.push({
+      recordId,
+      tool: tool.name,
+      argsDigest,
+      status: "declined",
+      code: settled.rule,
+      decision,
+    });
+    deps.emit({ type: "tool-call", callId: recordId, tool: tool.name, state: "failed" });
+    return { kind: "done", index, part: errorResult(ref, settled.modelMessage) };
+  }
+  if (!twoPhase && settled.action === "park") {
+    rows.push({ recordId, tool: tool.name, argsDigest, status: "parked", decision });
     return { ...plan, kind: "approve" };
   }
-  rows.push({ recordId, tool: tool.name, argsDigest, status: "not-started" });
+  rows.push({ recordId, tool: tool.name, argsDigest, status: "not-started", decision });
   return { ...plan, kind: twoPhase ? "propose" : "run" };
+}
+
+/** Why the call asks, for the operator (floor reasons included). */
+function reasonOf(settled: SettledCall): string {
+  return settled.reason.slice(0, 2_000);
 }
 
 function describeIssues(error: z.ZodError): string {
@@ -257,8 +310,9 @@ function plainApproval(deps: BatchDeps, plan: CallPlan): IndexedApproval {
     argsDigest: digestArgs(plan.args),
     requestedAt: deps.now().toISOString(),
     calledTool: plan.tool.name,
-    risk: plan.tool.risk,
-    summary: `Run ${plan.tool.name} (risk: ${plan.tool.risk}) with the arguments shown.`,
+    risk: plan.decided.record.risk ?? plan.tool.risk,
+    summary: `Run ${plan.tool.name} (risk: ${plan.decided.record.risk ?? plan.tool.risk}) with the arguments shown.`,
+    reason: reasonOf(plan.decided.settled),
   };
 }
 
@@ -273,14 +327,27 @@ async function runPlanned(deps: BatchDeps, plan: RunnablePlan): Promise<RunOutco
   await deps.recorder.start(plan.recordId);
   deps.emit({ type: "tool-call", callId: plan.recordId, tool: plan.tool.name, state: "started" });
 
-  const first = await invokeTool(deps, plan.impl, plan.args, plan.recordId, plan.impl.timeoutMs);
+  const first = await invokeTool(
+    deps,
+    plan.impl,
+    plan.args,
+    plan.recordId,
+    plan.impl.timeoutMs,
+    plan.decided.checkRedirects,
+  );
+  const left = leftTheGrants(first);
+  if (left !== undefined) return redirectOutOfGrants(deps, plan, ref, left);
   if (first.end !== "returned" || !isApprovalRequest(first.result)) {
     return { part: await closeCall(deps, plan.recordId, plan.tool, ref, first) };
   }
 
   // An approval request: honoured only from the tool registered to make it.
   const request = first.result;
-  const bound = checkApprovalRequest(deps.set, plan.tool.name, request.executeToolName);
+  const bound = checkApprovalRequest(
+    deps.controls.current.set,
+    plan.tool.name,
+    request.executeToolName,
+  );
   if (!bound.allowed || plan.kind !== "propose") {
     const message = bound.allowed
       ? `Tool ${quoteUntrusted(plan.tool.name)} returned an approval request it is not registered to make; nothing was run.`
@@ -290,7 +357,7 @@ async function runPlanned(deps: BatchDeps, plan: RunnablePlan): Promise<RunOutco
     return { part: errorResult(ref, message) };
   }
   const executeArgs = request.executeArgs;
-  if (isAutoApproved(deps.policy, plan.tool.risk)) {
+  if (plan.decided.settled.action === "run") {
     return { part: await runExecuteHalf(deps, plan, ref, request.executeToolName, executeArgs) };
   }
   await deps.recorder.finish(plan.recordId, { status: "parked" });
@@ -306,8 +373,9 @@ async function runPlanned(deps: BatchDeps, plan: RunnablePlan): Promise<RunOutco
       argsDigest: digestArgs(executeArgs),
       requestedAt: deps.now().toISOString(),
       calledTool: plan.tool.name,
-      risk: plan.tool.risk,
+      risk: plan.decided.record.risk ?? plan.tool.risk,
       summary: String(request.summary ?? "").slice(0, 2_000),
+      reason: reasonOf(plan.decided.settled),
       ...(typeof request.previewDiff === "string"
         ? { previewDiff: request.previewDiff.slice(0, 64 * 1024) }
         : {}),
@@ -323,7 +391,7 @@ async function runExecuteHalf(
   executeToolName: string,
   executeArgs: unknown,
 ): Promise<ToolResultPart> {
-  const gate = checkToolCall(deps.set, executeToolName, "approval");
+  const gate = checkToolCall(deps.controls.current.set, executeToolName, "approval");
   const half = plan.impl.executeHalf;
   if (!gate.allowed || gate.kind !== "execute-half" || half === undefined) {
     await deps.recorder.finish(plan.recordId, { status: "refused", code: "tool-unavailable" });
@@ -371,7 +439,13 @@ export async function answerApproval(
     await deps.recorder.finish(approval.callId, { status: "not-started" });
     return { part: errorResult(ref, notStartedText), stopped: true };
   }
-  const gate = checkToolCall(deps.set, approval.tool, "approval");
+  const gate = checkToolCall(deps.controls.current.set, approval.tool, "approval");
+  // A deny override set while the run was parked holds: the call is refused like an unknown tool.
+  const denied = gate.allowed && isDenied(deps.controls.current, gate.tool.name);
+  if (denied) {
+    await deps.recorder.finish(approval.callId, { status: "refused", code: "tool-unavailable" });
+    return { part: errorResult(ref, unavailableMessage(approval.toolName)), stopped: false };
+  }
   const wanted = approval.runs === "execute-half" ? "execute-half" : "tool";
   const impl = gate.allowed ? deps.tools.get(gate.tool.name) : undefined;
   const target = approval.runs === "execute-half" ? impl?.executeHalf : impl;
@@ -440,11 +514,19 @@ async function invokeTool(
   args: unknown,
   callId: string,
   timeoutMs: number | undefined,
+  checkRedirects = false,
 ): Promise<Invocation> {
   const limitMs = timeoutMs ?? deps.defaultTimeoutMs;
   const own = new AbortController();
   const signal = AbortSignal.any([deps.signal, own.signal]);
-  const ctx: ToolCallContext = { signal, workspace: deps.workspace, callId, now: deps.now };
+  const grants = checkRedirects ? deps.controls.current.urlGrants : undefined;
+  const ctx: ToolCallContext = {
+    signal,
+    workspace: deps.workspace,
+    callId,
+    now: deps.now,
+    ...(grants === undefined ? {} : { urlGrants: grants }),
+  };
   const work: Promise<Invocation> = Promise.resolve()
     .then(() => tool.execute(args, ctx))
     .then(
@@ -507,7 +589,7 @@ async function closeCall(
         ...extra,
       });
       emit(result.ok ? "completed" : "failed");
-      return describeToolResult(ref, result);
+      return describeToolResult(ref, result, deps.redactor);
     }
     case "threw": {
       deps.logger.error("a tool threw instead of returning a failure", {
@@ -527,7 +609,7 @@ async function closeCall(
           ...extra,
         });
         emit("completed");
-        return describeToolResult(ref, outcome.result);
+        return describeToolResult(ref, outcome.result, deps.redactor);
       }
       await deps.recorder.finish(recordId, { status: "failed", code: "timeout", ...extra });
       emit("failed");
@@ -544,7 +626,7 @@ async function closeCall(
           ...extra,
         });
         emit("completed");
-        return describeToolResult(ref, outcome.result);
+        return describeToolResult(ref, outcome.result, deps.redactor);
       }
       await deps.recorder.finish(recordId, {
         status: "interrupted",
@@ -555,6 +637,53 @@ async function closeCall(
       return errorResult(ref, interruptedText);
     }
   }
+}
+
+/** The reason a fetch under a URL grant stopped at a redirect outside them, if it did. */
+function leftTheGrants(outcome: Invocation): string | undefined {
+  if (outcome.end !== "returned") return undefined;
+  const result = outcome.result;
+  if (isApprovalRequest(result) || result.ok || result.code !== outsideUrlGrantCode)
+    return undefined;
+  return result.error;
+}
+
+/** A redirect out of the grants: the fetch asks (parks or is declined) naming the hop. */
+async function redirectOutOfGrants(
+  deps: BatchDeps,
+  plan: RunnablePlan,
+  ref: { toolCallId: string; toolName: string },
+  reason: string,
+): Promise<RunOutcome> {
+  const decided = decideRedirect(deps.controls.current, plan.tool, reason);
+  const settled = decided.settled;
+  if (settled.action === "decline") {
+    await deps.recorder.finish(plan.recordId, {
+      status: "declined",
+      code: settled.rule,
+      decision: decided.record,
+    });
+    deps.emit({ type: "tool-call", callId: plan.recordId, tool: plan.tool.name, state: "failed" });
+    return { part: errorResult(ref, settled.modelMessage) };
+  }
+  await deps.recorder.finish(plan.recordId, { status: "parked", decision: decided.record });
+  return {
+    approval: {
+      index: plan.index,
+      callId: plan.recordId,
+      toolCallId: plan.call.toolCallId,
+      toolName: plan.call.toolName,
+      tool: plan.tool.name,
+      runs: "tool",
+      args: plan.args,
+      argsDigest: digestArgs(plan.args),
+      requestedAt: deps.now().toISOString(),
+      calledTool: plan.tool.name,
+      risk: "unknown",
+      summary: `Fetch with ${plan.tool.name}, following redirects.`,
+      reason: reasonOf(settled),
+    },
+  };
 }
 
 /** Runs `work` over `items` with at most `limit` in flight. */

@@ -2,6 +2,7 @@
 // including calls that were refused, never started or cut short, so the conversation stays valid
 // for the next step and for a later turn.
 import type { JSONValue, ToolResultPart } from "ai";
+import type { Redactor } from "../sandbox/redact.ts";
 import type { ToolResult } from "../tools/types.ts";
 
 /** A tool's content is capped again here, whatever the tool did (the tools bound their own). */
@@ -30,14 +31,37 @@ export function errorResult(call: CallRef, message: string): ToolResultPart {
   };
 }
 
-/** The result part for a finished call (success or failure; never an approval request). */
+/** Every string inside `value` redacted (keys too), before anything serialises it. */
+function redactDeep(value: unknown, redactor: Redactor, depth = 0): unknown {
+  if (typeof value === "string") return redactor.redact(value);
+  if (depth > 64 || typeof value !== "object" || value === null) return value;
+  if (Array.isArray(value)) return value.map((item) => redactDeep(item, redactor, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) {
+    out[redactor.redact(key)] = redactDeep(item, redactor, depth + 1);
+  }
+  return out;
+}
+
+/**
+ * The result part for a finished call (success or failure; never an approval request). With a
+ * redactor, every secret peergate holds is replaced in the text the model reads, whichever tool
+ * printed it: output, error text and every string of a structured result.
+ */
 export function describeToolResult(
   call: CallRef,
   result: Exclude<ToolResult, { kind: "approval-request" }>,
+  redactor?: Redactor,
 ): ToolResultPart {
-  if (!result.ok) return errorResult(call, cut(result.error).text);
+  const redact = (text: string, wasCut = false) =>
+    redactor === undefined ? text : redactor.redact(text, { cut: wasCut });
+  if (!result.ok) {
+    const { text, wasCut } = cut(result.error);
+    return errorResult(call, redact(text, wasCut));
+  }
   if (typeof result.content === "string") {
-    const { text, wasCut } = cut(result.content);
+    const { text: raw, wasCut } = cut(result.content);
+    const text = redact(raw, wasCut || result.truncated === true);
     const note =
       result.truncated === true || wasCut ? "\n[output truncated: it was cut at its bound]" : "";
     return {
@@ -47,7 +71,9 @@ export function describeToolResult(
       output: { type: "text", value: `${text}${note}` },
     };
   }
-  let value = toJson(result.content);
+  let value = toJson(
+    redactor === undefined ? result.content : redactDeep(result.content, redactor),
+  );
   const encoded = JSON.stringify(value);
   if (encoded.length > maxResultChars) {
     value = { truncated: true, partialJson: encoded.slice(0, maxResultChars) };

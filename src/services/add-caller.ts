@@ -38,6 +38,9 @@ export async function addCaller({
     promptTemplate: data.promptTemplate ?? null,
     eventFilter: data.eventFilter ?? null,
     jwt: data.jwt ?? null,
+    commands: data.commands,
+    toolOverrides: data.toolOverrides,
+    urlGrants: data.urlGrants ?? null,
   });
   try {
     return await withWideningCheck(
@@ -58,6 +61,10 @@ export async function addCaller({
               promptTemplate: data.promptTemplate ?? null,
               eventFilter: data.eventFilter ?? null,
               jwt: data.jwt ?? null,
+              commands: data.commands,
+              toolOverrides: data.toolOverrides,
+              urlGrants: data.urlGrants ?? null,
+              whenNobody: data.whenNobody ?? null,
             })
             .returning();
           if (!caller) throw new Error("caller insert returned nothing");

@@ -4,7 +4,10 @@ import { z } from "zod";
 import { jwtAlgorithms } from "../auth/jwt.ts";
 import { type CallerBudgets, callerKinds } from "../db/schema.ts";
 import { type Problem, ValidationError } from "../errors.ts";
+import { parseAllowEntry } from "../policy/command-key.ts";
+import { isToolOverride, nobodyThereModes, toolOverrideValues } from "../policy/overrides.ts";
 import { toolNamePattern } from "../policy/tools.ts";
+import { compileUrlGrants } from "../policy/url-grants.ts";
 
 export const callerNamePattern = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
@@ -89,6 +92,74 @@ const eventFilterSchema = z
 
 const promptTemplateSchema = z.string().min(1).max(16_384);
 
+/** Command allowlist entries (DESIGN §10): one or two plain words, e.g. `git status`. */
+const commandsSchema = z
+  .array(z.string({ error: "a command key such as git status" }).max(256))
+  .max(1_000)
+  .superRefine((entries, ctx) => {
+    entries.forEach((entry, i) => {
+      const parsed = parseAllowEntry(entry);
+      if ("problem" in parsed) {
+        ctx.addIssue({ code: "custom", path: [i], message: parsed.problem, input: entry });
+      }
+    });
+  });
+
+/** Tool name → allow | deny | prompt; read key by key, so `__proto__` is a tool name too. */
+const toolOverridesSchema = z
+  .custom<Record<string, string>>((v) => typeof v === "object" && v !== null && !Array.isArray(v), {
+    error: `a mapping of tool name to ${toolOverrideValues.join(", ")}`,
+  })
+  .superRefine((map, ctx) => {
+    const keys = Object.keys(map);
+    if (keys.length > 1_000) {
+      ctx.addIssue({ code: "custom", message: "at most 1000 overrides", input: keys.length });
+    }
+    for (const key of keys) {
+      if (!toolNamePattern.test(key)) {
+        ctx.addIssue({
+          code: "custom",
+          path: [key],
+          message: "a tool name matching ^[A-Za-z0-9_.-]{1,128}$",
+          input: key,
+        });
+      } else if (!isToolOverride(map[key])) {
+        ctx.addIssue({
+          code: "custom",
+          path: [key],
+          message: `one of ${toolOverrideValues.join(", ")}`,
+          input: map[key],
+        });
+      }
+    }
+  })
+  .transform((map) => Object.fromEntries(Object.entries(map)) as Record<string, string>);
+
+const grantList = z
+  .array(z.string({ error: "a text entry" }).max(2_048))
+  .max(1_000)
+  .optional();
+/** web_fetch URL grants: hosts, `.suffixes`, URL prefixes (src/policy/url-grants.ts). */
+const urlGrantsSchema = z
+  .strictObject({ hosts: grantList, suffixes: grantList, prefixes: grantList })
+  .superRefine((grants, ctx) => {
+    const compiled = compileUrlGrants(grants);
+    if (compiled.ok) return;
+    for (const problem of compiled.problems) {
+      const [list, index] = (problem.field ?? "").replace("]", "").split("[");
+      ctx.addIssue({
+        code: "custom",
+        path: [list ?? "", Number(index)],
+        message: problem.expected ?? problem.message,
+        input: problem.value,
+      });
+    }
+  });
+
+const whenNobodySchema = z.enum(nobodyThereModes, {
+  error: `one of ${nobodyThereModes.join(", ")} (what happens to a call that needs a person)`,
+});
+
 export const createCallerSchema = z.strictObject({
   name: z.string().regex(callerNamePattern, {
     error:
@@ -104,6 +175,10 @@ export const createCallerSchema = z.strictObject({
   promptTemplate: promptTemplateSchema.optional(),
   eventFilter: eventFilterSchema.optional(),
   jwt: jwtSettingsSchema.optional(),
+  commands: commandsSchema.default([]),
+  toolOverrides: toolOverridesSchema.default({}),
+  urlGrants: urlGrantsSchema.optional(),
+  whenNobody: whenNobodySchema.optional(),
 });
 export type CreateCallerInput = z.input<typeof createCallerSchema>;
 export type CreateCaller = z.output<typeof createCallerSchema>;
@@ -118,6 +193,12 @@ export const updateCallerSchema = z.strictObject({
   promptTemplate: promptTemplateSchema.optional(),
   eventFilter: eventFilterSchema.nullable().optional(),
   jwt: jwtSettingsSchema.nullable().optional(),
+  commands: commandsSchema.optional(),
+  toolOverrides: toolOverridesSchema.optional(),
+  /** null removes the grants (fetches then follow the approval policy alone). */
+  urlGrants: urlGrantsSchema.nullable().optional(),
+  /** null returns to the kind's default (decline for webhooks, park for peers). */
+  whenNobody: whenNobodySchema.nullable().optional(),
   /** Compare-and-set: refuse the change if the caller moved on since it was read. */
   expectedVersion: z.number().int().positive().optional(),
 });

@@ -1,6 +1,7 @@
 // The admin's view of a caller: everything about it except secrets. Credentials appear by id,
 // kind, display prefix and state.
 import type { Caller, Credential } from "../db/schema.ts";
+import { defaultNobodyThere } from "../policy/overrides.ts";
 
 export type CredentialView = {
   id: string;
@@ -24,6 +25,11 @@ export type CallerView = {
   promptTemplate: string | null;
   eventFilter: string[] | null;
   jwt: Caller["jwt"];
+  /** Command allowlist entries, per-tool overrides, URL grants, park or decline (DESIGN §10). */
+  commands: string[];
+  toolOverrides: Record<string, string>;
+  urlGrants: Caller["urlGrants"];
+  whenNobody: "park" | "decline";
   version: number;
   createdAt: string;
   updatedAt: string;
@@ -67,6 +73,10 @@ export function describeCaller(
     promptTemplate: caller.promptTemplate,
     eventFilter: caller.eventFilter,
     jwt: caller.jwt,
+    commands: caller.commands,
+    toolOverrides: caller.toolOverrides,
+    urlGrants: caller.urlGrants,
+    whenNobody: caller.whenNobody ?? defaultNobodyThere(caller.kind),
     version: caller.version,
     createdAt: caller.createdAt.toISOString(),
     updatedAt: caller.updatedAt.toISOString(),

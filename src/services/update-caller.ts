@@ -54,6 +54,10 @@ export async function updateCaller({
         if (data.promptTemplate !== undefined) patch.promptTemplate = data.promptTemplate;
         if (data.eventFilter !== undefined) patch.eventFilter = data.eventFilter;
         if (data.jwt !== undefined) patch.jwt = data.jwt;
+        if (data.commands !== undefined) patch.commands = data.commands;
+        if (data.toolOverrides !== undefined) patch.toolOverrides = data.toolOverrides;
+        if (data.urlGrants !== undefined) patch.urlGrants = data.urlGrants;
+        if (data.whenNobody !== undefined) patch.whenNobody = data.whenNobody;
         checkKindRules({ ...current, ...patch });
         const changed = Object.keys(patch).filter(
           (k) =>

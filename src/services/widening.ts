@@ -12,6 +12,7 @@ import {
   type ApprovalPolicy,
   type CallerBudgets,
   type CallerJwtSettings,
+  type StoredUrlGrants,
   type Tier,
   tiers,
 } from "../db/schema.ts";
@@ -27,6 +28,10 @@ export type AuthorityFields = {
   promptTemplate: string | null;
   eventFilter: readonly string[] | null;
   jwt: CallerJwtSettings | null;
+  /** Absent reads as none (a caller row always has them). */
+  commands?: readonly string[];
+  toolOverrides?: Readonly<Record<string, string>>;
+  urlGrants?: StoredUrlGrants | null;
 };
 
 export type Widening = { field: string; message: string };
@@ -41,7 +46,71 @@ export const floorCaller: AuthorityFields = {
   promptTemplate: null,
   eventFilter: null,
   jwt: null,
+  commands: [],
+  toolOverrides: {},
+  urlGrants: null,
 };
+
+/** allow < none < prompt < deny: a step left lets the tool do more. */
+function overrideRank(value: string | undefined): number {
+  if (value === undefined) return 1;
+  return value === "allow" ? 0 : value === "prompt" ? 2 : 3;
+}
+
+/** Precise controls (DESIGN §10): a new command entry, a milder override, a new URL grant. */
+function widenedControls(b: AuthorityFields, a: AuthorityFields): Widening[] {
+  const before = {
+    commands: b.commands ?? [],
+    toolOverrides: b.toolOverrides ?? {},
+    urlGrants: b.urlGrants ?? null,
+  };
+  const after = {
+    commands: a.commands ?? [],
+    toolOverrides: a.toolOverrides ?? {},
+    urlGrants: a.urlGrants ?? null,
+  };
+  const out: Widening[] = [];
+  const commands = after.commands.filter((c) => !before.commands.includes(c));
+  if (commands.length) {
+    out.push({
+      field: "commands",
+      message: `commands: adds ${commands.map((c) => JSON.stringify(c)).join(", ")}`,
+    });
+  }
+  for (const tool of Object.keys(after.toolOverrides)) {
+    const from = Object.hasOwn(before.toolOverrides, tool) ? before.toolOverrides[tool] : undefined;
+    const to = after.toolOverrides[tool];
+    if (overrideRank(to) < overrideRank(from)) {
+      out.push({
+        field: `toolOverrides.${tool}`,
+        message: `toolOverrides.${tool}: ${from ?? "none"} → ${to}`,
+      });
+    }
+  }
+  for (const tool of Object.keys(before.toolOverrides)) {
+    if (Object.hasOwn(after.toolOverrides, tool)) continue;
+    if (overrideRank(undefined) < overrideRank(before.toolOverrides[tool])) {
+      out.push({
+        field: `toolOverrides.${tool}`,
+        message: `toolOverrides.${tool}: ${before.toolOverrides[tool]} → none`,
+      });
+    }
+  }
+  if (before.urlGrants !== null && after.urlGrants === null) {
+    out.push({ field: "urlGrants", message: "urlGrants: removed (fetches no longer restricted)" });
+  }
+  for (const list of ["hosts", "suffixes", "prefixes"] as const) {
+    const had = before.urlGrants?.[list] ?? [];
+    const added = (after.urlGrants?.[list] ?? []).filter((e) => !had.includes(e));
+    if (added.length) {
+      out.push({
+        field: `urlGrants.${list}`,
+        message: `urlGrants.${list}: adds ${added.map((e) => JSON.stringify(e)).join(", ")}`,
+      });
+    }
+  }
+  return out;
+}
 
 /** Strictest first: `read-only` parks the most calls, `auto` none (src/runs/approval-policy.ts). */
 const approvalRank: Readonly<Record<ApprovalPolicy, number>> = {
@@ -139,6 +208,7 @@ export function describeWidening(before: AuthorityFields, after: AuthorityFields
     });
   }
   out.push(...widenedBudgets(before.budgets, after.budgets));
+  out.push(...widenedControls(before, after));
 
   const reachesMore = tiers.indexOf(after.tier) > tiers.indexOf("public") || after.allow.length > 0;
   if (!reachesMore) return out;

@@ -11,7 +11,8 @@ export type ToolFailureCode =
   | "too-large"
   | "invalid-input"
   | "failed"
-  | "interrupted";
+  | "interrupted"
+  | "outside-url-grant";
 
 export class ToolCallError extends Error {
   readonly code: ToolFailureCode;

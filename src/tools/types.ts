@@ -3,6 +3,7 @@
 // effective set (src/policy/check-tool-call.ts) before it gets here. A tool only does its job,
 // inside the workspace, bounded in time and output, and stops when `signal` aborts.
 import type { z } from "zod";
+import type { UrlGrants } from "../policy/url-grants.ts";
 
 export type ToolCallContext = {
   /** Aborted on cancel, revocation, deadline or shutdown: stop at once, kill child processes. */
@@ -12,7 +13,15 @@ export type ToolCallContext = {
   /** The model's id for this call (for logs and process names), never trusted for anything. */
   readonly callId: string;
   readonly now: () => Date;
+  /**
+   * web_fetch run under a URL grant: every redirect hop must stay inside these grants; a hop
+   * outside stops the fetch with code `outsideUrlGrantCode` and the executor asks for it.
+   */
+  readonly urlGrants?: UrlGrants;
 };
+
+/** The failure code of a fetch that stopped at a redirect outside the caller's URL grants. */
+export const outsideUrlGrantCode = "outside-url-grant";
 
 /** A finished call. `content` is what the model sees next. */
 export type ToolSuccess = {

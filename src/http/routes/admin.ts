@@ -135,7 +135,13 @@ export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
     );
   });
   serve("getCeiling", async (c) =>
-    c.json(await explainCallerCeiling({ ctx, name: c.req.param("name") ?? "" })),
+    c.json(
+      await explainCallerCeiling({
+        ctx,
+        name: c.req.param("name") ?? "",
+        command: c.req.query("command"),
+      }),
+    ),
   );
   serve("previewCeiling", async (c) =>
     c.json(previewCeiling({ ctx, input: await readJsonBody(c) })),

@@ -7,6 +7,7 @@ import {
   callers,
   type PendingApproval,
   runs,
+  type ToolCallDecisionRecord,
   type ToolCallStatus,
   toolCalls,
 } from "../../db/schema.ts";
@@ -21,6 +22,8 @@ export type RunToolCall = {
   code: string | null;
   segment: number;
   outputTruncated: boolean;
+  /** How the call was decided: rule, reason, floor reasons, coverage, the classifier's verdict. */
+  decision: ToolCallDecisionRecord | null;
   createdAt: string;
   startedAt: string | null;
   finishedAt: string | null;
@@ -75,6 +78,7 @@ export async function getRun({
       code: call.code,
       segment: call.segment,
       outputTruncated: call.outputTruncated,
+      decision: call.decision ?? null,
       createdAt: call.createdAt.toISOString(),
       startedAt: call.startedAt?.toISOString() ?? null,
       finishedAt: call.finishedAt?.toISOString() ?? null,

@@ -13,10 +13,11 @@ import { isIP, type LookupFunction, type Socket } from "node:net";
 import { TextDecoder } from "node:util";
 import { z } from "zod";
 import { quoteUntrusted } from "../../policy/quote.ts";
+import { checkUrlGrant } from "../../policy/url-grants.ts";
 import { defineBuiltin } from "../builtin.ts";
 import { describeBinary, isBinary, sniffBytes } from "../text.ts";
 import { runGuarded, ToolCallError } from "../tool-call-error.ts";
-import type { ToolImplementation } from "../types.ts";
+import { outsideUrlGrantCode, type ToolImplementation } from "../types.ts";
 import { judgeAddress, normalizeAddress } from "./ip-address.ts";
 
 /** The built-in: its descriptor (the one description anyone reads) and its factory. */
@@ -281,6 +282,15 @@ export function createWebFetchTool(options: WebFetchOptions = {}): ToolImplement
                   "failed",
                   `The redirect target ${quoteUntrusted(location)} is not a URL.`,
                 );
+              }
+              if (ctx.urlGrants !== undefined) {
+                const granted = checkUrlGrant(next, ctx.urlGrants);
+                if (!granted.granted) {
+                  throw new ToolCallError(
+                    outsideUrlGrantCode,
+                    `Redirect ${redirects.length + 1} to ${quoteUntrusted(next.href)} leaves the URL grants: ${granted.reason}`,
+                  );
+                }
               }
               redirects.push(next.href);
               url = next;

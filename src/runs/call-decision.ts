@@ -1,0 +1,223 @@
+// How the executor decides one tool call (DESIGN §9-10), in this order:
+//
+// 1. The risk floor, for execute_command and declared command tools: the argv the call would run
+//    ([program, ...args]; a structured tool's [program, ...arguments]; a fixed tool's
+//    [program, ...args, ...arguments] with its operator-written part not judged as the model's).
+//    Its reasons are a safety override: under every policy but `auto` the call parks, naming them.
+// 2. Coverage by the command allowlists (the caller's ∪ the agent's), by parsed key; for
+//    web_fetch, the URL grants on the URL it connects to.
+// 3. The classifier, for execute_command, only when its verdict can change the outcome; it never
+//    lowers the floor and every failure reads as high-risk.
+// 4. `decideCall` (overrides, policy, coverage, safety) and `settleNobodyThere` (park or decline).
+import type { ToolCallDecisionRecord } from "../db/schema.ts";
+import { explainCoverage } from "../policy/command-key.ts";
+import {
+  decideCall,
+  readToolOverride,
+  resolveToolOverride,
+  type SafetyOverride,
+  type SettledCall,
+  settleNobodyThere,
+  type ToolOverrides,
+} from "../policy/overrides.ts";
+import type { Risk, ToolDescriptor } from "../policy/tools.ts";
+import { checkUrlGrant } from "../policy/url-grants.ts";
+import { argvKey } from "../tools/shell/command-keys.ts";
+import { assessArgvRisk } from "../tools/shell/shell-risk.ts";
+import { type ClassifierResult, combineRisk, needsClassifier } from "./command-classifier.ts";
+import type { RunControls } from "./run-controls.ts";
+
+/** A declared command tool as the floor needs it. */
+export type CommandToolShape =
+  | { readonly mode: "fixed"; readonly program: string; readonly args: readonly string[] }
+  | { readonly mode: "structured" };
+
+/** A classifier call: the verdict, and its model and cost for the record and the budget. */
+export type Classification = {
+  readonly result: ClassifierResult;
+  readonly model: string;
+  readonly costUsd?: number | undefined;
+};
+
+export type DecisionDeps = {
+  readonly controls: RunControls;
+  /** Rates one command; absent when no model is available (then the command stays unknown). */
+  readonly classify?: ((command: string) => Promise<Classification>) | undefined;
+  /** Declared command tools by name. */
+  readonly commandTools?: ReadonlyMap<string, CommandToolShape> | undefined;
+};
+
+export type CallDecisionOutcome = {
+  readonly settled: SettledCall;
+  readonly record: ToolCallDecisionRecord;
+  /** web_fetch under a URL grant: every redirect hop must stay inside the grants too. */
+  readonly checkRedirects: boolean;
+};
+
+/** The argv a call would run, for the floor and the allowlist; undefined for other tools. */
+export function callArgv(
+  tool: ToolDescriptor,
+  args: unknown,
+  commandTools: ReadonlyMap<string, CommandToolShape> | undefined,
+): { argv: string[]; fixedArgs: number } | undefined {
+  const input = (typeof args === "object" && args !== null ? args : {}) as Record<string, unknown>;
+  const strings = (v: unknown) =>
+    Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : [];
+  if (tool.name === "execute_command" && typeof input.program === "string") {
+    return { argv: [input.program, ...strings(input.args)], fixedArgs: 0 };
+  }
+  const declared = commandTools?.get(tool.name);
+  if (declared === undefined) return undefined;
+  if (declared.mode === "fixed") {
+    return {
+      argv: [declared.program, ...declared.args, ...strings(input.arguments)],
+      fixedArgs: 1 + declared.args.length,
+    };
+  }
+  if (typeof input.program !== "string") return undefined;
+  return { argv: [input.program, ...strings(input.arguments)], fixedArgs: 0 };
+}
+
+/** One line of a command for the classifier and the record. */
+export function formatCommand(argv: readonly string[]): string {
+  return argv.map((w) => (/^[A-Za-z0-9_./:=@%+,-]+$/.test(w) ? w : JSON.stringify(w))).join(" ");
+}
+
+function overridesFor(controls: RunControls, tool: string): ToolOverrides {
+  return {
+    caller: readToolOverride(controls.overrides.caller, tool),
+    agent: readToolOverride(controls.overrides.agent, tool),
+  };
+}
+
+/** True when an override refuses `tool`: the call is answered like a tool that does not exist. */
+export function isDenied(controls: RunControls, tool: string): boolean {
+  return resolveToolOverride(overridesFor(controls, tool))?.value === "deny";
+}
+
+/** Decides one call whose arguments passed the tool's schema; never throws. */
+export async function decideToolCall(
+  deps: DecisionDeps,
+  tool: ToolDescriptor,
+  args: unknown,
+): Promise<CallDecisionOutcome> {
+  const { controls } = deps;
+  const overrides = overridesFor(controls, tool.name);
+  const override = resolveToolOverride(overrides);
+  let risk: Risk = tool.risk;
+  let safety: SafetyOverride | undefined;
+  let covered = false;
+  let coveredBy: string | undefined;
+  let checkRedirects = false;
+  const record: {
+    -readonly [K in keyof ToolCallDecisionRecord]?: ToolCallDecisionRecord[K];
+  } = {};
+
+  const command = callArgv(tool, args, deps.commandTools);
+  if (command !== undefined) {
+    const floor = assessArgvRisk(command.argv, tool.risk, { fixedArgs: command.fixedArgs });
+    if (floor.reasons.length > 0) {
+      record.floorReasons = [...floor.reasons];
+      safety = { reason: `the risk floor: ${floor.reasons.join("; ")}` };
+      risk = floor.risk;
+    }
+    const key = argvKey(command.argv);
+    record.key = key.key?.text ?? null;
+    const coverage = explainCoverage(key, controls.commands);
+    if (coverage.covered) {
+      covered = true;
+      coveredBy = coverage.entry.text;
+    }
+    if (tool.risk === "unknown") {
+      const floorRisk = floor.reasons.length > 0 ? "high-risk" : "read-only";
+      const need = needsClassifier({
+        policy: controls.policy,
+        covered,
+        floorRisk,
+        override: override?.value,
+        safety,
+      });
+      if (need.needed && deps.classify !== undefined) {
+        const classified = await deps.classify(formatCommand(command.argv));
+        const { result } = classified;
+        risk = combineRisk(floorRisk, result.verdict);
+        record.classifier = {
+          model: classified.model,
+          verdict: result.verdict,
+          ...(result.failure ? { failure: result.failure } : {}),
+          reason: result.reason,
+          ...(result.usage.inputTokens === undefined
+            ? {}
+            : { inputTokens: result.usage.inputTokens }),
+          ...(result.usage.outputTokens === undefined
+            ? {}
+            : { outputTokens: result.usage.outputTokens }),
+          ...(classified.costUsd === undefined ? {} : { costUsd: classified.costUsd }),
+          latencyMs: Math.round(result.usage.latencyMs),
+        };
+      } else if (!need.needed) {
+        risk = need.risk;
+      }
+    }
+  } else if (tool.name === "web_fetch" && controls.urlGrants !== undefined) {
+    const url = (args as { url?: unknown } | null)?.url;
+    const check = checkUrlGrant(typeof url === "string" ? url : "", controls.urlGrants);
+    if (check.granted) {
+      covered = true;
+      coveredBy = `URL grant ${check.entry}`;
+      checkRedirects = true;
+    } else {
+      // Outside the grants a fetch is not something the operator foresaw: it asks.
+      risk = "unknown";
+      record.urlReason = check.reason;
+    }
+  }
+
+  const decision = decideCall({
+    tool: tool.name,
+    policy: controls.policy,
+    risk,
+    overrides,
+    safety,
+    covered,
+    coveredBy,
+  });
+  const settled = settleNobodyThere(decision, controls.whenNobody, tool.name);
+  return {
+    settled,
+    checkRedirects: checkRedirects && settled.action === "run" && controls.policy !== "auto",
+    record: {
+      ...record,
+      action: settled.action,
+      rule: settled.rule,
+      reason: settled.reason,
+      risk,
+      ...(coveredBy === undefined ? {} : { coveredBy }),
+    },
+  };
+}
+
+/** A redirect hop outside the grants of a fetch that ran under them: it asks, or is declined. */
+export function decideRedirect(
+  controls: RunControls,
+  tool: ToolDescriptor,
+  reason: string,
+): CallDecisionOutcome {
+  const decision = decideCall({
+    tool: tool.name,
+    policy: controls.policy,
+    risk: "unknown",
+    safety: { reason },
+  });
+  const settled = settleNobodyThere(decision, controls.whenNobody, tool.name);
+  return {
+    settled,
+    checkRedirects: false,
+    record: {
+      action: settled.action,
+      rule: settled.rule,
+      reason: settled.reason,
+      urlReason: reason,
+    },
+  };
+}
