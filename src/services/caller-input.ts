@@ -110,6 +110,11 @@ const toolOverridesSchema = z
   .custom<Record<string, string>>((v) => typeof v === "object" && v !== null && !Array.isArray(v), {
     error: `a mapping of tool name to ${toolOverrideValues.join(", ")}`,
   })
+  // What the OpenAPI document says of it (a custom check has no JSON Schema of its own).
+  .meta({
+    type: "object",
+    additionalProperties: { type: "string", enum: [...toolOverrideValues] },
+  })
   .superRefine((map, ctx) => {
     const keys = Object.keys(map);
     if (keys.length > 1_000) {
