@@ -41,7 +41,7 @@ import {
   readSecretFile,
   secretKeyFile,
 } from "./secret-files.ts";
-import { ensureAdminToken } from "./services/admin-credentials.ts";
+import { settleAdminToken } from "./services/admin-credentials.ts";
 import { type AuthDeps, authenticatePeer } from "./services/authenticate-caller.ts";
 import { openCallerDirectory } from "./services/caller-directory.ts";
 import { checkReadiness } from "./services/check-readiness.ts";
@@ -214,24 +214,12 @@ export async function startServer(
       authFailures,
     };
 
-    const admin = await ensureAdminToken({ ctx: services, configured: config.adminToken });
-    if (admin.generated) {
-      const stored = await createSecretFile(config.dataDir, adminTokenFile, admin.generated);
-      if (stored !== admin.generated) {
-        throw new ConfigError([
-          {
-            field: adminTokenFile,
-            message: `${config.dataDir}/${adminTokenFile} exists but holds no admin token this database knows; remove it and restart`,
-          },
-        ]);
-      }
-      logger.info("admin token generated", { file: `${config.dataDir}/${adminTokenFile}` });
-    } else if (
-      admin.source === "stored" &&
-      !(await readSecretFile(config.dataDir, adminTokenFile))
-    ) {
-      logger.warn("the admin token is not known on this machine: set PEERGATE_ADMIN_TOKEN", {});
-    }
+    const admin = await settleAdminToken({
+      ctx: services,
+      configured: config.adminToken,
+      dataDir: config.dataDir,
+      logger,
+    });
 
     // The embedded database admits one process: the CLI reaches it through this socket meanwhile.
     if (database.kind === "pglite") {
