@@ -110,8 +110,8 @@ export const runsListCommand: Command = {
 export const runsShowCommand: Command = {
   words: ["runs", "show"],
   summary: "show a run: status, budgets, tool calls, and what a parked run waits on",
-  help: "<run-id> [--json]",
-  positionals: { min: 1, max: 1, names: "a run id" },
+  help: "<run-id or A2A task id> [--json]\n\nThe A2A task id a peer was given names its run too.",
+  positionals: { min: 1, max: 1, names: "a run id or A2A task id" },
   options: { json: { type: "boolean" } },
   async run(args, ctx) {
     const { run } = await requestAdmin<{ run: RunDetail }>(ctx, "GET", `/runs/${runIdOf(args)}`);
@@ -192,8 +192,8 @@ export const runsRejectCommand: Command = {
 export const runsCancelCommand: Command = {
   words: ["runs", "cancel"],
   summary: "stop a running run, wherever it runs",
-  help: "<run-id> [--json]",
-  positionals: { min: 1, max: 1, names: "a run id" },
+  help: "<run-id or A2A task id> [--json]\n\nThe A2A task id a peer was given names its run too.",
+  positionals: { min: 1, max: 1, names: "a run id or A2A task id" },
   options: { json: { type: "boolean" } },
   async run(args, ctx) {
     const result = await requestAdmin<{ stopped: boolean }>(
