@@ -89,6 +89,22 @@ export const runsListCommand: Command = {
   async run(args, ctx) {
     const query = queryFromOptions(args.values, ["caller", "status", "limit"]);
     const { runs } = await requestAdmin<{ runs: RunSummary[] }>(ctx, "GET", `/runs?${query}`);
+    // A webhook run says which kind of webhook: github, ifttt or a plain webhook caller.
+    const kinds = runs.some((r) => r.origin === "webhook")
+      ? new Map(
+          (
+            await requestAdmin<{ callers: { name: string; kind: string }[] }>(
+              ctx,
+              "GET",
+              "/callers",
+            )
+          ).callers.map((c) => [c.name, c.kind]),
+        )
+      : new Map<string, string>();
+    const originOf = (r: RunSummary) => {
+      const kind = kinds.get(r.callerName);
+      return r.origin === "webhook" && kind && kind !== "webhook" ? `webhook:${kind}` : r.origin;
+    };
     printListing(ctx.io.out, {
       json: args.values.json === true,
       value: { runs },
@@ -96,7 +112,7 @@ export const runsListCommand: Command = {
       rows: runs.map((r) => [
         r.id,
         r.callerName,
-        r.origin,
+        originOf(r),
         r.status,
         r.pendingApproval ? `${r.pendingApproval.tool} (${r.pendingApproval.callId})` : "-",
         r.createdAt,

@@ -13,7 +13,13 @@ export const settableTiers = ["public", "internal", "private"] as const;
 export const approvalPolicyValues = ["auto", "read-only", "low-risk"] as const;
 
 const positiveInt = (max: number) => z.number().int().positive().max(max);
-const positiveMoney = z.number().positive().max(1_000_000);
+const positiveMoney = z
+  .number()
+  .positive({
+    error:
+      "a number of US dollars above 0 (a cap of $0 would stop every run at once; for a model that costs nothing, price it at 0 in policies/models.yaml, or remove the limit)",
+  })
+  .max(1_000_000);
 
 export const budgetsSchema = z.strictObject({
   tokens: positiveInt(100_000_000).optional(),
