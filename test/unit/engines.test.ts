@@ -7,7 +7,9 @@ import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 
 const pkg = JSON.parse(await readFile(new URL("../../package.json", import.meta.url), "utf8"));
-const lock = JSON.parse(await readFile(new URL("../../package-lock.json", import.meta.url), "utf8"));
+const lock = JSON.parse(
+  await readFile(new URL("../../package-lock.json", import.meta.url), "utf8"),
+);
 
 describe("engines", () => {
   it("declares the Node that is pinned and tested, no lower", () => {
