@@ -13,6 +13,7 @@ import {
 import { callersApplyCommand } from "./callers-apply.ts";
 import { ceilingCommand } from "./ceiling.ts";
 import type { Command } from "./command.ts";
+import { doctorCommand } from "./doctor.ts";
 import { migrateCommand } from "./migrate.ts";
 import { operatorTokenCreateCommand } from "./operator-token.ts";
 import {
@@ -28,6 +29,7 @@ import { toolsCommand } from "./tools.ts";
 export const commands: readonly Command[] = [
   serveCommand,
   migrateCommand,
+  doctorCommand,
   auditListCommand,
   auditVerifyCommand,
   callersAddCommand,
