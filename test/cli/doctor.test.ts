@@ -54,11 +54,7 @@ describe("peergate doctor (pglite)", () => {
     await rm(dir, { recursive: true, force: true });
   });
   const readToken = async () =>
-    (
-      await import("node:fs/promises").then((fs) =>
-        fs.readFile(path.join(dir, "data", "admin-token"), "utf8"),
-      )
-    ).trim();
+    (await readFile(path.join(dir, "data", "admin-token"), "utf8")).trim();
 
   const doctor = async (extraEnv: Record<string, string>, ...argv: string[]) => {
     const out: string[] = [];
