@@ -73,6 +73,13 @@ const benches: Bench[] = [
     mustPrint: /peergate \/ reference: throughput/,
   },
   {
+    name: "audit",
+    file: "bench/audit.ts",
+    args: smoke ? ["--seconds", "1"] : [],
+    repeat: 1,
+    mustPrint: /<!-- audit-result /,
+  },
+  {
     name: "soak",
     file: "bench/soak.ts",
     args: ["--minutes", soakMinutes, ...(smoke ? ["--capacity-seconds", "3"] : [])],
@@ -262,6 +269,33 @@ function judgeA2a(output: string, verdicts: Verdict[]): void {
   );
 }
 
+function judgeAudit(output: string, verdicts: Verdict[]): void {
+  const json = /<!-- audit-result (.*) -->/.exec(output)?.[1];
+  if (!json) throw new Error("bench/audit.ts printed no result");
+  const r = JSON.parse(json) as {
+    appendsPerSecond: number;
+    bareInsertsPerSecond: number;
+    lagP99Ms: number;
+    verified: boolean;
+  };
+  const ceiling = `a plain one-INSERT transaction managed ${formatRate(r.bareInsertsPerSecond)}/s on this machine in the same run`;
+  verdicts.push(
+    {
+      bench: "audit",
+      target: "audit appends across two instances ≥ 5 000/s",
+      measured: `${formatRate(r.appendsPerSecond)}/s`,
+      met: r.appendsPerSecond >= 5_000,
+      note: ceiling,
+    },
+    {
+      bench: "audit",
+      target: "chaining lag (COMMIT → chained) p99 < 1 s at that rate",
+      measured: `${r.lagP99Ms.toFixed(0)} ms`,
+      met: r.lagP99Ms < 1_000 && r.verified,
+    },
+  );
+}
+
 type SoakResult = {
   minutes: number;
   capacityPerSecond: number;
@@ -412,6 +446,12 @@ for (const bench of benches) {
       judgeA2a(outputs[0] as string, verdicts);
       sections.push(
         `## A2A SendMessage against the a2a-js reference server\n\n${command}. Both servers in their own child processes, measured in interleaved quarters (ABBA); the ratio is peergate / reference in the same run.\n\n${outputs[0]?.trim()}`,
+      );
+      break;
+    case "audit":
+      judgeAudit(outputs[0] as string, verdicts);
+      sections.push(
+        `## Audit appends across two instances\n\n${command}. Two instance processes, each with its own pool and audit chainer, on one PostgreSQL; the reference row is the same loop with a plain INSERT.\n\n${outputs[0]?.trim()}`,
       );
       break;
     case "soak":

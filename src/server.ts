@@ -13,6 +13,7 @@ import { createRateLimiter } from "./auth/rate-limit.ts";
 import { generateSecretKeyText, parseSecretKey } from "./auth/sealed-secrets.ts";
 import type { Config } from "./config.ts";
 import { serveControlSocket } from "./control/serve-control-socket.ts";
+import { startAuditChainer } from "./db/audit-chainer.ts";
 import type { Database } from "./db/client.ts";
 import { migrateDatabase } from "./db/migrate.ts";
 import { openNotifications } from "./db/notifications.ts";
@@ -152,6 +153,9 @@ export async function startServer(
       database: describeDatabase(databaseOptions),
       migrationsApplied: applied,
     });
+    // Chains committed audit events; stopped (after one last pass) before the database closes.
+    const auditChainer = startAuditChainer({ database, logger });
+    cleanups.push(() => auditChainer.stop());
 
     // Listen before the services exist, so the default public URL can name the port actually bound
     // (PEERGATE_PORT=0); until the app is in place every request gets 503 "starting".

@@ -36,7 +36,8 @@ const shellWord = (text: string) =>
 const cut = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}…` : text);
 
 type Event = {
-  seq: number;
+  /** Null while not chained yet. */
+  seq: number | null;
   createdAt: string;
   actor: string;
   kind: string;
@@ -99,7 +100,7 @@ export const auditListCommand: Command = {
       value: result,
       headers: ["SEQ", "TIME", "ACTOR", "KIND", "SUBJECT", "DATA"],
       rows: result.events.map((e) => [
-        String(e.seq),
+        e.seq === null ? "-" : String(e.seq),
         e.createdAt,
         e.actor,
         e.kind,

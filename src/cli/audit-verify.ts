@@ -17,6 +17,14 @@ function report(result: AuditChainVerification, json: boolean, ctx: CliContext):
   } else {
     ctx.io.err(`audit chain BROKEN at event ${result.seq}: ${result.problem}`);
   }
+  // Older servers (asked through the admin API) do not report the tail.
+  const tail = result.unchained;
+  if (!json && tail && tail.count > 0) {
+    ctx.io.out(
+      `${tail.count} committed events not chained yet (oldest ${tail.oldestAgeMs} ms old): ` +
+        "an older transaction is still open, or no chainer is running",
+    );
+  }
   return result.ok ? exitCodes.ok : exitCodes.failed;
 }
 
@@ -28,13 +36,16 @@ export const auditVerifyCommand: Command = {
     "",
     "Walks every audit event in order and checks that each one's hash matches its content and",
     "the hash of the event before it. Exits 0 when the chain is intact, 1 naming the first",
-    "broken event otherwise (edited, deleted, reordered or inserted).",
+    "broken event otherwise (edited, deleted, reordered or inserted). Events are chained shortly",
+    "after they commit; verify first chains what is committed, and reports any committed events",
+    "it could not chain yet (an older transaction still open) as the unchained tail.",
     "Reads the database directly; when the embedded database is held by a running server, asks",
     "that server (PEERGATE_URL, admin token) instead.",
     "",
     "Options:",
-    '  --json  print the result as JSON: {"ok": true, "count", "lastHash"} or',
-    '          {"ok": false, "seq", "reason", "problem"}',
+    '  --json  print the result as JSON: {"ok": true, "count", "lastHash", "unchained"} or',
+    '          {"ok": false, "seq", "reason", "problem", "unchained"}, where unchained is',
+    '          {"count", "oldestAgeMs"}',
   ].join("\n"),
   options: { json: { type: "boolean" } },
   async run(args, ctx) {

@@ -5,7 +5,7 @@
 export const advisoryLockSpace = 0x7067_6174;
 
 export const lockKeys = {
-  /** Transaction lock held while appending to the audit chain. */
+  /** Transaction lock held per chaining pass to the audit chain. */
   audit: 1,
   /** Session lock held by `migrateDatabase` for a whole migration run. */
   migrations: 2,

@@ -21,6 +21,7 @@ import {
   text,
   timestamp,
   unique,
+  uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
 
@@ -382,25 +383,49 @@ export const dailyUsage = pgTable(
 );
 
 /**
- * The append-only, hash-chained audit trail. Written only through `appendAuditEvent`
- * (src/db/audit.ts); a trigger added by a migration refuses UPDATE, DELETE and TRUNCATE.
+ * The append-only, hash-chained audit trail, written as an outbox. `appendAuditEvent`
+ * (src/db/audit.ts) inserts an event unchained (seq, prev_hash and hash null) inside the
+ * caller's transaction; the chainer (src/db/audit-chainer.ts) later sets those three exactly once,
+ * in (xact_id, id) order. A trigger added by a migration refuses DELETE, TRUNCATE and every UPDATE
+ * but that one.
  */
 export const auditEvents = pgTable(
   "audit_events",
   {
-    /** Contiguous from 1, assigned under a lock (a sequence would leave gaps on rollback). */
-    seq: bigint("seq", { mode: "number" }).primaryKey(),
-    createdAt: timestamptz("created_at").notNull(),
+    /** Insertion order; has gaps (rolled-back inserts). Not hashed. */
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    /**
+     * The inserting transaction's id (`pg_current_xact_id()`). Events are chained in
+     * (xact_id, id) order, and only once every transaction older than the chainer's snapshot has
+     * ended, so a slow transaction can never be overtaken. Not hashed.
+     */
+    xactId: bigint("xact_id", { mode: "number" })
+      .notNull()
+      .default(sql`(pg_current_xact_id()::text::bigint)`),
+    /** Contiguous from 1 in chain order; null until chained. */
+    seq: bigint("seq", { mode: "number" }),
+    /** The database clock when the event was written (not when it was chained). */
+    createdAt: timestamptz("created_at").notNull().default(sql`clock_timestamp()`),
     actor: text("actor").notNull(),
     kind: text("kind").notNull(),
     subject: text("subject"),
     data: jsonb("data").notNull(),
-    prevHash: text("prev_hash").notNull(),
-    hash: text("hash").notNull().unique(),
+    /** Null until chained. */
+    prevHash: text("prev_hash"),
+    /** Null until chained. Not indexed: nothing looks an event up by its hash. */
+    hash: text("hash"),
   },
   (t) => [
     index("audit_events_subject_idx").on(t.subject),
     index("audit_events_kind_idx").on(t.kind, t.createdAt),
+    // Partial, so an append (seq null) costs no entry here, only the chaining does.
+    uniqueIndex("audit_events_seq_idx").on(t.seq).where(sql`"seq" IS NOT NULL`),
+    // The chainer's queue: only unchained events are in it.
+    index("audit_events_unchained_idx").on(t.xactId, t.id).where(sql`"seq" IS NULL`),
+    check(
+      "audit_events_chained_check",
+      sql`("seq" IS NULL) = ("hash" IS NULL) AND ("seq" IS NULL) = ("prev_hash" IS NULL)`,
+    ),
   ],
 );
 

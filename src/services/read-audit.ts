@@ -1,8 +1,10 @@
 // Reading the audit trail for the admin: a page of events after a sequence number, optionally of
-// one kind or subject, and the chain verification.
-import { and, asc, eq, gt, type SQL } from "drizzle-orm";
+// one kind or subject, and the chain verification. Both first chain what is committed (waiting
+// briefly for older open transactions); a page that reaches the end of the chain then lists the
+// events still unchained after it, in the order they will be chained, with seq and hash null.
+import { and, asc, eq, gt, isNull, type SQL } from "drizzle-orm";
 import { z } from "zod";
-import { type AuditChainVerification, verifyAuditChain } from "../db/audit.ts";
+import { type AuditChainVerification, flushAuditChain, verifyAuditChain } from "../db/audit.ts";
 import { auditEvents } from "../db/schema.ts";
 import { parseInput } from "./caller-input.ts";
 import type { ServiceContext } from "./context.ts";
@@ -15,13 +17,15 @@ const querySchema = z.strictObject({
 });
 
 export type AuditEventView = {
-  seq: number;
+  /** Null while the event is not chained yet. */
+  seq: number | null;
   createdAt: string;
   actor: string;
   kind: string;
   subject: string | null;
   data: unknown;
-  hash: string;
+  /** Null while the event is not chained yet. */
+  hash: string | null;
 };
 
 export async function listAuditEvents({
@@ -32,16 +36,27 @@ export async function listAuditEvents({
   query: unknown;
 }): Promise<{ events: AuditEventView[]; next: number | null }> {
   const q = parseInput(querySchema, query);
-  const filters: SQL[] = [gt(auditEvents.seq, q.after)];
+  await flushAuditChain(ctx.db, { timeoutMs: 2_000, onTimeout: "return" });
+  const filters: SQL[] = [];
   if (q.kind) filters.push(eq(auditEvents.kind, q.kind));
   if (q.subject) filters.push(eq(auditEvents.subject, q.subject));
-  const rows = await ctx.db
+  const chained = await ctx.db
     .select()
     .from(auditEvents)
-    .where(and(...filters))
+    .where(and(gt(auditEvents.seq, q.after), ...filters))
     .orderBy(asc(auditEvents.seq))
     .limit(q.limit);
-  const last = rows.at(-1);
+  const last = chained.at(-1);
+  const full = chained.length === q.limit;
+  const unchained = full
+    ? []
+    : await ctx.db
+        .select()
+        .from(auditEvents)
+        .where(and(isNull(auditEvents.seq), ...filters))
+        .orderBy(asc(auditEvents.xactId), asc(auditEvents.id))
+        .limit(q.limit - chained.length);
+  const rows = [...chained, ...unchained];
   return {
     events: rows.map((r) => ({
       seq: r.seq,
@@ -52,7 +67,7 @@ export async function listAuditEvents({
       data: r.data,
       hash: r.hash,
     })),
-    next: rows.length === q.limit && last ? last.seq : null,
+    next: full && last ? last.seq : null,
   };
 }
 

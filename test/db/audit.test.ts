@@ -1,8 +1,9 @@
-import { sql } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { expect, it } from "vitest";
 import {
   appendAuditEvent,
   canonicalJson,
+  flushAuditChain,
   genesisHash,
   verifyAuditChain,
 } from "../../src/db/audit.ts";
@@ -10,6 +11,7 @@ import type { Database } from "../../src/db/client.ts";
 import { auditEvents, callers } from "../../src/db/schema.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 
+/** Appends `count` events one after the other, then chains them (as the chainer would). */
 async function appendMany(database: Database, count: number, actor = "test"): Promise<void> {
   for (let i = 1; i <= count; i++) {
     await appendAuditEvent(database.db, {
@@ -19,6 +21,7 @@ async function appendMany(database: Database, count: number, actor = "test"): Pr
       data: { i, nested: { b: [1, "two", null], a: true }, when: new Date(0) },
     });
   }
+  await flushAuditChain(database.db);
 }
 
 /** Tampering needs the append-only trigger out of the way, as an attacker with DDL would do. */
@@ -38,7 +41,12 @@ it("canonical JSON sorts keys at every depth and drops undefined", () => {
 
 describeEachDatabase("audit chain", (ctx) => {
   it("is intact and empty at first", async () => {
-    expect(await verifyAuditChain(ctx.db)).toEqual({ ok: true, count: 0, lastHash: genesisHash });
+    expect(await verifyAuditChain(ctx.db)).toEqual({
+      ok: true,
+      count: 0,
+      lastHash: genesisHash,
+      unchained: { count: 0, oldestAgeMs: null },
+    });
   });
 
   it("chains events with contiguous seqs and verifies them across batches", async () => {
@@ -51,6 +59,7 @@ describeEachDatabase("audit chain", (ctx) => {
       ok: true,
       count: 7,
       lastHash: rows[6]?.hash,
+      unchained: { count: 0, oldestAgeMs: null },
     });
   });
 
@@ -84,15 +93,18 @@ describeEachDatabase("audit chain", (ctx) => {
         throw new Error("roll back");
       }),
     ).rejects.toThrow("roll back");
-    await ctx.db.transaction(async (tx) => {
+    const appended = await ctx.db.transaction(async (tx) => {
       await tx.insert(callers).values({ name: "kept", kind: "peer" });
-      const appended = await appendAuditEvent(tx, {
+      return appendAuditEvent(tx, {
         actor: "admin",
         kind: "caller.created",
         data: { name: "kept" },
       });
-      expect(appended.seq).toBe(1);
     });
+    // The event is chained after its transaction commits: the rolled-back one left no gap.
+    await flushAuditChain(ctx.db);
+    const [kept] = await ctx.db.select().from(auditEvents).where(eq(auditEvents.id, appended.id));
+    expect(kept?.seq).toBe(1);
     expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: true, count: 1 });
   });
 

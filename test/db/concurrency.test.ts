@@ -1,18 +1,32 @@
 // Several instances share one PostgreSQL (DESIGN.md §7): appends, migrations and delivery claims
 // racing from separate connections must still give one chain, one migration, one claim.
+import { inArray } from "drizzle-orm";
 import { expect, it } from "vitest";
-import { appendAuditEvent, verifyAuditChain } from "../../src/db/audit.ts";
+import { appendAuditEvent, flushAuditChain, verifyAuditChain } from "../../src/db/audit.ts";
 import type { Database } from "../../src/db/client.ts";
 import { migrateDatabase, migrationStatus } from "../../src/db/migrate.ts";
 import { auditEvents } from "../../src/db/schema.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 
-function appendInParallel(database: Database, actor: string, count: number) {
-  return Promise.all(
+/** Appends in parallel, chains, and returns the seqs the chainer gave these events. */
+async function appendInParallel(database: Database, actor: string, count: number) {
+  const appended = await Promise.all(
     Array.from({ length: count }, (_, i) =>
       appendAuditEvent(database.db, { actor, kind: "test.race", data: { i } }),
     ),
   );
+  await flushAuditChain(database.db);
+  const rows = await database.db
+    .select({ seq: auditEvents.seq })
+    .from(auditEvents)
+    .where(
+      inArray(
+        auditEvents.id,
+        appended.map((a) => a.id),
+      ),
+    );
+  expect(rows).toHaveLength(count);
+  return rows.map((r) => ({ seq: Number(r.seq) }));
 }
 
 describeEachDatabase("concurrent audit appends", (ctx) => {
