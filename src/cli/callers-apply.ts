@@ -23,7 +23,8 @@ import { operatorHeaders, operatorTokenHelp, operatorTokenOption } from "./opera
 import { escapeForTerminal, toTerminalJson } from "./terminal-text.ts";
 
 type Json = Record<string, unknown>;
-const managedFields = [
+/** The fields a callers file manages; `callers export` writes exactly these. */
+export const managedFields = [
   "tier",
   "allow",
   "approvalPolicy",

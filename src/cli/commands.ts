@@ -11,6 +11,7 @@ import {
   callersShowCommand,
 } from "./callers.ts";
 import { callersApplyCommand } from "./callers-apply.ts";
+import { callersExportCommand } from "./callers-export.ts";
 import { ceilingCommand } from "./ceiling.ts";
 import type { Command } from "./command.ts";
 import { doctorCommand } from "./doctor.ts";
@@ -40,6 +41,7 @@ export const commands: readonly Command[] = [
   callersRestoreCommand,
   callersRotateCommand,
   callersApplyCommand,
+  callersExportCommand,
   runsListCommand,
   runsShowCommand,
   runsApproveCommand,
