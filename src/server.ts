@@ -27,11 +27,10 @@ import { createApp } from "./http/app.ts";
 import { readSourceAddress } from "./http/request-info.ts";
 import { a2aRoutes } from "./http/routes/a2a.ts";
 import { throttleAuth } from "./http/throttle.ts";
-import { loadPolicies } from "./load-policies.ts";
+import { loadPolicies, watchPriceTable } from "./load-policies.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics } from "./metrics.ts";
 import { createCeilingCache } from "./policy/ceiling-cache.ts";
-import { loadPriceTable } from "./runs/prices.ts";
 import { resolveModel } from "./runs/resolve-model.ts";
 import { prepareSandbox } from "./sandbox/prepare-sandbox.ts";
 import { createRedactor, databaseUrlSecrets } from "./sandbox/redact.ts";
@@ -271,6 +270,12 @@ export async function startServer(
       logger,
     });
     cleanups.push(() => tools.close());
+    // Read again on change or SIGHUP; each run keeps the price it started with.
+    const prices = await watchPriceTable({
+      file: path.join(config.policiesDir, "models.yaml"),
+      logger,
+    });
+    cleanups.push(() => prices.close());
     const engine = await createRunEngine({
       database,
       policies,
@@ -283,7 +288,7 @@ export async function startServer(
       workspace: tools.workspace ?? config.workspace,
       notifications,
       subscribeCallerEvents: (listener) => directory.onCallerEvent(listener),
-      priceTable: await loadPriceTable(path.join(config.policiesDir, "models.yaml")),
+      priceTable: prices.table,
     });
     const a2a = createA2aService({
       database,

@@ -183,7 +183,7 @@ function priceCheck(modelId: string, table: PriceTable): DoctorCheck {
     check: "model price",
     status: "warn",
     detail: `${modelId} has no price in policies/models.yaml: a run of any caller with a cost budget is refused (cost-unknown), and the default budgets have one ($${defaultBudgets.costUsd} per run, $${defaultBudgets.daily?.costUsd} a day)`,
-    fix: `add  "${modelId}": { inputUsdPerMillionTokens: 0, outputUsdPerMillionTokens: 0 }  under models: in policies/models.yaml (0 for a model you run yourself), then restart peergate`,
+    fix: `add  "${modelId}": { inputUsdPerMillionTokens: 0, outputUsdPerMillionTokens: 0 }  under models: in policies/models.yaml (0 for a model you run yourself); a running server reads it again on save or SIGHUP`,
   };
 }
 
