@@ -1,6 +1,6 @@
 // The price file is read again without a restart (on change, or on SIGHUP); a bad file keeps the
 // prices in force and says why; a run keeps the price it started with.
-import { cp, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { cp, mkdtemp, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
