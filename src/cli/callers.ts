@@ -216,7 +216,9 @@ export const callersAddCommand: Command = {
     "  --kind K          peer, github, ifttt or webhook (required)",
     ...callerFieldsHelp,
     "  --jwt-issuer I    peer: accept JWTs from this issuer (with --jwt-alg, --jwt-audience and",
-    "                    one of --jwt-jwks-url URL, --jwt-jwk-file F, --jwt-pem-file F)",
+    "                    one of --jwt-jwks-url URL, --jwt-jwk-file F, --jwt-pem-file F). The",
+    "                    audience defaults to peergate; exp, iat and jti are required, and each",
+    "                    token is accepted once (docs/operating.md)",
   ].join("\n"),
   positionals: { min: 1, max: 1, names: "a caller name" },
   options: {
