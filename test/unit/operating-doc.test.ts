@@ -16,7 +16,7 @@ import { mainScript } from "../support/serve-process.ts";
 const docFile = path.resolve(import.meta.dirname, "../../docs/operating.md");
 
 /** The ```sh blocks of a markdown text, in order. */
-export function shellBlocks(markdown: string): string[] {
+function shellBlocks(markdown: string): string[] {
   return [...markdown.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((m) => m[1] ?? "");
 }
 
