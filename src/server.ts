@@ -313,7 +313,11 @@ export async function startServer(
       if (event.change === "revoked") a2a.closeCallerStreams(event.callerId);
     });
 
-    const metrics = createMetrics();
+    const metrics = createMetrics({
+      db: database.db,
+      token: env.PEERGATE_METRICS_TOKEN,
+      host: config.host,
+    });
     const app = createApp({
       logger,
       metrics,

@@ -49,7 +49,7 @@ export async function startCliServer(
     env.DATABASE_URL = db.url;
     drop = db.drop;
   }
-  const server = await startServer(loadConfig(env, dir), logger);
+  const server = await startServer(loadConfig(env, dir), logger, env);
   env.PEERGATE_URL = server.url;
   const cli = async (...argv: string[]): Promise<CliResult> => {
     const out: string[] = [];
