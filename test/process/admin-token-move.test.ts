@@ -105,6 +105,6 @@ describe.skipIf(postgresSkipReason() !== undefined)(
       expect(await adminStatus(adopted.url, staleToken)).toBe(200);
       await adopted.stop();
       await onPostgres.stop();
-    });
+    }, 240_000);
   },
 );
