@@ -3,6 +3,7 @@
 // effective set (src/policy/check-tool-call.ts) before it gets here. A tool only does its job,
 // inside the workspace, bounded in time and output, and stops when `signal` aborts.
 import type { z } from "zod";
+import type { AllowEntry } from "../policy/command-key.ts";
 
 export type ToolCallContext = {
   /** Aborted on cancel, revocation, deadline or shutdown: stop at once, kill child processes. */
@@ -12,6 +13,29 @@ export type ToolCallContext = {
   /** The model's id for this call (for logs and process names), never trusted for anything. */
   readonly callId: string;
   readonly now: () => Date;
+  /**
+   * Declared chain tools: the caller's command allowlist entries and, when the engine can ask,
+   * a way to have one stage approved on its own. Absent: the call's own approval covers it all.
+   */
+  readonly commands?: CommandGate;
+  /** Bounded, sanitized live output of a `stream: sanitized` tool (the engine publishes it). */
+  readonly progress?: (text: string) => void;
+};
+
+/** One chain stage asking to run: what it runs, exactly, and its fingerprint. */
+export type StageRequest = {
+  readonly tool: string;
+  readonly argv: readonly string[];
+  readonly executable: string;
+  readonly executableSha256: string;
+  /** SHA-256 of the manifest, executable, its hash and argv: what an approval binds to. */
+  readonly fingerprint: string;
+  readonly reason: string;
+};
+
+export type CommandGate = {
+  readonly entries: readonly AllowEntry[];
+  approveStage?(stage: StageRequest): Promise<boolean>;
 };
 
 /** A finished call. `content` is what the model sees next. */
