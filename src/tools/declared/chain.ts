@@ -86,44 +86,47 @@ function refuse(construct: string, what: string): never {
   );
 }
 
-/** The skeleton: how many commands each pipeline has and the operator before it. */
-function readSkeleton(source: string): { op: ChainOperator | undefined; size: number }[] {
+/**
+ * The skeleton in source order: each command and the operator before it. The grammar nests
+ * `a | b && c` as a pipeline holding a list, which is not how bash groups it, so the tree's
+ * shape is not used: once every other construct is refused, the commands and the operators
+ * between them, in source order, are the whole meaning (`|` binds tighter than `&&`, `||` and
+ * `;`, which apply left to right).
+ */
+function readSkeleton(source: string): { op: string | undefined; name: string }[] {
   const tree = parser.parse(source);
   if (tree === null) refuse("unparsable", "text that does not parse");
   try {
-    const out: { op: ChainOperator | undefined; size: number }[] = [];
-    let pending: ChainOperator | undefined;
+    const out: { op: string | undefined; name: string }[] = [];
+    let pending: string | undefined;
     const visit = (node: Node): void => {
-      switch (node.type) {
-        case "program":
-        case "list":
-          for (const child of node.children) {
-            if (child === null) continue;
-            if (child.type === ";" || child.type === "&&" || child.type === "||") {
-              pending = child.type;
-            } else visit(child);
-          }
-          return;
-        case "pipeline": {
-          let size = 0;
-          for (const child of node.namedChildren) {
-            if (child === null) continue;
-            if (child.type !== "command") refuse("compound", "a compound command in a pipeline");
-            size++;
-          }
-          out.push({ op: out.length === 0 ? undefined : (pending ?? ";"), size });
-          pending = undefined;
+      if (node.type === "command") {
+        if (out.length > 0 && pending === undefined)
+          refuse("unparsable", "two commands without an operator");
+        out.push({ op: pending, name: node.childForFieldName("name")?.text ?? "" });
+        pending = undefined;
+        return;
+      }
+      if (!node.isNamed) {
+        if (["|", "&&", "||", ";"].includes(node.type)) {
+          if (pending !== undefined || out.length === 0)
+            refuse("unparsable", "an operator without a command before it");
+          pending = node.type;
           return;
         }
-        case "command":
-          out.push({ op: out.length === 0 ? undefined : (pending ?? ";"), size: 1 });
-          pending = undefined;
-          return;
-        default:
-          refuse("compound", `a ${node.type.replace(/_/g, " ")}`);
+        refuse(
+          node.type === "|&" ? "redirection" : "compound",
+          `the operator ${JSON.stringify(node.type)}`,
+        );
       }
+      if (!["program", "list", "pipeline"].includes(node.type)) {
+        refuse("compound", `a ${node.type.replace(/_/g, " ")}`);
+      }
+      for (const child of node.children) if (child !== null) visit(child);
     };
     visit(tree.rootNode);
+    // A trailing `;` ends the last command; any other trailing operator is incomplete.
+    if (pending !== undefined && pending !== ";") refuse("unparsable", `a trailing ${pending}`);
     return out;
   } finally {
     tree.delete();
@@ -132,10 +135,6 @@ function readSkeleton(source: string): { op: ChainOperator | undefined; size: nu
 
 /** Reads a chain; throws ChainSyntaxError for anything that is not plain words and operators. */
 export function parseChain(source: string): ChainItem[] {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
-  if (/[\u0000-\u001f\u007f-\u009f]/.test(source)) {
-    refuse("control", "a newline or a control character");
-  }
   const scan = scanShell(source);
   if (scan.problems.length > 0)
     refuse("unparsable", `text that does not parse (${scan.problems[0]})`);
@@ -159,24 +158,27 @@ export function parseChain(source: string): ChainItem[] {
     if (shellOnly.has(program)) refuse("builtin", `the shell word ${JSON.stringify(program)}`);
     if (program.startsWith("!")) refuse("compound", "a negated command (!)");
   }
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(source)) {
+    refuse("control", "a newline or a control character");
+  }
   const skeleton = readSkeleton(source);
-  const total = skeleton.reduce((n, item) => n + item.size, 0);
-  if (total !== scan.commands.length || skeleton.length === 0) {
+  if (skeleton.length !== scan.commands.length || skeleton.length === 0) {
     refuse("unparsable", "a shape the chain reader does not understand");
   }
-  const items: ChainItem[] = [];
-  let next = 0;
-  for (const { op, size } of skeleton) {
-    const stages = scan.commands.slice(next, next + size).map((c) => {
-      const words = c.words.map((w) => w.text);
-      return words as unknown as readonly [string, ...string[]];
-    });
-    const pipeline = scan.commands[next]?.pipeline;
-    if (scan.commands.slice(next, next + size).some((c) => c.pipeline !== pipeline)) {
+  const items: { op: ChainOperator | undefined; stages: (readonly [string, ...string[]])[] }[] = [];
+  for (const [i, { op, name }] of skeleton.entries()) {
+    const words = (scan.commands[i]?.words ?? []).map((w) => w.text) as unknown as readonly [
+      string,
+      ...string[],
+    ];
+    // The two readings must name the same program at the same place.
+    if (!/["'\\]/.test(name) && name !== words[0]) {
       refuse("unparsable", "a shape the chain reader does not understand");
     }
-    next += size;
-    items.push({ op, stages });
+    const current = items[items.length - 1];
+    if (op === "|" && current !== undefined) current.stages.push(words);
+    else items.push({ op: op as ChainOperator | undefined, stages: [words] });
   }
   return items;
 }
