@@ -255,20 +255,32 @@ const commandToolSchema = z.discriminatedUnion(
 );
 
 /** An executable alias: tools name `id` instead of a path, and `sha256` pins the file. */
-const executableSchema = z.strictObject(
-  {
-    id: z
-      .string({ error: "an id of 1 to 64 characters from a-z A-Z 0-9 _ -" })
-      .regex(/^[A-Za-z0-9_-]{1,64}$/, {
-        error: "an id of 1 to 64 characters from a-z A-Z 0-9 _ -",
-      }),
-    path: text("an absolute path to the program").refine((p) => p.startsWith("/"), {
-      error: "an absolute path to the program",
-    }),
-    sha256: sha256Pin.optional(),
-  },
-  { error: "a mapping with id, path and sha256" },
-);
+const executableSchema = z
+  .strictObject(
+    {
+      id: z
+        .string({ error: "an id of 1 to 64 characters from a-z A-Z 0-9 _ -" })
+        .regex(/^[A-Za-z0-9_-]{1,64}$/, {
+          error: "an id of 1 to 64 characters from a-z A-Z 0-9 _ -",
+        }),
+      path: text("an absolute path to the program, or ${workspace}/…").refine(
+        (p) => p.startsWith("/") || p.startsWith("${workspace}/"),
+        { error: "an absolute path to the program, or ${workspace}/… for one in the workspace" },
+      ),
+      sha256: sha256Pin.optional(),
+    },
+    { error: "a mapping with id, path and sha256" },
+  )
+  .superRefine((executable, ctx) => {
+    // The model can write to the workspace: a program there is only safe when pinned.
+    if (executable.path.startsWith("${workspace}/") && executable.sha256 === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["sha256"],
+        message: "a sha256 pin for a program in the workspace (the model can change files there)",
+      });
+    }
+  });
 
 const mcpToolMetadataSchema = z.strictObject({
   description: z.string({ error: "a description" }).optional(),

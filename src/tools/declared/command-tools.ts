@@ -113,7 +113,7 @@ type ResolvedProgram = { path: string; sha256: string; pinned: string | undefine
 
 type DeclaredArg =
   | { kind: "literal"; value: string }
-  | { kind: "secret"; value: string }
+  | { kind: "secret"; value: string; raw: string }
   | { kind: "path"; given: string; absolute: string };
 
 type Prepared = {
@@ -208,7 +208,8 @@ export async function createCommandTools(
       const alias = aliases.get(name);
       const field =
         tool.mode === "fixed" ? "program" : tool.mode === "script" ? "interpreter" : "programs";
-      const resolved = await resolveExecutable(alias?.path ?? name, options.pathVariable);
+      const aliasPath = alias?.path.replace(/^\$\{workspace\}\//, `${options.workspace.root}/`);
+      const resolved = await resolveExecutable(aliasPath ?? name, options.pathVariable);
       if ("problem" in resolved) {
         fail(
           field,
@@ -235,7 +236,7 @@ export async function createCommandTools(
     for (const [i, source] of declaredArgs.entries()) {
       const arg = prepareArg(source, options, (message) => fail(`args[${i}]`, source, message));
       if (arg === undefined) continue;
-      if (arg.kind === "secret") secrets.push(arg.value);
+      if (arg.kind === "secret") secrets.push(arg.raw);
       args.push(arg);
     }
     let script: Prepared["script"];
@@ -292,7 +293,7 @@ function prepareArg(
       fail(`the variable ${source.secretArg.env} is not set; set it in peergate's environment`);
       return undefined;
     }
-    return { kind: "secret", value: `${source.secretArg.prefix}${value}` };
+    return { kind: "secret", value: `${source.secretArg.prefix}${value}`, raw: value };
   }
   const absolute = path.resolve(options.workspace.root, source.pathArg);
   const relative = path.relative(options.workspace.root, absolute);

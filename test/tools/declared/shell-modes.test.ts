@@ -467,7 +467,7 @@ describe("secretArg", () => {
       schema: tool?.inputSchema.parse({}),
     });
     expect(everything).not.toContain(secretValue);
-    expect(result.stdout).toBe("[--header]\n[[redacted]]\n[x]\n");
+    expect(result.stdout).toBe("[--header]\n[Authorization: Bearer [redacted]]\n[x]\n");
     expect((result.commands as { arguments: string[] }[])[0]?.arguments).toEqual([
       "--header",
       "[secret]",
