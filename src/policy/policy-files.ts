@@ -255,6 +255,9 @@ const commandToolSchema = z.discriminatedUnion(
 );
 
 /** An executable alias: tools name `id` instead of a path, and `sha256` pins the file. */
+/** `${workspace}/` at the start of an executable's path: the workspace root. */
+const workspacePrefix = ["$", "{workspace}/"].join("");
+
 const executableSchema = z
   .strictObject(
     {
@@ -263,9 +266,11 @@ const executableSchema = z
         .regex(/^[A-Za-z0-9_-]{1,64}$/, {
           error: "an id of 1 to 64 characters from a-z A-Z 0-9 _ -",
         }),
-      path: text("an absolute path to the program, or ${workspace}/…").refine(
-        (p) => p.startsWith("/") || p.startsWith("${workspace}/"),
-        { error: "an absolute path to the program, or ${workspace}/… for one in the workspace" },
+      path: text(`an absolute path to the program, or ${workspacePrefix}…`).refine(
+        (p) => p.startsWith("/") || p.startsWith(workspacePrefix),
+        {
+          error: `an absolute path to the program, or ${workspacePrefix}… for one in the workspace`,
+        },
       ),
       sha256: sha256Pin.optional(),
     },
@@ -273,7 +278,7 @@ const executableSchema = z
   )
   .superRefine((executable, ctx) => {
     // The model can write to the workspace: a program there is only safe when pinned.
-    if (executable.path.startsWith("${workspace}/") && executable.sha256 === undefined) {
+    if (executable.path.startsWith(workspacePrefix) && executable.sha256 === undefined) {
       ctx.addIssue({
         code: "custom",
         path: ["sha256"],

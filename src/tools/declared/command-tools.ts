@@ -841,25 +841,3 @@ function buildCommandTool(
     },
   };
 }
-
-/** The manifest digests of tools as declared (without programs resolved), for `peergate tools`. */
-export function describeDeclaration(tool: CommandToolPolicy): {
-  mode: string;
-  contract: string;
-  declarationSha256: string;
-} {
-  const contract = tool.arguments ?? { mode: "optional" };
-  const parts = [
-    `arguments ${contract.mode}${contract.maxCount === undefined ? "" : ` ≤${contract.maxCount}`}`,
-    `stdin ${tool.stdin ?? "none"}`,
-    `rationale ${tool.rationale ?? (tool.mode === "fixed" ? "none" : "optional")}`,
-    `result ${tool.result ?? "combined"}`,
-    `nonzero ${tool.nonzero ?? "result"}`,
-    `stream ${tool.stream ?? "finalized"}`,
-  ];
-  return {
-    mode: tool.mode,
-    contract: parts.join(", "),
-    declarationSha256: sha256Hex(canonicalJson(tool)),
-  };
-}

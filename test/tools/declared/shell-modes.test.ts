@@ -122,6 +122,7 @@ describe("chain mode", () => {
     ["subshell", "(print-args a)", "grouping"],
     ["grouping", "{ print-args a; }", "grouping"],
     ["variable expansion", "print-args $HOME", "variable"],
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: shell syntax under test
     ["braced variable", "print-args ${HOME}", "variable"],
     ["glob", "print-args *", "glob"],
     ["function", "f() { print-args a; }", "function"],
