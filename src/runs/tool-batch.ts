@@ -444,7 +444,13 @@ async function invokeTool(
   const limitMs = timeoutMs ?? deps.defaultTimeoutMs;
   const own = new AbortController();
   const signal = AbortSignal.any([deps.signal, own.signal]);
-  const ctx: ToolCallContext = { signal, workspace: deps.workspace, callId, now: deps.now };
+  const ctx: ToolCallContext = {
+    signal,
+    workspace: deps.workspace,
+    callId,
+    now: deps.now,
+    progress: (text) => deps.emit({ type: "tool-progress", callId, text }),
+  };
   const work: Promise<Invocation> = Promise.resolve()
     .then(() => tool.execute(args, ctx))
     .then(
