@@ -210,6 +210,75 @@ if (probe.ok) {
   sandboxNote = `\nbwrap not measured: ${probe.problem}\n`;
 }
 
+// ---------------------------------------------------------------- declared shell tools
+// A chain of three stages and a script tool (src/tools/declared/), beside execute_command's
+// hidden half running the same pipeline through `sh -c`: what parsing, resolving, checking and
+// spawning each stage on its own costs next to one shell. Same backend for all three (none).
+{
+  await mkdir(path.join(workspace, "scripts"), { recursive: true });
+  await writeFile(path.join(workspace, "scripts", "count.sh"), "ls | tr a-z A-Z | wc -l\n");
+  const toolsPolicy = {
+    commands: [
+      {
+        name: "bench_chain",
+        description: "A three-stage chain.",
+        mode: "chain" as const,
+        programs: ["ls", "tr", "wc"],
+        risk: "read-only" as const,
+        disclosure: "public" as const,
+        egress: false,
+      },
+      {
+        name: "bench_script",
+        description: "A script.",
+        mode: "script" as const,
+        script: "scripts/count.sh",
+        interpreter: "/bin/sh",
+        args: [],
+        risk: "read-only" as const,
+        disclosure: "public" as const,
+        egress: false,
+      },
+    ],
+    mcpServers: [],
+  };
+  const inventory = createInventory(
+    listPolicyTools(toolsPolicy, builtinDescriptors),
+    "bench-declared",
+  );
+  if (!inventory.ok) throw new Error("inventory");
+  const declared = await createToolRuntime({
+    policies: { inventory: inventory.inventory, toolsPolicy },
+    workspace,
+    dataDir: path.join(base, "data"),
+    env: { PATH: process.env.PATH },
+    sandbox: createNoneBackend(),
+    logger: createLogger({ level: "silent", write: () => {} }),
+  });
+  const run = (name: string, args: unknown) => {
+    const tool = declared.tools.get(name);
+    if (tool === undefined) throw new Error(name);
+    return () => tool.execute(args, ctx);
+  };
+  const half = declared.tools.get("execute_command")?.executeHalf;
+  rows.push(
+    await measure("execute_command half: sh -c, ls piped to tr piped to wc", 30, async () =>
+      half?.execute({ program: "sh", args: ["-c", "ls | tr a-z A-Z | wc -l"], cwd: "." }, ctx),
+    ),
+    await measure(
+      "declared chain: ls piped to tr piped to wc (3 stages)",
+      30,
+      run("bench_chain", { command: "ls | tr a-z A-Z | wc -l" }),
+    ),
+    await measure(
+      "declared script: /bin/sh scripts/count.sh (re-verified)",
+      30,
+      run("bench_script", {}),
+    ),
+  );
+  await declared.close();
+}
+
 console.log(`createToolRuntime: ${startMs.toFixed(1)} ms\n`);
 console.log("| call | runs | median ms | max ms |\n|---|---|---|---|");
 console.log(rows.join("\n"));

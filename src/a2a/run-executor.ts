@@ -264,6 +264,7 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
     };
 
     let parkedTool: string | undefined;
+    const progressChunks = new Map<string, number>();
     // Set once the outcome is in: an engine event arriving later must not touch an ended task.
     let settled = false;
     const onEvent = (event: RunEvent) => {
@@ -285,6 +286,27 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
               }),
             ),
           );
+        } else if (event.type === "tool-progress") {
+          // A sanitized tool's live output: one artifact per call, appended as it arrives.
+          const sent = progressChunks.get(event.callId) ?? 0;
+          emit(
+            AgentEvent.artifactUpdate({
+              taskId: ids.taskId,
+              contextId: ids.contextId,
+              artifact: {
+                artifactId: `tool-progress-${event.callId}`,
+                name: "tool-progress",
+                description: "Live output of a tool call",
+                parts: [textPart(event.text)],
+                metadata: undefined,
+                extensions: [],
+              },
+              append: sent > 0,
+              lastChunk: false,
+              metadata: undefined,
+            }),
+          );
+          progressChunks.set(event.callId, sent + 1);
         }
         // `status` events add nothing: WORKING is published at start, the end comes with the
         // outcome.

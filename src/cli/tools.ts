@@ -4,6 +4,7 @@ import { loadConfig } from "../config.ts";
 import { loadPolicies } from "../load-policies.ts";
 import { describeInventory } from "../policy/explain.ts";
 import type { ToolDescriptor } from "../policy/tools.ts";
+import { describeDeclaration } from "../tools/declared/describe.ts";
 import { type Command, exitCodes } from "./command.ts";
 import { formatTable } from "./format-table.ts";
 import { toTerminalJson } from "./terminal-text.ts";
@@ -23,16 +24,23 @@ export const toolsCommand: Command = {
     "",
     "Lists every tool the policy files in $PEERGATE_POLICIES_DIR make available: the built-ins,",
     "declared command tools and MCP tools, with category, risk, disclosure, egress, aliases and",
-    "the hidden execute half of two-phase tools.",
+    "the hidden execute half of two-phase tools; then each declared command tool's mode, its",
+    "contracts (arguments, stdin, rationale, result, nonzero, stream) and the SHA-256 of its",
+    "canonical declaration (the manifest digest approvals bind to adds the resolved programs'",
+    "and script's hashes at start-up).",
     "",
     "Options:",
     "  --json  print {inventoryVersion, tools: [...]} as JSON",
   ].join("\n"),
   options: { json: { type: "boolean" } },
   async run(args, ctx) {
-    const { inventory } = await loadPolicies(loadConfig(ctx.env, ctx.cwd).policiesDir);
+    const { inventory, toolsPolicy } = await loadPolicies(loadConfig(ctx.env, ctx.cwd).policiesDir);
+    const declared = toolsPolicy.commands.map((tool) => ({
+      name: tool.name,
+      ...describeDeclaration(tool),
+    }));
     if (args.values.json) {
-      ctx.io.out(toTerminalJson(describeInventory(inventory)));
+      ctx.io.out(toTerminalJson({ ...describeInventory(inventory), declared }));
       return exitCodes.ok;
     }
     ctx.io.out(
@@ -51,6 +59,14 @@ export const toolsCommand: Command = {
       ),
     );
     ctx.io.out(`\n${inventory.tools.length} tools (inventory ${inventory.version.slice(0, 12)})`);
+    if (declared.length > 0) {
+      ctx.io.out(
+        `\n${formatTable(
+          ["DECLARED TOOL", "MODE", "CONTRACT", "DECLARATION SHA-256"],
+          declared.map((d) => [d.name, d.mode, d.contract, d.declarationSha256.slice(0, 16)]),
+        )}`,
+      );
+    }
     return exitCodes.ok;
   },
 };

@@ -399,6 +399,23 @@ function runControlsFor(
   });
 }
 
+/**
+ * A declared argument as the floor reads it: literal text as written, a workspace path as its
+ * relative path, a secret as a placeholder (its value never reaches a record or the classifier).
+ */
+function describeFixedArg(
+  arg:
+    | string
+    | { arg: string }
+    | { secretArg: { env: string; prefix: string } }
+    | { pathArg: string },
+): string {
+  if (typeof arg === "string") return arg;
+  if ("arg" in arg) return arg.arg;
+  if ("pathArg" in arg) return arg.pathArg;
+  return `${arg.secretArg.prefix}<secret ${arg.secretArg.env}>`;
+}
+
 /** The declared command tools, as the risk floor needs them. */
 function commandToolShapes(core: RunCore): ReadonlyMap<string, CommandToolShape> {
   const shapes = new Map<string, CommandToolShape>();
@@ -406,7 +423,7 @@ function commandToolShapes(core: RunCore): ReadonlyMap<string, CommandToolShape>
     shapes.set(
       tool.name,
       tool.mode === "fixed"
-        ? { mode: "fixed", program: tool.program, args: tool.args }
+        ? { mode: "fixed", program: tool.program, args: tool.args.map(describeFixedArg) }
         : { mode: "structured" },
     );
   }

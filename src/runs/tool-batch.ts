@@ -526,6 +526,7 @@ async function invokeTool(
     callId,
     now: deps.now,
     ...(grants === undefined ? {} : { urlGrants: grants }),
+    progress: (text) => deps.emit({ type: "tool-progress", callId, text }),
   };
   const work: Promise<Invocation> = Promise.resolve()
     .then(() => tool.execute(args, ctx))

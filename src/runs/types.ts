@@ -37,7 +37,9 @@ export type RunEvent =
       tool: string;
       state: "started" | "completed" | "failed" | "refused" | "parked";
     }
-  | { type: "text-delta"; delta: string };
+  | { type: "text-delta"; delta: string }
+  /** Bounded, sanitized live output of a `stream: sanitized` declared tool. */
+  | { type: "tool-progress"; callId: string; text: string };
 
 export type RunOutcome = {
   runId: string;

@@ -105,6 +105,7 @@ export async function createToolRuntime(options: ToolRuntimeOptions): Promise<To
 
   for (const tool of await createCommandTools({
     commands: toolsPolicy.commands,
+    executables: toolsPolicy.executables ?? [],
     workspace,
     env,
     parentEnv: options.env,

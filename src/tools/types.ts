@@ -3,6 +3,7 @@
 // effective set (src/policy/check-tool-call.ts) before it gets here. A tool only does its job,
 // inside the workspace, bounded in time and output, and stops when `signal` aborts.
 import type { z } from "zod";
+import type { AllowEntry } from "../policy/command-key.ts";
 import type { UrlGrants } from "../policy/url-grants.ts";
 
 export type ToolCallContext = {
@@ -18,6 +19,29 @@ export type ToolCallContext = {
    * outside stops the fetch with code `outsideUrlGrantCode` and the executor asks for it.
    */
   readonly urlGrants?: UrlGrants;
+  /**
+   * Declared chain tools: the caller's command allowlist entries and, when the engine can ask,
+   * a way to have one stage approved on its own. Absent: the call's own approval covers it all.
+   */
+  readonly commands?: CommandGate;
+  /** Bounded, sanitized live output of a `stream: sanitized` tool (the engine publishes it). */
+  readonly progress?: (text: string) => void;
+};
+
+/** One chain stage asking to run: what it runs, exactly, and its fingerprint. */
+export type StageRequest = {
+  readonly tool: string;
+  readonly argv: readonly string[];
+  readonly executable: string;
+  readonly executableSha256: string;
+  /** SHA-256 of the manifest, executable, its hash and argv: what an approval binds to. */
+  readonly fingerprint: string;
+  readonly reason: string;
+};
+
+export type CommandGate = {
+  readonly entries: readonly AllowEntry[];
+  approveStage?(stage: StageRequest): Promise<boolean>;
 };
 
 /** The failure code of a fetch that stopped at a redirect outside the caller's URL grants. */
