@@ -133,7 +133,6 @@ describeWithBwrap("secrets the server holds, printed from inside the sandbox", (
       secretKey: shared.secretKey,
       modelApiKey,
     };
-    const all = Object.values(secrets);
     // Left in the workspace by someone earlier.
     await writeFile(
       path.join(workspace, "leaked.env"),
