@@ -102,12 +102,12 @@ export type BwrapOptions = {
 };
 
 /**
- * The launcher's script when the sandbox has a pids cgroup: write its own PID to the cgroup's
- * `cgroup.procs` (so it, and every process it starts, is counted there), then exec the rest.
- * If the write fails nothing is run. `$1` is the cgroup.procs file. PWD, which the shell exports
+ * The launcher's script when the sandbox has a pids cgroup: move itself into the cgroup (`0` is
+ * the writer; so it, and every process it starts, is counted there), then exec the rest. If the
+ * write fails nothing is run. `$1` is the cgroup's `tasks` (v1) or `cgroup.procs` (v2) file. PWD, which the shell exports
  * on its own, is dropped: bwrap's environment stays PATH only.
  */
-export const joinCgroupScript = `{ echo $$ > "$1"; } 2>/dev/null || { echo "peergate: the sandbox could not join its pids cgroup ($1); nothing was run" >&2; exit 125; }; shift; unset PWD; exec "$@"`;
+export const joinCgroupScript = `{ echo 0 > "$1"; } 2>/dev/null || { echo "peergate: the sandbox could not join its pids cgroup ($1); nothing was run" >&2; exit 125; }; shift; unset PWD; exec "$@"`;
 
 export function createBwrapBackend(options: BwrapOptions = {}): SandboxBackend {
   const bwrap = options.bwrapPath ?? "/usr/bin/bwrap";
@@ -141,7 +141,7 @@ export function createBwrapBackend(options: BwrapOptions = {}): SandboxBackend {
         ...request.argv,
       ];
       if (counting.kind === "cgroup") {
-        cgroups ??= createPidsCgroups(counting.parent);
+        cgroups ??= createPidsCgroups(counting.parent, counting.version);
         const procs = cgroups.create(limits.processes);
         return {
           command: shell,

@@ -122,7 +122,7 @@ describeWithBwrap("the sandboxes' pids cgroups", () => {
     `each sandbox gets one with its limit, removed once it ended${counting.kind === "cgroup" ? "" : " — skipped: the server here is not root, RLIMIT_NPROC binds"}`,
     async () => {
       if (counting.kind !== "cgroup") return;
-      const cgroups = createPidsCgroups(counting.parent);
+      const cgroups = createPidsCgroups(counting.parent, counting.version);
       const procs = cgroups.create(17);
       const dir = path.dirname(procs);
       expect((await import("node:fs")).readFileSync(path.join(dir, "pids.max"), "utf8")).toBe(
