@@ -6,7 +6,10 @@ import { hostname } from "node:os";
 import path from "node:path";
 import { serve } from "@hono/node-server";
 import type { Hono } from "hono";
+import { resolvePublicUrl } from "./a2a/agent-card.ts";
 import { deriveCardSigningKey } from "./a2a/card-signing.ts";
+import { createPushEgress } from "./a2a/push-targets.ts";
+import { startPushWorker } from "./a2a/push-worker.ts";
 import { createA2aService } from "./a2a/service.ts";
 import { createJwksCache } from "./auth/jwt.ts";
 import { createRateLimiter } from "./auth/rate-limit.ts";
@@ -281,6 +284,8 @@ export async function startServer(
       subscribeCallerEvents: (listener) => directory.onCallerEvent(listener),
       priceTable: await loadPriceTable(path.join(config.policiesDir, "models.yaml")),
     });
+    const cardSigningKey = await deriveCardSigningKey(secretKey.bytes);
+    const pushEgress = createPushEgress({ allowAddresses: config.push.allowAddresses });
     const a2a = createA2aService({
       database,
       policies,
@@ -288,10 +293,26 @@ export async function startServer(
       runs: engine,
       logger,
       // Derived from the secret key, so instances sharing it sign the card alike.
-      cardSigningKey: await deriveCardSigningKey(secretKey.bytes),
+      cardSigningKey,
+      push: { secretKey, egress: pushEgress },
     });
     // Reverse order at stop: the engine stops its runs first, then the A2A streams close.
     cleanups.push(() => a2a.close());
+    const pushWorker = startPushWorker({
+      database,
+      secretKey,
+      egress: pushEgress,
+      signing: {
+        key: cardSigningKey,
+        issuer: services.publicUrl,
+        jwksUrl: resolvePublicUrl(services.publicUrl, "/.well-known/jwks.json"),
+      },
+      notifications,
+      logger,
+      leaseMs: config.push.leaseMs,
+      retryBaseMs: config.push.retryBaseMs,
+    });
+    cleanups.push(() => pushWorker.stop());
     cleanups.push(() => engine.stop());
     engine.onRunSettled((run) => {
       a2a
