@@ -151,6 +151,8 @@ export type PeergateOptions = {
   /** Instances sharing a database share these. */
   adminToken: string;
   secretKey: string;
+  /** More environment variables, as an operator would set them. */
+  env?: Record<string, string>;
 };
 
 export type Peergate = {
@@ -195,6 +197,7 @@ export async function startPeergate(options: PeergateOptions): Promise<Peergate>
     PEERGATE_MODEL_API_KEY: "e2e-model-key",
     PEERGATE_SHUTDOWN_TIMEOUT_MS: "2000",
     ...(options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : {}),
+    ...options.env,
   };
   const logs: string[] = [];
   const logger = createLogger({ level: "warn", write: (line) => logs.push(line) });
