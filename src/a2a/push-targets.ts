@@ -46,11 +46,21 @@ export async function checkPushTarget(
   target: string,
   signal: AbortSignal = AbortSignal.timeout(5_000),
 ): Promise<PushTargetCheck> {
+  return checkPushTargetWith(await loadPushHosts(db, callerId), egress, target, signal);
+}
+
+/** `checkPushTarget` with the caller's grant entries already read. */
+export async function checkPushTargetWith(
+  entries: readonly string[],
+  egress: PushEgress,
+  target: string,
+  signal: AbortSignal,
+): Promise<PushTargetCheck> {
   const url = URL.parse(target);
   if (url === null || (url.protocol !== "https:" && url.protocol !== "http:")) {
     return { ok: false, reason: "the push notification url must be an http(s) URL" };
   }
-  const grant = checkUrlGrant(url, compilePushGrants(await loadPushHosts(db, callerId)));
+  const grant = checkUrlGrant(url, compilePushGrants(entries));
   if (!grant.granted) {
     return {
       ok: false,

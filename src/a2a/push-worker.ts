@@ -9,8 +9,10 @@
 //    goes to the address judged (push-sender.ts builds it). Redirects are not followed.
 // 3. Finish, fenced by the attempt number: 2xx marks the delivery delivered; a refused target
 //    fails it at once; anything else is retried with exponential backoff until `maxAttempts`.
-//    The outcome and its audit event commit together. A worker whose lease was taken over finds
-//    its attempt number stale and writes nothing.
+//    The outcomes that finished meanwhile are written in one transaction with their audit events
+//    (`push.delivered`, `push.failed`: one event per kind and batch, listing each delivery), so
+//    the audit trail's lock is taken once per batch rather than once per delivery. A worker
+//    whose lease was taken over finds its attempt number stale and writes nothing.
 //
 // An instance that dies mid-delivery holds a lease that runs out (`leaseMs`); any worker then
 // claims the delivery again. The receiver may so get one attempt twice (at-least-once, as any
@@ -30,7 +32,7 @@ import type { Logger } from "../log.ts";
 import { pushWakeups } from "./push-outbox.ts";
 import { buildPushRequest, type PushSigning } from "./push-sender.ts";
 import { openPushConfig } from "./push-store.ts";
-import { checkPushTarget, type PushEgress } from "./push-targets.ts";
+import { checkPushTargetWith, type PushEgress } from "./push-targets.ts";
 
 export type PushWorkerOptions = {
   database: Database;
@@ -47,7 +49,7 @@ export type PushWorkerOptions = {
   maxAttempts?: number;
   /** One attempt's time limit (default 10 s; kept below the lease). */
   timeoutMs?: number;
-  /** Deliveries in flight at once (default 32). */
+  /** Deliveries in flight at once (default 64). */
   concurrency?: number;
   /** How often the outbox is polled without a wake-up (default 500 ms). */
   pollMs?: number;
@@ -63,6 +65,7 @@ export type PushWorker = {
 
 type Claimed = {
   id: number;
+  push_hosts: string[];
   attempts: number;
   task_id: string;
   caller_id: string;
@@ -88,7 +91,7 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
   const retryBaseMs = options.retryBaseMs ?? 1_000;
   const maxAttempts = options.maxAttempts ?? 8;
   const timeoutMs = Math.min(options.timeoutMs ?? 10_000, Math.max(100, leaseMs - 500));
-  const concurrency = options.concurrency ?? 32;
+  const concurrency = options.concurrency ?? 64;
   const pollMs = options.pollMs ?? 500;
   const log = logger.child({ component: "push" });
   const stopping = new AbortController();
@@ -115,7 +118,9 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
           from next, push_configs c
           where p.id = next.id and c.id = p.push_config_id
           returning p.id, p.attempts, p.task_id, p.caller_id, p.task, p.push_config_id,
-            c.config_id, c.config, c.sealed_secrets, c.wire_version`,
+            c.config_id, c.config, c.sealed_secrets, c.wire_version,
+            coalesce((select array_agg(h.entry) from caller_push_hosts h
+                      where h.caller_id = p.caller_id), '{}') as push_hosts`,
     );
   }
 
@@ -131,7 +136,12 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
       createdAt: new Date(0),
     } satisfies PushConfigRow);
     const signal = AbortSignal.any([stopping.signal, AbortSignal.timeout(timeoutMs)]);
-    const target = await checkPushTarget(db, options.egress, row.caller_id, config.url, signal);
+    const target = await checkPushTargetWith(
+      row.push_hosts ?? [],
+      options.egress,
+      config.url,
+      signal,
+    );
     if (!target.ok) {
       if (stopping.signal.aborted) throw stopping.signal.reason;
       return { kind: "refused", reason: target.reason };
@@ -160,57 +170,129 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
     }
   }
 
-  async function finish(row: Claimed, outcome: Outcome): Promise<void> {
+  type Finished = {
+    row: Claimed;
+    attempts: number;
+    state: "delivered" | "failed" | "pending";
+    reason: string | null;
+    status: number | null;
+    delayMs: number;
+    done: () => void;
+  };
+  let finishing: Finished[] = [];
+  let writing: Promise<void> | undefined;
+
+  function finish(row: Claimed, outcome: Outcome): Promise<void> {
     const attempts = Number(row.attempts);
     const giveUp =
       outcome.kind === "refused" || (outcome.kind === "retry" && attempts >= maxAttempts);
-    const state = outcome.kind === "delivered" ? "delivered" : giveUp ? "failed" : "pending";
-    const delayMs = Math.min(retryBaseMs * 2 ** (attempts - 1), maxRetryDelayMs);
-    const reason = outcome.kind === "delivered" ? null : outcome.reason;
-    await db.transaction(async (tx) => {
-      const updated = await selectRows<{ id: number }>(
-        tx,
-        sql`update push_deliveries set
-              state = ${state},
-              lease_until = null,
-              last_error = ${reason},
-              next_attempt_at = case when ${state} = 'pending'
-                then now() + ${delayMs} * interval '1 millisecond' else next_attempt_at end,
-              finished_at = case when ${state} = 'pending' then null else now() end
-            where id = ${row.id} and attempts = ${attempts} and state = 'pending'
-            returning id`,
-      );
-      // Another worker took the delivery over after this one's lease ran out: it reports.
-      if (updated.length === 0) return;
-      if (state === "pending") return;
-      await appendAuditEvent(tx, {
-        actor: "system",
-        kind: state === "delivered" ? "push.delivered" : "push.failed",
-        subject: `task:${row.task_id}`,
-        data: {
-          deliveryId: Number(row.id),
-          configId: row.config_id,
-          callerId: row.caller_id,
-          attempts,
-          ...(outcome.kind === "delivered" ? { status: outcome.status } : { reason }),
-        },
+    return new Promise((resolve) => {
+      finishing.push({
+        row,
+        attempts,
+        state: outcome.kind === "delivered" ? "delivered" : giveUp ? "failed" : "pending",
+        reason: outcome.kind === "delivered" ? null : outcome.reason,
+        status: outcome.kind === "delivered" ? outcome.status : null,
+        delayMs: Math.min(retryBaseMs * 2 ** (attempts - 1), maxRetryDelayMs),
+        done: resolve,
+      });
+      writing ??= writeFinished().finally(() => {
+        writing = undefined;
       });
     });
-    if (state === "pending") {
-      log.info("push delivery will be retried", { deliveryId: row.id, attempts, reason, delayMs });
-      setTimeout(wake, delayMs + 5).unref();
-    } else if (state === "failed") {
-      log.warn("push delivery given up", { deliveryId: row.id, attempts, reason });
+  }
+
+  /** Writes every finished outcome queued, batch after batch, until none is left. */
+  async function writeFinished(): Promise<void> {
+    while (finishing.length > 0) {
+      const batch = finishing;
+      finishing = [];
+      try {
+        await writeBatch(batch);
+      } catch (error) {
+        // Unwritten, the deliveries stay pending under their lease and are retaken after it.
+        log.error("recording push outcomes failed", { error, count: batch.length });
+      }
+      for (const item of batch) item.done();
+      for (const item of batch) {
+        if (item.state === "pending") {
+          log.info("push delivery will be retried", {
+            deliveryId: item.row.id,
+            attempts: item.attempts,
+            reason: item.reason,
+          });
+          setTimeout(wake, item.delayMs + 5).unref();
+        } else if (item.state === "failed") {
+          log.warn("push delivery given up", {
+            deliveryId: item.row.id,
+            attempts: item.attempts,
+            reason: item.reason,
+          });
+        }
+      }
     }
   }
 
+  async function writeBatch(batch: Finished[]): Promise<void> {
+    const values = sql.join(
+      batch.map(
+        (f) =>
+          sql`(${Number(f.row.id)}::bigint, ${f.attempts}::int, ${f.state}::text, ${f.reason}::text, ${f.delayMs}::int)`,
+      ),
+      sql`, `,
+    );
+    await db.transaction(async (tx) => {
+      const updated = await selectRows<{ id: number }>(
+        tx,
+        sql`update push_deliveries p set
+              state = v.state,
+              lease_until = null,
+              last_error = v.reason,
+              next_attempt_at = case when v.state = 'pending'
+                then now() + v.delay * interval '1 millisecond' else p.next_attempt_at end,
+              finished_at = case when v.state = 'pending' then null else now() end
+            from (values ${values}) as v(id, attempts, state, reason, delay)
+            where p.id = v.id and p.attempts = v.attempts and p.state = 'pending'
+            returning p.id`,
+      );
+      // A delivery another worker took over after this one's lease ran out is its to report.
+      const written = new Set(updated.map((r) => Number(r.id)));
+      for (const kind of ["delivered", "failed"] as const) {
+        const items = batch.filter((f) => f.state === kind && written.has(Number(f.row.id)));
+        if (items.length === 0) continue;
+        const tasks = [...new Set(items.map((f) => f.row.task_id))];
+        await appendAuditEvent(tx, {
+          actor: "system",
+          kind: `push.${kind}`,
+          subject: tasks.length === 1 ? `task:${tasks[0]}` : null,
+          data: {
+            deliveries: items.map((f) => ({
+              deliveryId: Number(f.row.id),
+              taskId: f.row.task_id,
+              configId: f.row.config_id,
+              callerId: f.row.caller_id,
+              attempts: f.attempts,
+              ...(kind === "delivered" ? { status: f.status } : { reason: f.reason }),
+            })),
+          },
+        });
+      }
+    });
+  }
+
   async function deliver(row: Claimed): Promise<void> {
+    let outcome: Outcome;
     try {
-      await finish(row, await send(row));
+      outcome = await send(row);
     } catch (error) {
       if (stopping.signal.aborted) return;
       log.error("push delivery failed inside peergate", { deliveryId: row.id, error });
+      return;
     }
+    // The slot frees when the attempt ends; the outcome goes out with the next batch. Until then
+    // the delivery stays pending under its lease, so neither it nor a later one of its config
+    // can be claimed: order holds.
+    void finish(row, outcome);
   }
 
   async function pump(): Promise<void> {
@@ -263,6 +345,7 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
       const ids = [...held.keys()];
       stopping.abort(new Error("the push worker stopped"));
       await Promise.allSettled(held.values());
+      await writing;
       // Leases of deliveries cut short are released, so another instance takes them at once.
       if (ids.length > 0) {
         await selectRows(
