@@ -232,6 +232,13 @@ describe("push notifications", () => {
     expect(other.error?.code).toBe(-32602);
     expect(other.error?.message).toContain("outside the hosts");
 
+    // Granting push hosts widens what a caller may do: the admin token alone does not.
+    const widen = await peergate.admin("PUT", "/callers/carol/push-hosts", {
+      hosts: [receiver.origin],
+    });
+    expect(widen.status).toBe(401);
+    expect((await peergate.admin("GET", "/callers/carol/push-hosts")).body).toEqual({ hosts: [] });
+
     const before = receiver.received.length;
     const refused = await rawRpc(peergate, carol.secret, "SendMessage", {
       message: {
@@ -340,9 +347,12 @@ describe("push notifications", () => {
     expect([...okIds].sort((x, y) => x - y)).toEqual(okIds);
     expect(readPushedTask(nth(ok, -1)).state).toBe("TASK_STATE_COMPLETED");
 
-    const audit = await peergate.admin("GET", `/audit?subject=task:${taskId}`);
-    const kinds = (audit.body?.events ?? []).map((e: { kind: string }) => e.kind);
-    expect(kinds).toContain("push.delivered");
+    // Recorded in the audit trail (one event per batch of outcomes, listing each delivery).
+    const audit = await peergate.admin("GET", "/audit?kind=push.delivered&limit=1000");
+    const logged = (audit.body?.events ?? []).flatMap(
+      (e: { data: { deliveries: { taskId: string; attempts: number }[] } }) => e.data.deliveries,
+    );
+    expect(logged.find((d: { taskId: string }) => d.taskId === taskId)?.attempts).toBe(3);
   });
 
   it("delivers v0.3 Task bodies to a config set with the v0.3 client", async () => {
