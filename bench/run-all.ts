@@ -73,6 +73,13 @@ const benches: Bench[] = [
     mustPrint: /peergate \/ reference: throughput/,
   },
   {
+    name: "push",
+    file: "bench/push.ts",
+    args: smoke ? ["--seconds", "1", "--backlog", "100"] : [],
+    repeat: 1,
+    mustPrint: /\| paced, \d+ tasks\/s/,
+  },
+  {
     name: "soak",
     file: "bench/soak.ts",
     args: ["--minutes", soakMinutes, ...(smoke ? ["--capacity-seconds", "3"] : [])],
@@ -418,6 +425,8 @@ for (const bench of benches) {
       judgeSoak(outputs[0] as string, verdicts);
       sections.push(`## Soak\n\n${command}.\n\n${outputs[0]?.trim()}`);
       break;
+    default:
+      sections.push(`## ${bench.name}\n\n${command}.\n\n${outputs[0]?.trim()}`);
   }
 }
 
