@@ -1,11 +1,11 @@
 // The push outbox (issue 16): every stored update of a task becomes one pending delivery per push
-// config of that task, inserted by the same transaction that stores the update, so an update that
-// commits is delivered and one that rolls back never is. The task store calls
-// `enqueuePushDeliveries` inside its write; the workers of every instance claim the rows
-// (push-worker.ts). A NOTIFY in the same transaction wakes them at commit; without it they would
-// still find the rows on their next poll.
-import { sql } from "drizzle-orm";
-import { type DbTransaction, selectRows } from "../db/client.ts";
+// config of that task, inserted by the very statement that stores the update (a data-modifying
+// CTE), so an update that commits is delivered and one that does not never is, at no extra round
+// trip for a task without configs. The task store hands its upsert to `writeWithPushOutbox`; the
+// workers of every instance claim the rows (push-worker.ts). A NOTIFY in the same statement wakes
+// them at commit; without it they would still find the rows on their next poll.
+import { type SQLWrapper, sql } from "drizzle-orm";
+import { type DbOrTx, selectRows } from "../db/client.ts";
 import type { Channel } from "../db/notifications.ts";
 
 export const pushChannelName = "peergate_push";
@@ -18,21 +18,24 @@ export const pushWakeups: Channel<true> = {
 };
 
 /**
- * Queues the stored task `task` for every push config of (`taskId`, `callerId`); returns how many
- * deliveries were queued. Costs one indexed INSERT … SELECT when the task has no config.
+ * Runs `write` — an upsert of `a2a_tasks` returning `id`, `caller_id` and `task` for the row it
+ * stored (none when its guard refused the update) — and queues what it stored for every push
+ * config of that task and caller. Returns how many deliveries were queued.
  */
-export async function enqueuePushDeliveries(
-  tx: DbTransaction,
-  write: { taskId: string; callerId: string; task: Record<string, unknown> },
-): Promise<number> {
-  const rows = await selectRows<{ id: number }>(
-    tx,
-    sql`insert into push_deliveries (push_config_id, task_id, caller_id, task)
-        select id, task_id, caller_id, ${JSON.stringify(write.task)}::jsonb from push_configs
-        where task_id = ${write.taskId} and caller_id = ${write.callerId}
-        order by created_at, id
-        returning id`,
+export async function writeWithPushOutbox(db: DbOrTx, write: SQLWrapper): Promise<number> {
+  const rows = await selectRows<{ queued: number }>(
+    db,
+    // drizzle puts an embedded query in parentheses itself.
+    sql`with written as ${write},
+        queued as (
+          insert into push_deliveries (push_config_id, task_id, caller_id, task)
+          select c.id, c.task_id, c.caller_id, w.task
+          from written w join push_configs c on c.task_id = w.id and c.caller_id = w.caller_id
+          order by c.created_at, c.id
+          returning id)
+        select count(*)::int as queued,
+          (select pg_notify(${pushChannelName}, '') where exists (select 1 from queued)) as woke
+        from queued`,
   );
-  if (rows.length > 0) await tx.execute(sql`select pg_notify(${pushChannelName}, '')`);
-  return rows.length;
+  return Number(rows[0]?.queued ?? 0);
 }

@@ -28,7 +28,7 @@ import { a2aTasks } from "../db/schema.ts";
 import type { Logger } from "../log.ts";
 import { asUnavailableError } from "../services/db-errors.ts";
 import { escalate, readCallerId } from "./call-context.ts";
-import { enqueuePushDeliveries } from "./push-outbox.ts";
+import { writeWithPushOutbox } from "./push-outbox.ts";
 
 /** Interrupted states: the run stopped and waits for someone; written at once, like terminal ones. */
 const interruptedStateNames = ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"];
@@ -145,29 +145,27 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
     contextId: string,
     json: Record<string, unknown>,
   ): Promise<void> {
-    await db.transaction(async (tx) => {
-      const written = await tx
-        .insert(a2aTasks)
-        .values({ id, callerId, contextId, task: json })
-        .onConflictDoUpdate({
-          target: a2aTasks.id,
-          set: {
-            task: sql`excluded.task`,
-            contextId: sql`excluded.context_id`,
-            updatedAt: sql`now()`,
-          },
-          // Never another caller's row; never out of a terminal state.
-          setWhere: sql`"a2a_tasks"."caller_id" = excluded.caller_id and (
+    const write = db
+      .insert(a2aTasks)
+      .values({ id, callerId, contextId, task: json })
+      .onConflictDoUpdate({
+        target: a2aTasks.id,
+        set: {
+          task: sql`excluded.task`,
+          contextId: sql`excluded.context_id`,
+          updatedAt: sql`now()`,
+        },
+        // Never another caller's row; never out of a terminal state.
+        setWhere: sql`"a2a_tasks"."caller_id" = excluded.caller_id and (
           coalesce("a2a_tasks"."task"->'status'->>'state', '') not in (${sql.join(
             terminalStateNames.map((name) => sql`${name}`),
             sql`, `,
           )})
           or "a2a_tasks"."task"->'status'->>'state' = excluded.task->'status'->>'state')`,
-        })
-        .returning({ id: a2aTasks.id });
-      // The push outbox is written with the update it carries (push-outbox.ts).
-      if (written.length > 0) await enqueuePushDeliveries(tx, { taskId: id, callerId, task: json });
-    });
+      })
+      .returning({ id: a2aTasks.id, callerId: a2aTasks.callerId, task: a2aTasks.task });
+    // The same statement queues the update for the task's push configs (push-outbox.ts).
+    await writeWithPushOutbox(db, write);
   }
 
   /** Chains a write of the held copy's current JSON after the writes before it. */
