@@ -13,7 +13,7 @@ import type { DbOrTx } from "../db/client.ts";
 import { callerPushHosts } from "../db/schema.ts";
 import { compilePushGrants } from "../policy/push-grants.ts";
 import { checkUrlGrant } from "../policy/url-grants.ts";
-import { createEgress, type Hop } from "../tools/net/web-fetch.ts";
+import { createEgress, type EgressOptions, type Hop } from "../tools/net/web-fetch.ts";
 import { ToolCallError } from "../tools/tool-call-error.ts";
 
 export type PushEgress = ReturnType<typeof createEgress>;
@@ -21,11 +21,14 @@ export type PushEgress = ReturnType<typeof createEgress>;
 export type PushTargetCheck = { ok: true; url: URL; hop: Hop } | { ok: false; reason: string };
 
 /** The push egress: web_fetch's guard, with the operator's exempted addresses. */
-export function createPushEgress(options: { allowAddresses?: readonly string[] } = {}): PushEgress {
+export function createPushEgress(
+  options: Pick<EgressOptions, "allowAddresses" | "resolve"> = {},
+): PushEgress {
   return createEgress({
     purpose: "a push notification",
     allowAddresses: options.allowAddresses ?? [],
     maxBytes: 16 * 1024,
+    ...(options.resolve ? { resolve: options.resolve } : {}),
   });
 }
 

@@ -20,7 +20,8 @@
 // `X-A2A-Notification-Id`. A graceful stop releases the leases it holds at once.
 //
 // Workers wake on a NOTIFY the outbox sends at commit, and poll every `pollMs` for what is due
-// later (retries) or a wake-up that was lost.
+// later (retries) or a wake-up that was lost. Finished deliveries are removed a day after they
+// finished (`keepFinishedMs`); the audit trail keeps their record.
 import { sql } from "drizzle-orm";
 import type { SecretKey } from "../auth/sealed-secrets.ts";
 import { appendAuditEvent } from "../db/audit.ts";
@@ -53,6 +54,8 @@ export type PushWorkerOptions = {
   concurrency?: number;
   /** How often the outbox is polled without a wake-up (default 500 ms). */
   pollMs?: number;
+  /** How long delivered and failed rows are kept (default 1 day). */
+  keepFinishedMs?: number;
 };
 
 export type PushWorker = {
@@ -330,6 +333,15 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
 
   const poller = setInterval(wake, pollMs);
   poller.unref();
+  const keepFinishedMs = options.keepFinishedMs ?? 24 * 60 * 60_000;
+  const sweeper = setInterval(() => {
+    selectRows(
+      db,
+      sql`delete from push_deliveries where state <> 'pending'
+          and finished_at < now() - ${keepFinishedMs} * interval '1 millisecond'`,
+    ).catch((error: unknown) => log.warn("removing finished push deliveries failed", { error }));
+  }, 60_000);
+  sweeper.unref();
   const unsubscribe = options.notifications?.subscribe(pushWakeups, wake);
   unsubscribe?.catch((error: unknown) => log.error("push wake-ups unavailable", { error }));
   wake();
@@ -341,6 +353,7 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
       if (stopped) return;
       stopped = true;
       clearInterval(poller);
+      clearInterval(sweeper);
       await (await unsubscribe?.catch(() => undefined))?.();
       const ids = [...held.keys()];
       stopping.abort(new Error("the push worker stopped"));

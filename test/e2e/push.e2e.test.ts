@@ -139,7 +139,8 @@ describe("push notifications", () => {
     await grantPush(peergate, "alice", [receiver.origin]);
     await grantPush(peergate, "bob", [receiver.origin]);
     await grantPush(strict, "alice", [receiver.origin]);
-  });
+    // Two servers with embedded PostgreSQL start here; on a loaded machine that takes a while.
+  }, 180_000);
 
   afterAll(async () => {
     await Promise.allSettled([peergate?.stop(), strict?.stop()]);
