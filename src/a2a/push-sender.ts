@@ -50,6 +50,7 @@ export async function buildPushRequest(input: {
   const { body, contentType } = serializer.serialize(event, task);
   const headers: Record<string, string> = {
     "content-type": contentType,
+    "content-length": String(Buffer.byteLength(body)),
     "user-agent": "peergate-push/0.1",
     "x-a2a-notification-id": String(input.deliveryId),
   };
