@@ -217,6 +217,8 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
         log.error("recording push outcomes failed", { error, count: batch.length });
       }
       for (const item of batch) item.done();
+      // What waited behind these deliveries (the next update of the same config) is due now.
+      wake();
       for (const item of batch) {
         if (item.state === "pending") {
           log.info("push delivery will be retried", {
