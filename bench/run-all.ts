@@ -94,6 +94,13 @@ const benches: Bench[] = [
     mustPrint: /<!-- audit-result /,
   },
   {
+    name: "push",
+    file: "bench/push.ts",
+    args: smoke ? ["--seconds", "1", "--backlog", "100"] : [],
+    repeat: 1,
+    mustPrint: /\| paced, \d+ tasks\/s/,
+  },
+  {
     name: "soak",
     file: "bench/soak.ts",
     args: ["--minutes", soakMinutes, ...(smoke ? ["--capacity-seconds", "3"] : [])],
@@ -539,6 +546,8 @@ for (const bench of benches) {
       judgeSoak(outputs[0] as string, verdicts);
       sections.push(`## Soak\n\n${command}.\n\n${outputs[0]?.trim()}`);
       break;
+    default:
+      sections.push(`## ${bench.name}\n\n${command}.\n\n${outputs[0]?.trim()}`);
   }
 }
 
