@@ -110,20 +110,11 @@ function createListener(config: Config, timeouts: ClientTimeouts) {
   };
 }
 
-function createServerApp(
-  core: Core,
-  logger: Logger,
-  config: Config,
-  env: Readonly<Record<string, string | undefined>>,
-) {
+function createServerApp(core: Core, logger: Logger) {
   const { services, limiter, engine, auth, a2a } = core;
   return createApp({
     logger,
-    metrics: createMetrics({
-      db: core.database.db,
-      token: env.PEERGATE_METRICS_TOKEN,
-      host: config.host,
-    }),
+    metrics: createMetrics(),
     checkReadiness: () => checkReadiness({ database: core.database, sandbox: core.sandboxStatus }),
     admin: { services, limiter, runs: engine },
     webhooks: { auth, limiter, runs: engine },
@@ -151,7 +142,7 @@ export async function startServer(
   });
   let app: ReturnType<typeof createApp>;
   try {
-    app = createServerApp(core, logger, config, env);
+    app = createServerApp(core, logger);
   } catch (error) {
     await core.close();
     throw error;

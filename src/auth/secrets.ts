@@ -28,10 +28,18 @@ export function hashSecret(secret: string): string {
   return createHash("sha256").update(secret, "utf8").digest("hex");
 }
 
-/** What an operator sees to tell credentials apart: the prefix and a few characters, never more. */
+/** The kind prefix of a secret peergate generated (`pg_`, `pgw_`, …); none for other text. */
+const kindPrefix = /^pg[a-z]?_/;
+
+/**
+ * What an operator sees to tell credentials apart: the kind prefix and four characters, never
+ * more. A secret peergate did not generate (an admin token the operator chose in
+ * PEERGATE_ADMIN_TOKEN) has no kind prefix to trust, so it shows four characters alone: searching
+ * it for an underscore would show everything before one that happens to be in its random part.
+ */
 export function displayPrefix(secret: string): string {
-  const underscore = secret.indexOf("_");
-  return `${secret.slice(0, underscore + 5)}…`;
+  const kind = kindPrefix.exec(secret)?.[0] ?? "";
+  return `${secret.slice(0, kind.length + 4)}…`;
 }
 
 /** Constant-time equality for two strings of possibly different length. */

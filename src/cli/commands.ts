@@ -11,10 +11,8 @@ import {
   callersShowCommand,
 } from "./callers.ts";
 import { callersApplyCommand } from "./callers-apply.ts";
-import { callersExportCommand } from "./callers-export.ts";
 import { ceilingCommand } from "./ceiling.ts";
 import type { Command } from "./command.ts";
-import { doctorCommand } from "./doctor.ts";
 import { migrateCommand } from "./migrate.ts";
 import { operatorTokenCreateCommand } from "./operator-token.ts";
 import {
@@ -30,7 +28,6 @@ import { toolsCommand } from "./tools.ts";
 export const commands: readonly Command[] = [
   serveCommand,
   migrateCommand,
-  doctorCommand,
   auditListCommand,
   auditVerifyCommand,
   callersAddCommand,
@@ -41,7 +38,6 @@ export const commands: readonly Command[] = [
   callersRestoreCommand,
   callersRotateCommand,
   callersApplyCommand,
-  callersExportCommand,
   runsListCommand,
   runsShowCommand,
   runsApproveCommand,

@@ -16,10 +16,3 @@ export const lockKeys = {
  * webhook delivery by its body hash. A separate space, so no hash can land on a key above.
  */
 export const webhookClaimLockSpace = 0x7067_6175;
-
-/**
- * "pgar": transaction locks keyed by `hashtext(<caller id>)`, held while a run of that caller is
- * admitted (concurrency and daily limits checked, the run row created): admission is serialised
- * per caller across every instance.
- */
-export const runReservationLockSpace = 0x7067_6172;

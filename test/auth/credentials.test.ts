@@ -34,6 +34,15 @@ describe("generated secrets", () => {
     expect(shown.length).toBeLessThan(10);
   });
 
+  it("display four characters of a secret peergate did not generate, underscores or not", () => {
+    // An operator-chosen admin token whose random part has an underscore late in it: the display
+    // once showed everything up to that underscore.
+    const chosen = "sec-admin-EhHMmifUWrRcPOT-yBaDbH5LipIDh_li0dWq";
+    expect(displayPrefix(chosen)).toBe("sec-…");
+    expect(displayPrefix("no-underscore-at-all")).toBe("no-u…");
+    expect(displayPrefix("pgx_abcdEFGH")).toBe("pgx_abcd…");
+  });
+
   it("compare in constant time, including strings of different length", () => {
     expect(safeEqual("abc", "abc")).toBe(true);
     expect(safeEqual("abc", "abd")).toBe(false);

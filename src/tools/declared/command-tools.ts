@@ -4,6 +4,9 @@
 // | ; && ||, read by the bash parser, every stage resolved, checked and gated on its own) and
 // `script` (a script file hashed at load and re-verified before every start).
 //
+// Over 500 lines for now, and not on purpose: the four modes share loading, resolution, hashing
+// and the manifest digest here; each mode's call path is the seam to split it along next.
+//
 // Programs are resolved to absolute paths once, at start, through an `executables` alias or the
 // PATH peergate was given (relative PATH entries are skipped). Every resolved program is hashed
 // into the tool's manifest digest, with the canonical declaration and the script's hash (never a
