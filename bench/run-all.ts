@@ -324,7 +324,7 @@ function judgePush(output: string, verdicts: Verdict[]): void {
       ? undefined
       : kept
         ? "the server kept up with the tasks, so the time is the push path's own: the outbox row commits with the task update, the worker wakes on its NOTIFY, claims, checks the grant and the egress guard, POSTs and records the outcome with its audit event in a batch"
-        : `the server answered ${r.tasksPerSecond.toFixed(0)} tasks/s, below the ${r.rate} offered: its event loop (where the push worker runs too) and PostgreSQL were saturated by the runs themselves, so each delivery waited in the same queue as the runs (the SendMessage rows above show the capacity on this machine)`,
+        : `the server answered ${r.tasksPerSecond.toFixed(0)} tasks/s, below the ${r.rate} offered${r.failures > 0 ? ` (${r.failures} SendMessage requests failed, the database pool timing out under the backlog; the updates that were stored were delivered: ${r.delivered} of ${r.events})` : ""}: its event loop (where the push worker runs too) and PostgreSQL were saturated by the runs themselves, so each delivery waited in the same queue as the runs (the SendMessage rows above show the capacity on this machine; \`bench/a2a.ts --push --rate R\` with a rate it keeps up with shows the push path's own time)`,
   });
 }
 
