@@ -18,7 +18,10 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import path from "node:path";
+import { resolvePublicUrl } from "./a2a/agent-card.ts";
 import { deriveCardSigningKey } from "./a2a/card-signing.ts";
+import { createPushEgress } from "./a2a/push-targets.ts";
+import { startPushWorker } from "./a2a/push-worker.ts";
 import { type A2aService, createA2aService } from "./a2a/service.ts";
 import { createJwksCache } from "./auth/jwt.ts";
 import { createRateLimiter, type RateLimiter } from "./auth/rate-limit.ts";
@@ -233,16 +236,34 @@ export async function openCore(
             }),
           }),
     });
+    // Derived from the secret key, so instances sharing it sign the card (and push JWTs) alike.
+    const cardSigningKey = await deriveCardSigningKey(secretKey.bytes);
+    const pushEgress = createPushEgress({ allowAddresses: config.push.allowAddresses });
     const a2a = createA2aService({
       database,
       policies,
       publicUrl: services.publicUrl,
       runs: engine,
       logger,
-      // Derived from the secret key, so instances sharing it sign the card alike.
-      cardSigningKey: await deriveCardSigningKey(secretKey.bytes),
+      cardSigningKey,
+      push: { secretKey, egress: pushEgress },
     });
     opened.push(() => a2a.close());
+    const pushWorker = startPushWorker({
+      database,
+      secretKey,
+      egress: pushEgress,
+      signing: {
+        key: cardSigningKey,
+        issuer: services.publicUrl,
+        jwksUrl: resolvePublicUrl(services.publicUrl, "/.well-known/jwks.json"),
+      },
+      notifications,
+      logger,
+      leaseMs: config.push.leaseMs,
+      retryBaseMs: config.push.retryBaseMs,
+    });
+    opened.push(() => pushWorker.stop());
     const unwire = wireReactions(
       reactionsOf({ committedHere: committedHere.when, directory, engine, a2a, logger }),
     );
