@@ -138,4 +138,33 @@ describeWithBwrap("the sandboxes' pids cgroups", () => {
       expect(await eventually(async () => existsSync(counting.parent))).toBe(true);
     },
   );
+
+  it.skipIf(counting.kind !== "cgroup")(
+    `a launcher that cannot join its cgroup runs nothing${counting.kind === "cgroup" ? "" : " — skipped: not root, no cgroup"}`,
+    async () => {
+      const base = await realpath(await mkdtemp(path.join(os.tmpdir(), "peergate-nproc-join-")));
+      try {
+        const backend = createBwrapBackend();
+        const command = backend.wrap({
+          argv: ["touch", "ran"],
+          workspace: base,
+          cwd: base,
+          env: { PATH: "/usr/bin:/bin" },
+          egress: false,
+          limits: { processes: 8, cpuSeconds: 5, fileSizeBytes: 1024, memoryBytes: 1 << 30 },
+        });
+        // The cgroup is gone before the launcher starts (removed by hand, a cleaner elsewhere).
+        const file = command.args[3] ?? "";
+        const { rmdirSync } = await import("node:fs");
+        rmdirSync(path.dirname(file));
+        const { spawnSync } = await import("node:child_process");
+        const run = spawnSync(command.command, [...command.args], { env: command.env });
+        expect(run.status).toBe(125);
+        expect(run.stderr.toString()).toContain("could not join its pids cgroup");
+        expect(existsSync(path.join(base, "ran"))).toBe(false);
+      } finally {
+        await rm(base, { recursive: true, force: true });
+      }
+    },
+  );
 });
