@@ -51,6 +51,7 @@ import type { AuthDeps } from "./services/authenticate-caller.ts";
 import { openCallerDirectory } from "./services/caller-directory.ts";
 import type { CallerEvent } from "./services/caller-events.ts";
 import type { ServiceContext } from "./services/context.ts";
+import { heldSecrets } from "./services/held-secrets.ts";
 import { createAuthFailureLog } from "./services/record-auth-failures.ts";
 import { createRunEngine, type PeergateRunEngine } from "./services/runs/engine.ts";
 import { createToolRuntime } from "./tools/runtime.ts";
@@ -180,17 +181,25 @@ export async function openCore(
       logger,
       dataDir: config.dataDir,
     });
-    // Every secret this process holds, replaced by value in process output.
-    const redactor = createRedactor([
-      config.modelApiKey,
-      config.adminToken,
-      admin.generated,
-      config.secretKey,
-      await readSecretFile(config.dataDir, adminTokenFile),
-      await readSecretFile(config.dataDir, secretKeyFile),
-      ...databaseUrlSecrets(config.databaseUrl),
-      ...Object.entries(env).flatMap(([name, value]) => (isSecretName(name) ? [value] : [])),
-    ]);
+    // Every secret this process holds, and every credential peergate generates, replaced in
+    // process output and tool results.
+    const redactor = createRedactor(
+      await heldSecrets({
+        db: database.db,
+        secretKey,
+        known: [
+          config.modelApiKey,
+          config.adminToken,
+          admin.generated,
+          config.secretKey,
+          await readSecretFile(config.dataDir, adminTokenFile),
+          await readSecretFile(config.dataDir, secretKeyFile),
+          ...databaseUrlSecrets(config.databaseUrl),
+          ...Object.entries(env).flatMap(([name, value]) => (isSecretName(name) ? [value] : [])),
+        ],
+      }),
+      { credentialShapes: true },
+    );
     const tools = await createToolRuntime({
       policies,
       workspace: config.workspace,
