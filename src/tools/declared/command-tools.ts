@@ -131,6 +131,8 @@ type Prepared = {
 
 export type CreateCommandToolsOptions = {
   readonly commands: readonly CommandToolPolicy[];
+  /** The full path of the file declaring them, named in every start-up error (default tools.yaml). */
+  readonly file?: string;
   readonly executables?: readonly ExecutablePolicy[];
   readonly workspace: Workspace;
   /** Already scrubbed of secrets. */
@@ -197,14 +199,15 @@ export async function createCommandTools(
     }
     return hash;
   };
+  const source = options.file ?? "tools.yaml";
   for (const [index, tool] of options.commands.entries()) {
     const where = `commands[${index}] (${tool.name})`;
     const fail = (field: string, value: unknown, message: string, expected?: string) =>
       problems.push({
-        field: `tools.yaml: ${where}.${field}`,
+        field: `${source}: ${where}.${field}`,
         value,
         ...(expected === undefined ? {} : { expected }),
-        message: `tools.yaml: command tool ${tool.name}, field ${field} = ${quoteUntrusted(value, 120)}: ${message}`,
+        message: `${source}: command tool ${tool.name}, field ${field} = ${quoteUntrusted(value, 120)}: ${message}`,
       });
     const programs = new Map<string, ResolvedProgram>();
     for (const name of declaredPrograms(tool)) {
