@@ -14,7 +14,7 @@ export type AuditKind =
   | `${"admin" | "operator"}-token.created`
   | `webhook.${"accepted" | "ignored"}`
   | `run.${RunStatus | "started" | "approved" | "call-rejected" | "answer-refused" | "cancel-requested"}`
-  | `tool.${"called" | "refused" | "declined"}`;
+  | `tool.${"called" | "refused" | "declined" | "stage"}`;
 
 /** Who performs an admin action: the admin API, the operator's own token, the CLI on the host. */
 export type AdminActor = "admin" | "operator" | `cli:${string}`;

@@ -30,7 +30,9 @@ import type { RunControls } from "./run-controls.ts";
 /** A declared command tool as the floor needs it. */
 export type CommandToolShape =
   | { readonly mode: "fixed"; readonly program: string; readonly args: readonly string[] }
-  | { readonly mode: "structured" };
+  | { readonly mode: "structured" }
+  /** Each stage is matched against the allowlist and asks on its own (src/runs/tool-batch.ts). */
+  | { readonly mode: "chain" | "script" };
 
 /** A classifier call: the verdict, and its model and cost for the record and the budget. */
 export type Classification = {
@@ -74,7 +76,8 @@ export function callArgv(
       fixedArgs: 1 + declared.args.length,
     };
   }
-  if (typeof input.program !== "string") return undefined;
+  // A chain's or script's stages are keyed and gated one by one as they are reached.
+  if (declared.mode !== "structured" || typeof input.program !== "string") return undefined;
   return { argv: [input.program, ...strings(input.arguments)], fixedArgs: 0 };
 }
 

@@ -148,6 +148,9 @@ async function finishParkedBatch(
     return undefined;
   }
   const answered = await answerApproval(ctx.batch, head, decision);
+  // A chain answered for one stage may stop before another: it parks again, first in line.
+  if ("approval" in answered)
+    return park(results, [{ ...answered.approval, index: head.index }, ...rest]);
   results.push({ index: head.index, part: answered.part });
   if (answered.stopped || ctx.signal.aborted) {
     for (const next of rest) {

@@ -424,7 +424,7 @@ function commandToolShapes(core: RunCore): ReadonlyMap<string, CommandToolShape>
       tool.name,
       tool.mode === "fixed"
         ? { mode: "fixed", program: tool.program, args: tool.args.map(describeFixedArg) }
-        : { mode: "structured" },
+        : { mode: tool.mode === "structured" ? "structured" : tool.mode },
     );
   }
   return shapes;
