@@ -17,6 +17,7 @@
 //
 // One file over 500 lines on purpose: the four steps are one guarded path through which every
 // tool call passes, and reading the gate whole is how a reviewer checks nothing slips around it.
+import { createHash } from "node:crypto";
 import type { ToolResultPart } from "ai";
 import type { z } from "zod";
 import type { QueuedApproval, ToolCallDecisionRecord, ToolCallStatus } from "../db/schema.ts";
@@ -333,6 +334,21 @@ function describeIssues(error: z.ZodError): string {
   return text.length > 1_000 ? `${text.slice(0, 1_000)}…` : text;
 }
 
+/**
+ * The arguments an approval stores and shows: a declared tool's stdin as its length and SHA-256,
+ * never its text (the text stays in the conversation, where the resumed call finds it again).
+ */
+export function approvalArgs(args: unknown): unknown {
+  if (typeof args !== "object" || args === null || Array.isArray(args)) return args;
+  const stdin = (args as { stdin?: unknown }).stdin;
+  if (typeof stdin !== "string") return args;
+  const bytes = Buffer.from(stdin, "utf8");
+  return {
+    ...args,
+    stdin: { bytes: bytes.length, sha256: createHash("sha256").update(bytes).digest("hex") },
+  };
+}
+
 /** A plain tool above the policy: the executor raises the request on its behalf. */
 function plainApproval(deps: BatchDeps, plan: CallPlan): IndexedApproval {
   return {
@@ -342,8 +358,8 @@ function plainApproval(deps: BatchDeps, plan: CallPlan): IndexedApproval {
     toolName: plan.call.toolName,
     tool: plan.tool.name,
     runs: "tool",
-    args: plan.args,
-    argsDigest: digestArgs(plan.args),
+    args: approvalArgs(plan.args),
+    argsDigest: digestArgs(approvalArgs(plan.args)),
     requestedAt: deps.now().toISOString(),
     calledTool: plan.tool.name,
     risk: plan.decided.record.risk ?? plan.tool.risk,
@@ -513,6 +529,8 @@ export async function answerApproval(
   deps: BatchDeps,
   approval: QueuedApproval,
   decision: ApprovalDecision,
+  /** The model's own input for a call (from the conversation): a stdin the approval kept only the digest of. */
+  inputOf?: (toolCallId: string) => unknown,
 ): Promise<{ part: ToolResultPart; stopped: boolean } | { approval: QueuedApproval }> {
   const ref = { toolCallId: approval.toolCallId, toolName: approval.toolName };
   const shown = approval.calledTool ?? approval.tool;
@@ -542,7 +560,7 @@ export async function answerApproval(
     });
     return { part: errorResult(ref, unavailableMessage(approval.toolName)), stopped: false };
   }
-  const parsed = target.inputSchema.safeParse(approval.args);
+  const parsed = parseApproved(target, approval, inputOf);
   if (!parsed.success) {
     await deps.recorder.finish(approval.callId, { status: "failed", code: "invalid-input" });
     return {
@@ -621,6 +639,25 @@ export async function answerApproval(
     approval.runs === "execute-half" ? approval.tool : undefined,
   );
   return { part, stopped: outcome.end === "stopped" };
+}
+
+/**
+ * The arguments an approved call runs with. When the approval kept only stdin's digest, the
+ * model's input is read back from the conversation and must give exactly the approved arguments.
+ */
+function parseApproved(
+  target: { inputSchema: z.ZodType },
+  approval: QueuedApproval,
+  inputOf: ((toolCallId: string) => unknown) | undefined,
+): { success: true; data: unknown } | { success: false } {
+  const args = approval.args as { stdin?: unknown } | null;
+  const digestOnly = typeof args === "object" && args !== null && typeof args.stdin === "object";
+  if (!digestOnly) return target.inputSchema.safeParse(approval.args);
+  const original = target.inputSchema.safeParse(inputOf?.(approval.toolCallId));
+  if (!original.success) return { success: false };
+  return digestArgs(approvalArgs(original.data)) === digestArgs(approval.args)
+    ? original
+    : { success: false };
 }
 
 type Invocation =

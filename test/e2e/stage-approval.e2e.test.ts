@@ -4,6 +4,7 @@
 // stage parks again; a rejected stage stops the chain there and the run goes on; a branch not
 // taken asks nothing; every stage leaves its own audit events.
 
+import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
@@ -69,6 +70,17 @@ beforeAll(async () => {
       "    risk: high-risk",
       "    disclosure: public",
       "    egress: false",
+      "  - name: upper",
+      "    description: Upper-case the text given on stdin.",
+      "    mode: fixed",
+      "    program: tr",
+      "    args: [a-z, A-Z]",
+      "    arguments: {mode: none}",
+      "    stdin: required",
+      "    maxStdinBytes: 1024",
+      "    risk: high-risk",
+      "    disclosure: public",
+      "    egress: false",
     ].join("\n"),
   );
 });
@@ -107,7 +119,7 @@ for (const kind of ["pglite", "postgres"] as const) {
           name: "stager",
           kind: "peer",
           tier: "private",
-          allow: ["chain"],
+          allow: ["chain", "upper"],
           approvalPolicy: "read-only",
           commands: ["count", "false"],
         }));
@@ -264,6 +276,25 @@ for (const kind of ["pglite", "postgres"] as const) {
         const text = lastResult(`no-${kind}`, "s_no") ?? "";
         expect(text).toContain("counted c2.txt");
         expect(text).toContain("rejected");
+      });
+
+      it("an approval keeps stdin's length and digest, never its text; approved, the call gets the text", async () => {
+        const text = `confidential-stdin-${kind}-7d41`;
+        scenarios[`stdin-${kind}`] = [
+          { calls: [{ id: "s_in", name: "upper", arguments: JSON.stringify({ stdin: text }) }] },
+          { text: "done" },
+        ];
+        const runId = await start(`stdin-${kind}`);
+        const parked = await waitForRun(peergate, runId, ["parked"]);
+        const sha256 = createHash("sha256").update(text).digest("hex");
+        expect(parked.pending.args.stdin).toEqual({ bytes: text.length, sha256 });
+        expect(JSON.stringify(parked.pending)).not.toContain(text);
+        expect(JSON.stringify(parked.pendingApproval)).not.toContain(text);
+        await answer(runId, parked.pending, "approve");
+        await waitForRun(peergate, runId, ["completed"]);
+        expect(lastResult(`stdin-${kind}`, "s_in")).toContain(text.toUpperCase());
+        const audit = await peergate.admin("GET", "/audit?limit=1000");
+        expect(JSON.stringify(audit.body.events)).not.toContain(text);
       });
 
       it("a branch not taken asks nothing", async () => {
