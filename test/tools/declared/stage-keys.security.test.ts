@@ -133,7 +133,7 @@ describe("what a chain cannot say is refused before any stage runs or asks", () 
   it.each(rows)("%s", async (_, command) => {
     const out = await run(command);
     expect(out.asked).toEqual([]);
-    expect(out.result.ok).toBe(false);
+    expect((out.result as { ok?: boolean }).ok).toBe(false);
     expect(ran("git-status.ran")).toBe(false);
     expect(ran("mark-x.ran")).toBe(false);
     expect(ran("sh-.ran")).toBe(false);
