@@ -131,7 +131,19 @@ export async function decideToolCall(
       covered = true;
       coveredBy = coverage.entry.text;
     }
-    if (tool.risk === "unknown") {
+    if (tool.risk === "unknown" && !controls.classifier) {
+      // Turned off for this caller: nothing rates the command, so an uncovered one stays
+      // `unknown`, above every risk policy: it asks (or is declined) unless an entry covers it.
+      risk = "unknown";
+      if (!covered) {
+        record.classifier = {
+          model: "",
+          verdict: "off",
+          reason: "the classifier is off for this caller: an uncovered command asks",
+          latencyMs: 0,
+        };
+      }
+    } else if (tool.risk === "unknown") {
       const floorRisk = floor.reasons.length > 0 ? "high-risk" : "read-only";
       const need = needsClassifier({
         policy: controls.policy,

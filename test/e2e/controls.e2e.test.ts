@@ -221,6 +221,50 @@ for (const kind of ["pglite", "postgres"] as const) {
         expect(run.pending.reason).toContain("low-risk");
       });
 
+      it("the classifier turned off for one caller: ls asks too, nothing is rated, and on again needs the operator", async () => {
+        scenarios.unrated = [
+          { calls: [exec("u_ls", "ls", ["-la"]), exec("u_status", "git", ["status"])] },
+          { text: "done" },
+        ];
+        const peer = await addCaller(peergate, {
+          name: "unrated",
+          kind: "peer",
+          tier: "private",
+          allow: ["execute_command"],
+          approvalPolicy: "low-risk",
+          commands: ["git status"],
+          classifier: "off",
+        });
+        const before = classifierRequests.length;
+        const task = await send(peer.secret, "scenario:unrated look");
+        const run = await waitForRun(peergate, readTaskRunId(task), ["parked"]);
+        const calls = callsOf(run);
+        // The classifier would rate ls read-only and let it run; off, an uncovered command asks.
+        expect(calls.u_ls?.status).toBe("parked");
+        expect(calls.u_ls?.decision).toMatchObject({
+          rule: "policy-parks",
+          risk: "unknown",
+          classifier: { verdict: "off" },
+        });
+        expect(calls.u_status?.status).toBe("completed");
+        expect(calls.u_status?.decision).toMatchObject({ rule: "allowlist" });
+        expect(classifierRequests.length).toBe(before);
+
+        const shown = await peergate.admin("GET", "/callers/unrated");
+        expect(shown.body.classifier ?? shown.body.caller?.classifier).toBe("off");
+        // Turning it on widens what the caller may do: the admin token alone is refused.
+        const on = await peergate.admin("PATCH", "/callers/unrated", { classifier: "on" });
+        expect(on.status).toBe(403);
+        const bad = await peergate.admin("PATCH", "/callers/unrated", { classifier: "maybe" });
+        expect(bad.status).toBe(400);
+        expect(JSON.stringify(bad.body)).toContain("classifier");
+        // Off again (or off for another caller) narrows: the admin token is enough.
+        const rated = await addCaller(peergate, { name: "rated", kind: "peer" });
+        expect(rated.secret).toBeTruthy();
+        const off = await peergate.admin("PATCH", "/callers/rated", { classifier: "off" });
+        expect(off.status).toBe(200);
+      });
+
       it("a floor reason parks a shell script even under high-risk, naming it", async () => {
         scenarios.floor = [
           { calls: [exec("c_sh", "sh", ["-c", "echo $(cat /etc/passwd) > out.txt"])] },
