@@ -37,6 +37,8 @@ export type LoadedPolicies = {
   readonly inventory: Inventory;
   /** The parsed tools.yaml (empty lists without one): what src/tools needs to run declared tools. */
   readonly toolsPolicy: ToolsPolicy;
+  /** The full path of tools.yaml (read or not), for start-up errors about declared tools. */
+  readonly toolsFile?: string;
   /** Same as `inventory.version`: a hash of every tool descriptor, built-ins included. */
   readonly inventoryVersion: string;
   /** Same as `agent.version`. */
@@ -134,6 +136,7 @@ export async function loadPolicies(policiesDir: string): Promise<LoadedPolicies>
     agent,
     inventory,
     toolsPolicy,
+    toolsFile,
     inventoryVersion: inventory.version,
     agentVersion,
   };

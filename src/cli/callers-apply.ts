@@ -23,6 +23,7 @@ const managedFields = [
   "toolOverrides",
   "urlGrants",
   "whenNobody",
+  "classifier",
 ] as const;
 const secretLooking = /token|secret|password|credential|^key$/i;
 

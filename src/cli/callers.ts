@@ -31,6 +31,7 @@ type CallerView = {
   toolOverrides?: Record<string, string>;
   urlGrants?: { hosts?: string[]; suffixes?: string[]; prefixes?: string[] } | null;
   whenNobody?: string;
+  classifier?: string;
   credentials: {
     id: string;
     kind: string;
@@ -120,6 +121,7 @@ function describeCaller(c: CallerView): string {
         : "(none: web_fetch follows the approval policy)"
     }`,
     ...(c.whenNobody ? [`  nobody:    ${e(c.whenNobody)} (a call that needs a person)`] : []),
+    ...(c.classifier === "off" ? ["  classifier: off (an uncovered command always asks)"] : []),
     ...(c.promptTemplate !== null ? [`  prompt:    ${quoteUntrusted(c.promptTemplate, 200)}`] : []),
     ...(c.eventFilter ? [`  events:    ${e(c.eventFilter.join(", "))}`] : []),
     `  credentials: ${active.length ? active.map((k) => `${e(k.prefix)}${k.expiresAt ? ` (until ${e(k.expiresAt)})` : ""}`).join(", ") : "none active"}`,
@@ -147,6 +149,7 @@ const callerFields = {
   "grant-suffix": { type: "string", multiple: true },
   "grant-prefix": { type: "string", multiple: true },
   "when-nobody": { type: "string" },
+  classifier: { type: "string" },
   json: { type: "boolean" },
   ...operatorTokenOption,
 } as const;
@@ -166,6 +169,8 @@ const callerFieldsHelp = [
   "                    web_fetch URL grants (repeatable; together they replace the grants)",
   "  --when-nobody M   park or decline a call that needs a person (default: decline for",
   "                    webhook kinds, park for peers)",
+  "  --classifier on|off  off: the command risk classifier never rates this caller's",
+  "                    commands, so an uncovered one always asks (on again needs the operator)",
   "  --json            print the API's answer as JSON",
   ...operatorTokenHelp,
 ];
@@ -224,6 +229,7 @@ async function buildFields(args: ParsedArgs): Promise<Json> {
     };
   }
   if (typeof v["when-nobody"] === "string") body.whenNobody = v["when-nobody"];
+  if (typeof v.classifier === "string") body.classifier = v.classifier;
   return body;
 }
 

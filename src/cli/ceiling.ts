@@ -137,7 +137,7 @@ export const ceilingCommand: Command = {
 /** The precise controls beside the ceiling: what runs without asking, and what asks. */
 function printControls(out: (line: string) => void, controls: CallerControlsReport): void {
   out(
-    `\nApproval policy ${quoteUntrusted(controls.approvalPolicy)}; calls that need a person: ${controls.whenNobody}`,
+    `\nApproval policy ${quoteUntrusted(controls.approvalPolicy)}; calls that need a person: ${controls.whenNobody}${controls.classifier === "off" ? "; command classifier: off (an uncovered command always asks)" : ""}`,
   );
   const commands = controls.commands;
   out(

@@ -30,8 +30,10 @@ import {
   type CallerBudgets,
   type CallerJwtSettings,
   type CallerKind,
+  type ClassifierMode,
   type CredentialKind,
   callerKinds,
+  classifierModes,
   credentialKinds,
   type Caller as DomainCaller,
   type StoredUrlGrants,
@@ -80,6 +82,7 @@ export type {
   CallerBudgets,
   CallerJwtSettings,
   CallerKind,
+  ClassifierMode,
   CredentialKind,
   StoredUrlGrants,
   Tier,
@@ -90,6 +93,7 @@ export type {
 export {
   approvalPolicies,
   callerKinds,
+  classifierModes,
   credentialKinds,
   tiers,
   whenNobodyModes,
@@ -117,6 +121,8 @@ export type RunControlsSnapshot = {
   toolOverrides: Record<string, string>;
   urlGrants: StoredUrlGrants | null;
   whenNobody: WhenNobody | null;
+  /** Absent in runs recorded before the switch existed: `on`. */
+  classifier?: ClassifierMode;
 };
 
 /** How the engine decided one tool call (src/runs/call-decision.ts), for `runs show` and audit. */
@@ -165,6 +171,8 @@ export const callers = pgTable(
     urlGrants: jsonb("url_grants").$type<StoredUrlGrants>(),
     /** `park` or `decline` a call that needs a person; null means the kind's default. */
     whenNobody: text("when_nobody").$type<WhenNobody>(),
+    /** `off`: the command risk classifier never rates this caller's commands. */
+    classifier: text("classifier").$type<ClassifierMode>().notNull().default("on"),
     /** Bumped on every change, for compare-and-set updates and cache invalidation. */
     version: integer("version").notNull().default(1),
     revokedAt: timestamptz("revoked_at"),
@@ -179,6 +187,7 @@ export const callers = pgTable(
       "callers_when_nobody_check",
       sql`"when_nobody" IS NULL OR ${isOneOf("when_nobody", whenNobodyModes)}`,
     ),
+    check("callers_classifier_check", isOneOf("classifier", classifierModes)),
   ],
 );
 

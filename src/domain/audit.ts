@@ -14,7 +14,7 @@ export type AuditKind =
   | `${"admin" | "operator"}-token.created`
   | `webhook.${"accepted" | "ignored"}`
   | `run.${RunStatus | "started" | "approved" | "call-rejected" | "answer-refused" | "cancel-requested"}`
-  | `tool.${"called" | "refused" | "declined"}`
+  | `tool.${"called" | "refused" | "declined" | "stage"}`
   | "caller.push-hosts.changed"
   | `push.${"config.set" | "config.deleted" | "delivered" | "failed"}`;
 

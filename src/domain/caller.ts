@@ -49,6 +49,9 @@ export type CallerJwtSettings = {
 export type StoredUrlGrants = { hosts?: string[]; suffixes?: string[]; prefixes?: string[] };
 
 export const whenNobodyModes = ["park", "decline"] as const;
+/** The command risk classifier for a caller: `off` makes every uncovered command ask. */
+export const classifierModes = ["on", "off"] as const;
+export type ClassifierMode = (typeof classifierModes)[number];
 export type WhenNobody = (typeof whenNobodyModes)[number];
 
 export type Caller = {
@@ -73,6 +76,8 @@ export type Caller = {
   urlGrants: StoredUrlGrants | null;
   /** `park` or `decline` a call that needs a person; null means the kind's default. */
   whenNobody: WhenNobody | null;
+  /** `off`: the classifier never rates this caller's commands (an uncovered one always asks). */
+  classifier: ClassifierMode;
   /** Bumped on every change, for compare-and-set updates and cache invalidation. */
   version: number;
   revokedAt: Date | null;

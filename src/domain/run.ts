@@ -73,6 +73,23 @@ export type PendingApproval = {
   previewDiff?: string;
   /** Why it asks: the decision's reason (a floor reason, a prompt override, the policy). */
   reason?: string;
+  /**
+   * A declared chain or script call stopped before one stage outside the caller's allowlist: the
+   * approval is for that stage alone (its fingerprint), and the call carries on from `checkpoint`.
+   */
+  stage?: PendingStage;
+};
+
+/** One stage waiting for an operator (argv with declared secrets masked). */
+export type PendingStage = {
+  fingerprint: string;
+  argv: string[];
+  executable: string;
+  executableSha256: string;
+  /** Stages of this call approved before this one. */
+  approved: string[];
+  /** Where the tool stops and carries on: opaque to the engine. */
+  checkpoint: { item: number; state: Record<string, unknown> };
 };
 
 /**

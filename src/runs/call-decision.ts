@@ -30,7 +30,9 @@ import type { RunControls } from "./run-controls.ts";
 /** A declared command tool as the floor needs it. */
 export type CommandToolShape =
   | { readonly mode: "fixed"; readonly program: string; readonly args: readonly string[] }
-  | { readonly mode: "structured" };
+  | { readonly mode: "structured" }
+  /** Each stage is matched against the allowlist and asks on its own (src/runs/tool-batch.ts). */
+  | { readonly mode: "chain" | "script" };
 
 /** A classifier call: the verdict, and its model and cost for the record and the budget. */
 export type Classification = {
@@ -74,7 +76,8 @@ export function callArgv(
       fixedArgs: 1 + declared.args.length,
     };
   }
-  if (typeof input.program !== "string") return undefined;
+  // A chain's or script's stages are keyed and gated one by one as they are reached.
+  if (declared.mode !== "structured" || typeof input.program !== "string") return undefined;
   return { argv: [input.program, ...strings(input.arguments)], fixedArgs: 0 };
 }
 
@@ -128,7 +131,19 @@ export async function decideToolCall(
       covered = true;
       coveredBy = coverage.entry.text;
     }
-    if (tool.risk === "unknown") {
+    if (tool.risk === "unknown" && !controls.classifier) {
+      // Turned off for this caller: nothing rates the command, so an uncovered one stays
+      // `unknown`, above every risk policy: it asks (or is declined) unless an entry covers it.
+      risk = "unknown";
+      if (!covered) {
+        record.classifier = {
+          model: "",
+          verdict: "off",
+          reason: "the classifier is off for this caller: an uncovered command asks",
+          latencyMs: 0,
+        };
+      }
+    } else if (tool.risk === "unknown") {
       const floorRisk = floor.reasons.length > 0 ? "high-risk" : "read-only";
       const need = needsClassifier({
         policy: controls.policy,

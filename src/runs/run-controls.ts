@@ -47,6 +47,8 @@ export type RunControls = {
   /** Undefined when neither the caller nor the agent restricts web_fetch by URL. */
   readonly urlGrants: UrlGrants | undefined;
   readonly whenNobody: NobodyThere;
+  /** False when the caller turned the classifier off: an uncovered command stays `unknown`. */
+  readonly classifier: boolean;
 };
 
 /** A mutable holder: the segment swaps `current` after each between-steps check. */
@@ -71,6 +73,7 @@ export function snapshotControls(caller: Caller): RunControlsSnapshot {
     toolOverrides: { ...(caller.toolOverrides ?? {}) },
     urlGrants: caller.urlGrants ?? null,
     whenNobody: caller.whenNobody ?? null,
+    classifier: caller.classifier ?? "on",
   };
 }
 
@@ -131,6 +134,8 @@ export function narrowSnapshot(
     >,
     urlGrants: combineGrants(started.urlGrants, now.urlGrants),
     whenNobody,
+    // Off is the narrower: it holds from the next step; on again never reaches the run.
+    classifier: started.classifier === "off" || now.classifier === "off" ? "off" : "on",
   };
 }
 
@@ -172,5 +177,6 @@ export function buildRunControls(input: {
     whenNobody: isNobodyThere(caller.whenNobody)
       ? caller.whenNobody
       : defaultNobodyThere(input.kind),
+    classifier: caller.classifier !== "off",
   };
 }

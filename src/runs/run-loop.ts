@@ -147,7 +147,10 @@ async function finishParkedBatch(
     ctx.messages.push(toolMessage(results));
     return undefined;
   }
-  const answered = await answerApproval(ctx.batch, head, decision);
+  const answered = await answerApproval(ctx.batch, head, decision, (id) => inputOf(ctx, id));
+  // A chain answered for one stage may stop before another: it parks again, first in line.
+  if ("approval" in answered)
+    return park(results, [{ ...answered.approval, index: head.index }, ...rest]);
   results.push({ index: head.index, part: answered.part });
   if (answered.stopped || ctx.signal.aborted) {
     for (const next of rest) {
@@ -160,6 +163,18 @@ async function finishParkedBatch(
   if (rest.length > 0) return park(results, rest);
   ctx.messages.push(toolMessage(results));
   await ctx.checkpoint();
+  return undefined;
+}
+
+/** The model's input for one of its tool calls, from the conversation (the latest such call). */
+function inputOf(ctx: SegmentContext, toolCallId: string): unknown {
+  for (let i = ctx.messages.length - 1; i >= 0; i--) {
+    const message = ctx.messages[i];
+    if (message?.role !== "assistant" || typeof message.content === "string") continue;
+    for (const part of message.content) {
+      if (part.type === "tool-call" && part.toolCallId === toolCallId) return part.input;
+    }
+  }
   return undefined;
 }
 

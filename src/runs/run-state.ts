@@ -212,6 +212,15 @@ export function createToolCallRecorder(input: {
         });
       });
     },
+    async stage(recordId, event) {
+      // One stage of a declared command: allowed or refused (why), started, exited (how).
+      await appendAuditEvent(db, {
+        actor,
+        kind: "tool.stage",
+        subject,
+        data: { runId, callId: recordId, ...event },
+      });
+    },
   };
 }
 

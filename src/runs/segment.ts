@@ -133,6 +133,7 @@ async function runAndRecord(
       ...(end.pending.summary ? { summary: end.pending.summary } : {}),
       ...(end.pending.previewDiff ? { previewDiff: end.pending.previewDiff } : {}),
       ...(end.pending.reason ? { reason: end.pending.reason } : {}),
+      ...(end.pending.stage ? { stage: end.pending.stage } : {}),
     };
     const parked = await parkRun(db, {
       runId: run.id,
@@ -424,7 +425,7 @@ function commandToolShapes(core: RunCore): ReadonlyMap<string, CommandToolShape>
       tool.name,
       tool.mode === "fixed"
         ? { mode: "fixed", program: tool.program, args: tool.args.map(describeFixedArg) }
-        : { mode: "structured" },
+        : { mode: tool.mode === "structured" ? "structured" : tool.mode },
     );
   }
   return shapes;

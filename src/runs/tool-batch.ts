@@ -17,6 +17,7 @@
 //
 // One file over 500 lines on purpose: the four steps are one guarded path through which every
 // tool call passes, and reading the gate whole is how a reviewer checks nothing slips around it.
+import { createHash } from "node:crypto";
 import type { ToolResultPart } from "ai";
 import type { z } from "zod";
 import type { QueuedApproval, ToolCallDecisionRecord, ToolCallStatus } from "../db/schema.ts";
@@ -28,8 +29,12 @@ import { quoteUntrusted } from "../policy/quote.ts";
 import type { ToolDescriptor } from "../policy/tools.ts";
 import type { Redactor } from "../sandbox/redact.ts";
 import {
+  type CommandGate,
   isApprovalRequest,
+  isStageParking,
   outsideUrlGrantCode,
+  type StageEvent,
+  type StageParking,
   type ToolCallContext,
   type ToolFailure,
   type ToolImplementation,
@@ -67,6 +72,8 @@ export type ToolCallRecorder = {
   open(rows: readonly OpenedCall[]): Promise<void>;
   start(recordId: string): Promise<void>;
   finish(recordId: string, end: CallEnd): Promise<void>;
+  /** One stage of a declared command call: its own audit event. */
+  stage?(recordId: string, event: StageEvent): Promise<void>;
 };
 
 export type OpenedCall = {
@@ -138,6 +145,11 @@ type CallPlan = {
   impl: ToolImplementation;
   args: unknown;
   decided: CallDecisionOutcome;
+  /**
+   * A chain or script call the policy would park: it runs, and each stage outside the allowlist
+   * asks on its own (`park`) or is declined (nobody there).
+   */
+  stages?: { readonly park: boolean };
 };
 
 /** `run`: runs now; `propose`: a two-phase tool's first half; `approve`: parks before running. */
@@ -250,6 +262,31 @@ async function planCall(
   const decision = decided.record;
   const plan: CallPlan = { index, call, recordId, tool, impl, args: parsed.data, decided };
   const settled = decided.settled;
+  const mode = deps.decide?.commandTools?.get(tool.name)?.mode;
+  if (
+    (mode === "chain" || mode === "script") &&
+    decided.record.rule === "policy-parks" &&
+    (settled.action === "park" || settled.action === "decline")
+  ) {
+    // Per stage, not per call: covered stages run, each other one asks when it is reached.
+    const record: ToolCallDecisionRecord = {
+      ...decision,
+      action: "run",
+      rule: "stages",
+      reason:
+        `each stage outside the command allowlist asks on its own (${settled.action === "park" ? "parks" : "declined: nobody there"}): ${settled.reason}`.slice(
+          0,
+          2_000,
+        ),
+    };
+    rows.push({ recordId, tool: tool.name, argsDigest, status: "not-started", decision: record });
+    return {
+      ...plan,
+      decided: { ...decided, record },
+      stages: { park: settled.action === "park" },
+      kind: "run",
+    };
+  }
   if (settled.action === "refuse") {
     rows.push({
       recordId,
@@ -297,6 +334,21 @@ function describeIssues(error: z.ZodError): string {
   return text.length > 1_000 ? `${text.slice(0, 1_000)}…` : text;
 }
 
+/**
+ * The arguments an approval stores and shows: a declared tool's stdin as its length and SHA-256,
+ * never its text (the text stays in the conversation, where the resumed call finds it again).
+ */
+export function approvalArgs(args: unknown): unknown {
+  if (typeof args !== "object" || args === null || Array.isArray(args)) return args;
+  const stdin = (args as { stdin?: unknown }).stdin;
+  if (typeof stdin !== "string") return args;
+  const bytes = Buffer.from(stdin, "utf8");
+  return {
+    ...args,
+    stdin: { bytes: bytes.length, sha256: createHash("sha256").update(bytes).digest("hex") },
+  };
+}
+
 /** A plain tool above the policy: the executor raises the request on its behalf. */
 function plainApproval(deps: BatchDeps, plan: CallPlan): IndexedApproval {
   return {
@@ -306,8 +358,8 @@ function plainApproval(deps: BatchDeps, plan: CallPlan): IndexedApproval {
     toolName: plan.call.toolName,
     tool: plan.tool.name,
     runs: "tool",
-    args: plan.args,
-    argsDigest: digestArgs(plan.args),
+    args: approvalArgs(plan.args),
+    argsDigest: digestArgs(approvalArgs(plan.args)),
     requestedAt: deps.now().toISOString(),
     calledTool: plan.tool.name,
     risk: plan.decided.record.risk ?? plan.tool.risk,
@@ -327,14 +379,29 @@ async function runPlanned(deps: BatchDeps, plan: RunnablePlan): Promise<RunOutco
   await deps.recorder.start(plan.recordId);
   deps.emit({ type: "tool-call", callId: plan.recordId, tool: plan.tool.name, state: "started" });
 
-  const first = await invokeTool(
-    deps,
-    plan.impl,
-    plan.args,
-    plan.recordId,
-    plan.impl.timeoutMs,
-    plan.decided.checkRedirects,
-  );
+  const first = await invokeTool(deps, plan.impl, plan.args, plan.recordId, plan.impl.timeoutMs, {
+    checkRedirects: plan.decided.checkRedirects,
+    ...(plan.stages === undefined
+      ? {}
+      : { commands: { entries: deps.controls.current.commands, park: plan.stages.park } }),
+  });
+  if (first.end === "returned" && isStageParking(first.result) && plan.stages?.park === true) {
+    await deps.recorder.finish(plan.recordId, { status: "parked" });
+    return {
+      approval: {
+        ...stageApproval(
+          deps,
+          plan.recordId,
+          plan.call,
+          plan.tool.name,
+          plan.args,
+          first.result,
+          [],
+        ),
+        index: plan.index,
+      },
+    };
+  }
   const left = leftTheGrants(first);
   if (left !== undefined) return redirectOutOfGrants(deps, plan, ref, left);
   if (first.end !== "returned" || !isApprovalRequest(first.result)) {
@@ -383,6 +450,41 @@ async function runPlanned(deps: BatchDeps, plan: RunnablePlan): Promise<RunOutco
   };
 }
 
+/** One stage waiting for an operator: the approval names the stage's fingerprint, not the call's. */
+function stageApproval(
+  deps: BatchDeps,
+  recordId: string,
+  call: { toolCallId: string; toolName: string },
+  tool: string,
+  args: unknown,
+  parking: StageParking,
+  approvedBefore: readonly string[],
+): QueuedApproval {
+  const { stage, checkpoint } = parking;
+  return {
+    callId: recordId,
+    toolCallId: call.toolCallId,
+    toolName: call.toolName,
+    tool,
+    runs: "tool",
+    args,
+    argsDigest: digestArgs({ args, stage: stage.fingerprint }),
+    requestedAt: deps.now().toISOString(),
+    calledTool: tool,
+    risk: "unknown",
+    summary: `Run the stage ${quoteUntrusted(stage.argv.join(" "), 500)} of ${tool} (${stage.executable}, SHA-256 ${stage.executableSha256}); this approval is for this stage only.`,
+    reason: stage.reason.slice(0, 2_000),
+    stage: {
+      fingerprint: stage.fingerprint,
+      argv: [...stage.argv],
+      executable: stage.executable,
+      executableSha256: stage.executableSha256,
+      approved: [...approvedBefore],
+      checkpoint: { item: checkpoint.item, state: checkpoint.state },
+    },
+  };
+}
+
 /** Auto-approved second phase: the hidden half, through the approval path's own gate. */
 async function runExecuteHalf(
   deps: BatchDeps,
@@ -427,10 +529,12 @@ export async function answerApproval(
   deps: BatchDeps,
   approval: QueuedApproval,
   decision: ApprovalDecision,
-): Promise<{ part: ToolResultPart; stopped: boolean }> {
+  /** The model's own input for a call (from the conversation): a stdin the approval kept only the digest of. */
+  inputOf?: (toolCallId: string) => unknown,
+): Promise<{ part: ToolResultPart; stopped: boolean } | { approval: QueuedApproval }> {
   const ref = { toolCallId: approval.toolCallId, toolName: approval.toolName };
   const shown = approval.calledTool ?? approval.tool;
-  if (!decision.approved) {
+  if (!decision.approved && approval.stage === undefined) {
     await deps.recorder.finish(approval.callId, { status: "rejected", code: "rejected" });
     deps.emit({ type: "tool-call", callId: approval.callId, tool: shown, state: "failed" });
     return { part: errorResult(ref, rejectedText(decision.reason)), stopped: false };
@@ -456,7 +560,7 @@ export async function answerApproval(
     });
     return { part: errorResult(ref, unavailableMessage(approval.toolName)), stopped: false };
   }
-  const parsed = target.inputSchema.safeParse(approval.args);
+  const parsed = parseApproved(target, approval, inputOf);
   if (!parsed.success) {
     await deps.recorder.finish(approval.callId, { status: "failed", code: "invalid-input" });
     return {
@@ -464,6 +568,18 @@ export async function answerApproval(
       stopped: false,
     };
   }
+  const stage = approval.stage;
+  // A stage answered: the call carries on from where it stopped, the approved stages known by
+  // fingerprint (a rejected one is refused there, and what ran before it is reported).
+  const commands: CommandGate | undefined =
+    stage === undefined
+      ? undefined
+      : {
+          entries: deps.controls.current.commands,
+          park: decision.approved,
+          approved: decision.approved ? [...stage.approved, stage.fingerprint] : stage.approved,
+          resume: stage.checkpoint,
+        };
   await deps.recorder.start(approval.callId);
   deps.emit({ type: "tool-call", callId: approval.callId, tool: gate.tool.name, state: "started" });
   const outcome = await invokeTool(
@@ -472,7 +588,36 @@ export async function answerApproval(
     parsed.data,
     approval.callId,
     target.timeoutMs ?? impl.timeoutMs,
+    commands === undefined ? {} : { commands },
   );
+  if (!decision.approved) {
+    const rest =
+      outcome.end === "returned" && !isApprovalRequest(outcome.result) && !outcome.result.ok
+        ? ` ${outcome.result.error}`
+        : "";
+    await deps.recorder.finish(approval.callId, { status: "rejected", code: "rejected" });
+    deps.emit({ type: "tool-call", callId: approval.callId, tool: shown, state: "failed" });
+    const text = `${rejectedText(decision.reason)}${rest}`;
+    return {
+      part: errorResult(ref, deps.redactor === undefined ? text : deps.redactor.redact(text)),
+      stopped: false,
+    };
+  }
+  if (stage !== undefined && outcome.end === "returned" && isStageParking(outcome.result)) {
+    // Another stage further on is outside the allowlist: the run parks again, on that one.
+    await deps.recorder.finish(approval.callId, { status: "parked" });
+    return {
+      approval: stageApproval(
+        deps,
+        approval.callId,
+        ref,
+        approval.tool,
+        approval.args,
+        outcome.result,
+        [...stage.approved, stage.fingerprint],
+      ),
+    };
+  }
   if (outcome.end === "returned" && isApprovalRequest(outcome.result)) {
     // An approved plain tool asking again (or a half asking at all) is not honoured.
     await deps.recorder.finish(approval.callId, { status: "failed", code: "approval-not-bound" });
@@ -496,6 +641,25 @@ export async function answerApproval(
   return { part, stopped: outcome.end === "stopped" };
 }
 
+/**
+ * The arguments an approved call runs with. When the approval kept only stdin's digest, the
+ * model's input is read back from the conversation and must give exactly the approved arguments.
+ */
+function parseApproved(
+  target: { inputSchema: z.ZodType },
+  approval: QueuedApproval,
+  inputOf: ((toolCallId: string) => unknown) | undefined,
+): { success: true; data: unknown } | { success: false } {
+  const args = approval.args as { stdin?: unknown } | null;
+  const digestOnly = typeof args === "object" && args !== null && typeof args.stdin === "object";
+  if (!digestOnly) return target.inputSchema.safeParse(approval.args);
+  const original = target.inputSchema.safeParse(inputOf?.(approval.toolCallId));
+  if (!original.success) return { success: false };
+  return digestArgs(approvalArgs(original.data)) === digestArgs(approval.args)
+    ? original
+    : { success: false };
+}
+
 type Invocation =
   | { end: "returned"; result: ToolResult }
   | { end: "timeout"; timeoutMs: number; result?: ToolSuccess | ToolFailure }
@@ -514,18 +678,29 @@ async function invokeTool(
   args: unknown,
   callId: string,
   timeoutMs: number | undefined,
-  checkRedirects = false,
+  options: { checkRedirects?: boolean; commands?: CommandGate } = {},
 ): Promise<Invocation> {
   const limitMs = timeoutMs ?? deps.defaultTimeoutMs;
   const own = new AbortController();
   const signal = AbortSignal.any([deps.signal, own.signal]);
-  const grants = checkRedirects ? deps.controls.current.urlGrants : undefined;
+  const grants = options.checkRedirects === true ? deps.controls.current.urlGrants : undefined;
+  // Stage events are written in the order the tool reports them, before the call's own end.
+  let stages: Promise<void> = Promise.resolve();
+  const onStage = (event: StageEvent) => {
+    stages = stages
+      .then(() => deps.recorder.stage?.(callId, event))
+      .catch((error: unknown) =>
+        deps.logger.error("a stage audit event was not written", { callId, error }),
+      );
+  };
   const ctx: ToolCallContext = {
     signal,
     workspace: deps.workspace,
     callId,
     now: deps.now,
     ...(grants === undefined ? {} : { urlGrants: grants }),
+    ...(options.commands === undefined ? {} : { commands: options.commands }),
+    onStage,
     progress: (text) => deps.emit({ type: "tool-progress", callId, text }),
   };
   const work: Promise<Invocation> = Promise.resolve()
@@ -533,7 +708,11 @@ async function invokeTool(
     .then(
       (result): Invocation => ({ end: "returned", result }),
       (error: unknown): Invocation => ({ end: "threw", error }),
-    );
+    )
+    .then(async (end) => {
+      await stages;
+      return end;
+    });
   let onAbort: (() => void) | undefined;
   const stopped = new Promise<"stopped">((resolve) => {
     onAbort = () => resolve("stopped");

@@ -41,6 +41,7 @@ export async function addCaller({
     commands: data.commands,
     toolOverrides: data.toolOverrides,
     urlGrants: data.urlGrants ?? null,
+    classifier: data.classifier ?? "on",
   });
   try {
     return await withWideningCheck(
@@ -65,6 +66,7 @@ export async function addCaller({
               toolOverrides: data.toolOverrides,
               urlGrants: data.urlGrants ?? null,
               whenNobody: data.whenNobody ?? null,
+              classifier: data.classifier ?? "on",
             })
             .returning();
           if (!caller) throw new Error("caller insert returned nothing");

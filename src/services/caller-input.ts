@@ -2,7 +2,7 @@
 // the field, the value and what is expected (ValidationError → 400 with `problems`).
 import { z } from "zod";
 import { jwtAlgorithms } from "../auth/jwt.ts";
-import { type CallerBudgets, callerKinds } from "../db/schema.ts";
+import { type CallerBudgets, callerKinds, classifierModes } from "../db/schema.ts";
 import { type Problem, ValidationError } from "../errors.ts";
 import { parseAllowEntry } from "../policy/command-key.ts";
 import { isToolOverride, nobodyThereModes, toolOverrideValues } from "../policy/overrides.ts";
@@ -165,6 +165,10 @@ const whenNobodySchema = z.enum(nobodyThereModes, {
   error: `one of ${nobodyThereModes.join(", ")} (what happens to a call that needs a person)`,
 });
 
+const classifierSchema = z.enum(classifierModes, {
+  error: `one of ${classifierModes.join(", ")} (off: the command risk classifier never rates this caller's commands, so an uncovered one always asks)`,
+});
+
 export const createCallerSchema = z.strictObject({
   name: z.string().regex(callerNamePattern, {
     error:
@@ -184,6 +188,7 @@ export const createCallerSchema = z.strictObject({
   toolOverrides: toolOverridesSchema.default({}),
   urlGrants: urlGrantsSchema.optional(),
   whenNobody: whenNobodySchema.optional(),
+  classifier: classifierSchema.optional(),
 });
 export type CreateCallerInput = z.input<typeof createCallerSchema>;
 export type CreateCaller = z.output<typeof createCallerSchema>;
@@ -204,6 +209,8 @@ export const updateCallerSchema = z.strictObject({
   urlGrants: urlGrantsSchema.nullable().optional(),
   /** null returns to the kind's default (decline for webhooks, park for peers). */
   whenNobody: whenNobodySchema.nullable().optional(),
+  /** `on` again is a widening: it needs the operator token too. */
+  classifier: classifierSchema.optional(),
   /** Compare-and-set: refuse the change if the caller moved on since it was read. */
   expectedVersion: z.number().int().positive().optional(),
 });

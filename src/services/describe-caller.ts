@@ -30,6 +30,8 @@ export type CallerView = {
   toolOverrides: Record<string, string>;
   urlGrants: Caller["urlGrants"];
   whenNobody: "park" | "decline";
+  /** `off`: the command risk classifier never rates this caller's commands. */
+  classifier: "on" | "off";
   version: number;
   createdAt: string;
   updatedAt: string;
@@ -77,6 +79,7 @@ export function describeCaller(
     toolOverrides: caller.toolOverrides,
     urlGrants: caller.urlGrants,
     whenNobody: caller.whenNobody ?? defaultNobodyThere(caller.kind),
+    classifier: caller.classifier ?? "on",
     version: caller.version,
     createdAt: caller.createdAt.toISOString(),
     updatedAt: caller.updatedAt.toISOString(),

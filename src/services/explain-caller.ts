@@ -18,6 +18,7 @@ export type CallerControlsReport = {
     agent: { hosts?: string[]; suffixes?: string[]; prefixes?: string[] } | null;
   };
   whenNobody: "park" | "decline";
+  classifier: "on" | "off";
 };
 
 /** Whether one command would run without asking by the allowlist, and why. */
@@ -66,6 +67,7 @@ export async function explainCallerCeiling({
     toolOverrides: { caller: caller.toolOverrides ?? {}, agent: agent.toolOverrides ?? {} },
     urlGrants: { caller: caller.urlGrants ?? null, agent: agent.urlGrants ?? null },
     whenNobody: caller.whenNobody ?? defaultNobodyThere(caller.kind),
+    classifier: caller.classifier ?? "on",
   };
   return {
     ...report,

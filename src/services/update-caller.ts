@@ -58,6 +58,7 @@ export async function updateCaller({
         if (data.toolOverrides !== undefined) patch.toolOverrides = data.toolOverrides;
         if (data.urlGrants !== undefined) patch.urlGrants = data.urlGrants;
         if (data.whenNobody !== undefined) patch.whenNobody = data.whenNobody;
+        if (data.classifier !== undefined) patch.classifier = data.classifier;
         checkKindRules({ ...current, ...patch });
         const changed = Object.keys(patch).filter(
           (k) =>

@@ -32,6 +32,8 @@ export type AuthorityFields = {
   commands?: readonly string[];
   toolOverrides?: Readonly<Record<string, string>>;
   urlGrants?: StoredUrlGrants | null;
+  /** Absent reads as `on` (the default). */
+  classifier?: "on" | "off";
 };
 
 export type Widening = { field: string; message: string };
@@ -49,6 +51,7 @@ export const floorCaller: AuthorityFields = {
   commands: [],
   toolOverrides: {},
   urlGrants: null,
+  classifier: "on",
 };
 
 /** allow < none < prompt < deny: a step left lets the tool do more. */
@@ -70,6 +73,13 @@ function widenedControls(b: AuthorityFields, a: AuthorityFields): Widening[] {
     urlGrants: a.urlGrants ?? null,
   };
   const out: Widening[] = [];
+  // Off, every uncovered command asks; on, the classifier may let some run without asking.
+  if ((b.classifier ?? "on") === "off" && (a.classifier ?? "on") === "on") {
+    out.push({
+      field: "classifier",
+      message: "classifier: off → on (its verdicts may let commands run)",
+    });
+  }
   const commands = after.commands.filter((c) => !before.commands.includes(c));
   if (commands.length) {
     out.push({

@@ -22,7 +22,7 @@ import { createWorkspace, type Workspace } from "./workspace.ts";
 
 export type ToolRuntimeOptions = BuiltinOptions & {
   /** The loaded policy files: the inventory and the tools.yaml declarations behind it. */
-  readonly policies: Pick<LoadedPolicies, "inventory" | "toolsPolicy">;
+  readonly policies: Pick<LoadedPolicies, "inventory" | "toolsPolicy" | "toolsFile">;
   /** Absolute path of the workspace (created if missing, resolved with realpath once). */
   readonly workspace: string;
   /** peergate's data directory: refused to every tool, wherever it lies. */
@@ -105,6 +105,7 @@ export async function createToolRuntime(options: ToolRuntimeOptions): Promise<To
 
   for (const tool of await createCommandTools({
     commands: toolsPolicy.commands,
+    ...(options.policies.toolsFile === undefined ? {} : { file: options.policies.toolsFile }),
     executables: toolsPolicy.executables ?? [],
     workspace,
     env,

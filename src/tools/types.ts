@@ -24,6 +24,8 @@ export type ToolCallContext = {
    * a way to have one stage approved on its own. Absent: the call's own approval covers it all.
    */
   readonly commands?: CommandGate;
+  /** Declared command tools: each stage's audit trail (allowed or refused, started, exited). */
+  readonly onStage?: (event: StageEvent) => void;
   /** Bounded, sanitized live output of a `stream: sanitized` tool (the engine publishes it). */
   readonly progress?: (text: string) => void;
 };
@@ -41,8 +43,55 @@ export type StageRequest = {
 
 export type CommandGate = {
   readonly entries: readonly AllowEntry[];
+  /** Fingerprints of stages an operator approved for this call. */
+  readonly approved?: readonly string[];
+  /**
+   * True when the engine can park the run: an uncovered stage nobody approved stops the call with
+   * a `StageParking` failure (code `stageApprovalCode`) saying where it stopped, instead of a refusal.
+   */
+  readonly park?: boolean;
+  /** Carry on from where a parked call stopped (the checkpoint its `StageParking` carried). */
+  readonly resume?: StageCheckpoint;
   approveStage?(stage: StageRequest): Promise<boolean>;
 };
+
+/**
+ * Where a chain stopped for a stage: the pipeline it stopped before and what ran so far (its
+ * output already filtered and redacted). Plain JSON, opaque to the engine, stored in the approval.
+ */
+export type StageCheckpoint = { readonly item: number; readonly state: Record<string, unknown> };
+
+/** The failure code of a call that stopped before a stage an operator must approve. */
+export const stageApprovalCode = "stage-approval";
+
+/** A call stopped before an uncovered stage: the engine parks the run on `stage`. */
+export type StageParking = ToolFailure & {
+  readonly code: typeof stageApprovalCode;
+  readonly stage: StageRequest;
+  readonly checkpoint: StageCheckpoint;
+};
+
+/** One stage's audit event; `arguments` shows declared secrets masked. */
+export type StageEvent = {
+  readonly event: "allowed" | "refused" | "parked" | "started" | "exited";
+  readonly tool: string;
+  readonly program: string;
+  readonly arguments: readonly string[];
+  readonly executable: string;
+  readonly executableSha256: string;
+  readonly fingerprint: string;
+  readonly reason?: string;
+  readonly status?: Record<string, unknown>;
+};
+
+export function isStageParking(result: ToolResult): result is StageParking {
+  return (
+    !isApprovalRequest(result) &&
+    !result.ok &&
+    result.code === stageApprovalCode &&
+    "checkpoint" in result
+  );
+}
 
 /** The failure code of a fetch that stopped at a redirect outside the caller's URL grants. */
 export const outsideUrlGrantCode = "outside-url-grant";

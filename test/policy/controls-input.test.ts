@@ -154,6 +154,9 @@ describe("adding a control widens, removing one narrows", () => {
       { urlGrants: null },
       ["urlGrants"],
     ],
+    ["the classifier turned off", {}, { classifier: "off" }, []],
+    ["the classifier on again", { classifier: "off" }, { classifier: "on" }, ["classifier"]],
+    ["the classifier left off", { classifier: "off" }, { classifier: "off" }, []],
   ];
   it.each(rows)("%s", (_what, before, after, fields) => {
     expect(describeWidening(at(before), at(after)).map((w) => w.field)).toEqual(fields);
@@ -196,6 +199,13 @@ describe("a run is held to the stricter of how it started and its caller now", (
     expect(narrowSnapshot(snap({ urlGrants: { hosts: ["a.com"] } }), snap({})).urlGrants).toEqual({
       hosts: ["a.com"],
     });
+  });
+  it("classifier: off when either says so (off applies mid-run, on never reaches the run)", () => {
+    expect(narrowSnapshot(snap({}), snap({ classifier: "off" })).classifier).toBe("off");
+    expect(narrowSnapshot(snap({ classifier: "off" }), snap({ classifier: "on" })).classifier).toBe(
+      "off",
+    );
+    expect(narrowSnapshot(snap({}), snap({})).classifier).toBe("on");
   });
   it("nobody there: decline when either says so", () => {
     expect(

@@ -32,12 +32,16 @@ import { resolveSandboxLimits, type SandboxBackend } from "../../sandbox/types.t
 import { scrubEnvironment } from "../scrub-environment.ts";
 import { checkCommandDenylist } from "../shell/command-denylist.ts";
 import { argvKey } from "../shell/command-keys.ts";
-import type {
-  StageRequest,
-  ToolCallContext,
-  ToolFailure,
-  ToolImplementation,
-  ToolSuccess,
+import {
+  type StageCheckpoint,
+  type StageEvent,
+  type StageParking,
+  type StageRequest,
+  stageApprovalCode,
+  type ToolCallContext,
+  type ToolFailure,
+  type ToolImplementation,
+  type ToolSuccess,
 } from "../types.ts";
 import { checkCallWorkspace, type Workspace } from "../workspace.ts";
 import { type ChainItem, ChainSyntaxError, parseChain } from "./chain.ts";
@@ -71,6 +75,49 @@ export class DeclaredToolError extends Error {
     this.code = code;
     this.name = "DeclaredToolError";
   }
+}
+
+/** Thrown by the stage gate when the engine parks the call before an uncovered stage. */
+class StageParked extends Error {
+  readonly request: StageRequest;
+  constructor(request: StageRequest) {
+    super("stage parked");
+    this.request = request;
+  }
+}
+
+type SavedChain = {
+  item: number;
+  records: StageRecord[];
+  stdout: string;
+  stderr: string;
+  stdoutTotal: number;
+  stderrTotal: number;
+  status: number;
+  lastStatuses: StageStatus[];
+};
+
+/** A checkpoint as the engine handed it back; one that does not fit this call is a typed failure. */
+function readCheckpoint(checkpoint: StageCheckpoint, items: number): SavedChain {
+  const s = checkpoint.state;
+  const ok =
+    Number.isInteger(checkpoint.item) &&
+    checkpoint.item >= 0 &&
+    checkpoint.item < items &&
+    Array.isArray(s.records) &&
+    typeof s.stdout === "string" &&
+    typeof s.stderr === "string" &&
+    typeof s.stdoutTotal === "number" &&
+    typeof s.stderrTotal === "number" &&
+    typeof s.status === "number" &&
+    Array.isArray(s.lastStatuses);
+  if (!ok) {
+    throw new DeclaredToolError(
+      "refused",
+      "The saved state of this call does not match its command; nothing more was run.",
+    );
+  }
+  return { item: checkpoint.item, ...(s as Omit<SavedChain, "item">) };
 }
 
 async function isExecutableFile(file: string): Promise<boolean> {
@@ -132,6 +179,8 @@ type Prepared = {
 
 export type CreateCommandToolsOptions = {
   readonly commands: readonly CommandToolPolicy[];
+  /** The full path of the file declaring them, named in every start-up error (default tools.yaml). */
+  readonly file?: string;
   readonly executables?: readonly ExecutablePolicy[];
   readonly workspace: Workspace;
   /** Already scrubbed of secrets. */
@@ -198,14 +247,15 @@ export async function createCommandTools(
     }
     return hash;
   };
+  const source = options.file ?? "tools.yaml";
   for (const [index, tool] of options.commands.entries()) {
     const where = `commands[${index}] (${tool.name})`;
     const fail = (field: string, value: unknown, message: string, expected?: string) =>
       problems.push({
-        field: `tools.yaml: ${where}.${field}`,
+        field: `${source}: ${where}.${field}`,
         value,
         ...(expected === undefined ? {} : { expected }),
-        message: `tools.yaml: command tool ${tool.name}, field ${field} = ${quoteUntrusted(value, 120)}: ${message}`,
+        message: `${source}: command tool ${tool.name}, field ${field} = ${quoteUntrusted(value, 120)}: ${message}`,
       });
     const programs = new Map<string, ResolvedProgram>();
     for (const name of declaredPrograms(tool)) {
@@ -561,25 +611,72 @@ function buildCommandTool(
         manifest,
         executable: stage.resolved.path,
         sha256: stage.resolved.sha256,
-        argv: stage.argv.slice(1),
+        argv: stage.shown,
       }),
     );
 
-  /** A chain stage not covered by the caller's allowlist asks on its own, when the engine can ask. */
+  /** What the operator, the audit and the allowlist see of a stage: secrets masked. */
+  const stageRequest = (stage: PlannedStage, reason: string): StageRequest => ({
+    tool: tool.name,
+    argv: [stage.name, ...stage.shown],
+    executable: stage.resolved.path,
+    executableSha256: stage.resolved.sha256,
+    fingerprint: fingerprint(stage),
+    reason,
+  });
+
+  const stageEvent = (
+    ctx: ToolCallContext,
+    stage: PlannedStage,
+    event: StageEvent["event"],
+    extra: { reason?: string; status?: Record<string, unknown> } = {},
+  ) => {
+    if (ctx.onStage === undefined) return;
+    const request = stageRequest(stage, "");
+    ctx.onStage({
+      event,
+      tool: tool.name,
+      program: stage.name,
+      arguments: stage.shown,
+      executable: request.executable,
+      executableSha256: request.executableSha256,
+      fingerprint: request.fingerprint,
+      ...extra,
+    });
+  };
+
+  /**
+   * A stage not covered by the caller's allowlist asks on its own, when the engine gates stages:
+   * covered, approved before (by fingerprint) or approved now, it runs; otherwise the call parks
+   * there (when the engine can park) or the stage is refused.
+   */
   const gateStage = async (stage: PlannedStage, ctx: ToolCallContext) => {
     const gate = ctx.commands;
-    if (gate === undefined) return;
-    const coverage = explainCoverage(argvKey([stage.name, ...stage.argv.slice(1)]), gate.entries);
-    if (coverage.covered) return;
-    const request: StageRequest = {
-      tool: tool.name,
-      argv: [stage.name, ...stage.argv.slice(1)],
-      executable: stage.resolved.path,
-      executableSha256: stage.resolved.sha256,
-      fingerprint: fingerprint(stage),
-      reason: coverage.reason,
-    };
-    if (gate.approveStage !== undefined && (await gate.approveStage(request))) return;
+    if (gate === undefined) {
+      stageEvent(ctx, stage, "allowed", { reason: "the call's own decision covers every stage" });
+      return;
+    }
+    const coverage = explainCoverage(argvKey([stage.name, ...stage.shown]), gate.entries);
+    if (coverage.covered) {
+      stageEvent(ctx, stage, "allowed", {
+        reason: `covered by ${JSON.stringify(coverage.entry.text)}`,
+      });
+      return;
+    }
+    const request = stageRequest(stage, coverage.reason);
+    if (gate.approved?.includes(request.fingerprint) === true) {
+      stageEvent(ctx, stage, "allowed", { reason: "approved by an operator (this stage only)" });
+      return;
+    }
+    if (gate.approveStage !== undefined && (await gate.approveStage(request))) {
+      stageEvent(ctx, stage, "allowed", { reason: "approved (this stage only)" });
+      return;
+    }
+    if (gate.park === true) {
+      stageEvent(ctx, stage, "parked", { reason: coverage.reason });
+      throw new StageParked(request);
+    }
+    stageEvent(ctx, stage, "refused", { reason: `${coverage.reason}; not approved` });
     throw new DeclaredToolError(
       "stage-not-approved",
       `The stage ${quoteUntrusted(request.argv.join(" "), 200)} is not covered by the caller's command allowlist (${coverage.reason}) and was not approved; it did not run.`,
@@ -617,16 +714,38 @@ function buildCommandTool(
         ? createProgressStream(ctx.progress, redactor, commandToolLimits.maxProgressBytes, 256)
         : undefined;
     const deadline = Date.now() + timeoutMs;
-    const records: StageRecord[] = [];
-    const stdout: Buffer[] = [];
-    const stderr: Buffer[] = [];
-    let stdoutTotal = 0;
-    let stderrTotal = 0;
-    let status = 0;
+    const resume = ctx.commands?.resume;
+    const saved = resume === undefined ? undefined : readCheckpoint(resume, items.length);
+    const records: StageRecord[] = saved?.records ?? [];
+    const stdout: Buffer[] = saved === undefined ? [] : [Buffer.from(saved.stdout, "utf8")];
+    const stderr: Buffer[] = saved === undefined ? [] : [Buffer.from(saved.stderr, "utf8")];
+    let stdoutTotal = saved?.stdoutTotal ?? 0;
+    let stderrTotal = saved?.stderrTotal ?? 0;
+    let status = saved?.status ?? 0;
     let stoppedBy: PipelineResult["stoppedBy"];
     let failure: DeclaredToolError | undefined;
-    let lastStatuses: StageStatus[] = [];
+    let lastStatuses: StageStatus[] = saved?.lastStatuses ?? [];
+    const checkpoint = (item: number): StageCheckpoint => {
+      // Filtered and redacted before it is stored: the approval row never holds a secret.
+      const keep = (chunks: Buffer[]) =>
+        redactor.redact(
+          stripTerminal(Buffer.concat(chunks).subarray(0, maxOutputBytes).toString("utf8")),
+        );
+      return {
+        item,
+        state: {
+          records: [...records],
+          stdout: keep(stdout),
+          stderr: keep(stderr),
+          stdoutTotal,
+          stderrTotal,
+          status,
+          lastStatuses,
+        },
+      };
+    };
     for (const [index, item] of items.entries()) {
+      if (saved !== undefined && index < saved.item) continue;
       const taken =
         item.op === undefined ||
         item.op === ";" ||
@@ -642,12 +761,24 @@ function buildCommandTool(
         if (tool.mode === "script") await verifyScript();
         for (const stage of item.stages) await verify(stage);
       } catch (error) {
+        if (error instanceof StageParked) {
+          progress?.end();
+          const parking: StageParking = {
+            ok: false,
+            code: stageApprovalCode,
+            error: `The stage ${quoteUntrusted(error.request.argv.join(" "), 200)} waits for an operator's approval.`,
+            stage: error.request,
+            checkpoint: checkpoint(index),
+          };
+          return parking;
+        }
         if (!(error instanceof DeclaredToolError)) throw error;
         failure = error;
         for (const stage of item.stages)
           records.push({ ...recordOf(stage), status: { skipped: true } });
         continue;
       }
+      for (const stage of item.stages) stageEvent(ctx, stage, "started");
       const result = await runPipeline({
         stages: item.stages.map((s) => s.argv),
         stdin: index === 0 ? stdin : undefined,
@@ -675,7 +806,9 @@ function buildCommandTool(
       stoppedBy = result.stoppedBy;
       lastStatuses = [...result.stages];
       for (const [i, stage] of item.stages.entries()) {
-        records.push({ ...recordOf(stage), status: statusOf(result.stages[i] as StageStatus) });
+        const stageStatus = statusOf(result.stages[i] as StageStatus);
+        records.push({ ...recordOf(stage), status: stageStatus });
+        stageEvent(ctx, stage, "exited", { status: stageStatus });
       }
       const exits = result.stages.map(exitOf);
       status =
