@@ -34,16 +34,15 @@ import {
   openConfiguredDatabase,
   resolveDatabaseOptions,
 } from "./db/open-configured.ts";
-import { loadPolicies } from "./load-policies.ts";
+import { loadPolicies, watchPriceTable } from "./load-policies.ts";
 import type { Logger } from "./log.ts";
 import { createCeilingCache } from "./policy/ceiling-cache.ts";
 import { createSignal, reactionsOf, wireReactions } from "./reactions.ts";
-import { loadPriceTable } from "./runs/prices.ts";
 import { resolveModel } from "./runs/resolve-model.ts";
 import { prepareSandbox, type SandboxStatus } from "./sandbox/prepare-sandbox.ts";
 import { createRedactor, databaseUrlSecrets } from "./sandbox/redact.ts";
 import { adminTokenFile, ensureDataDir, readSecretFile, secretKeyFile } from "./secret-files.ts";
-import { settleAdminToken } from "./services/admin-token-file.ts";
+import { settleAdminToken } from "./services/admin-credentials.ts";
 import type { AuthDeps } from "./services/authenticate-caller.ts";
 import { openCallerDirectory } from "./services/caller-directory.ts";
 import type { CallerEvent } from "./services/caller-events.ts";
@@ -201,6 +200,12 @@ export async function openCore(
       ...(policies.agent.webFetch === undefined ? {} : { webFetch: policies.agent.webFetch }),
     });
     opened.push(() => tools.close());
+    // Read again on change or SIGHUP; each run keeps the price it started with.
+    const prices = await watchPriceTable({
+      file: path.join(config.policiesDir, "models.yaml"),
+      logger,
+    });
+    opened.push(() => prices.close());
     const engine = await createRunEngine({
       database,
       policies,
@@ -212,7 +217,7 @@ export async function openCore(
       // The runtime's resolved root (realpath): tools refuse a call made for any other root.
       workspace: tools.workspace ?? config.workspace,
       notifications,
-      priceTable: await loadPriceTable(path.join(config.policiesDir, "models.yaml")),
+      priceTable: prices.table,
       redactor,
       ...(policies.agent.classifier?.model === undefined
         ? {}

@@ -2,6 +2,7 @@
 import { loadConfig } from "../config.ts";
 import { createLogger } from "../log.ts";
 import { startServer } from "../server.ts";
+import { logDoctorFindings } from "../services/doctor.ts";
 import type { Command } from "./command.ts";
 
 export const serveCommand: Command = {
@@ -13,7 +14,8 @@ Starts the HTTP server with the embedded database in <data dir>/pg, or the Postg
 named by DATABASE_URL, applying pending migrations first. Stops gracefully on SIGINT/SIGTERM.
 Configuration comes from the environment (see README.md): PEERGATE_HOST, PEERGATE_PORT,
 PEERGATE_DATA_DIR, DATABASE_URL, PEERGATE_POLICIES_DIR, PEERGATE_LOG_LEVEL.
-Logs are JSON lines on standard output.
+Logs are JSON lines on standard output. After start, the checks of \`peergate doctor\` run once
+and each problem they find is logged as a warning (one tiny model call included).
 
 Files are created owner-only (umask 077). A data directory that group or others can reach is
 made 0700 at start, and logged. With the embedded database the server listens on a control
@@ -30,10 +32,19 @@ it, and what a server holds a tool may come to read.`,
       );
     }
     const server = await startServer(config, logger, ctx.env);
+    // What `peergate doctor` would say, as warnings: an unpriced model, a model that does not
+    // answer, a missing operator token, a secret key that cannot open the sealed secrets.
+    const checked = logDoctorFindings({
+      config,
+      database: server.database,
+      logger,
+      modelTimeoutMs: 10_000,
+    });
     await new Promise<void>((resolve) => {
       if (ctx.signal.aborted) resolve();
       ctx.signal.addEventListener("abort", () => resolve(), { once: true });
     });
+    await checked;
     await server.stop();
     return 0;
   },
