@@ -39,6 +39,28 @@ export const budgetsSchema = z.strictObject({
     .optional(),
 });
 
+/**
+ * Budgets for a new caller, merged over the defaults (mergeBudgets): a number sets that limit,
+ * null removes it (which widens, so it needs the operator token), a name left out keeps the default.
+ */
+export const budgetsChangeSchema = z.strictObject({
+  tokens: positiveInt(100_000_000).nullable().optional(),
+  costUsd: positiveMoney.nullable().optional(),
+  durationMs: positiveInt(24 * 3_600_000)
+    .nullable()
+    .optional(),
+  steps: positiveInt(10_000).nullable().optional(),
+  concurrentRuns: positiveInt(1_000).nullable().optional(),
+  daily: z
+    .strictObject({
+      tokens: positiveInt(10_000_000_000).nullable().optional(),
+      costUsd: positiveMoney.nullable().optional(),
+      runs: positiveInt(10_000_000).nullable().optional(),
+    })
+    .nullable()
+    .optional(),
+});
+
 /** Bounded by default: an operator who forgets a budget gets a small one, not an unlimited one. */
 export const defaultBudgets: CallerBudgets = {
   tokens: 200_000,
@@ -212,7 +234,7 @@ export const createCallerSchema = z.strictObject({
   approvalPolicy: z
     .enum(approvalPolicyValues, { error: `one of ${approvalPolicyValues.join(", ")}` })
     .default("auto"),
-  budgets: budgetsSchema.optional(),
+  budgets: budgetsChangeSchema.optional(),
   promptTemplate: promptTemplateSchema.optional(),
   eventFilter: eventFilterSchema.optional(),
   jwt: jwtSettingsSchema.optional(),
