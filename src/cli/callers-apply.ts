@@ -138,19 +138,6 @@ export function planApply(
     const name = want.name as string;
     const have = byName.get(name);
     if (!have) {
-      if (want.budgets && typeof want.budgets === "object") {
-        const budgets = want.budgets as Json;
-        const daily = budgets.daily as Json | null | undefined;
-        if (
-          Object.values(budgets).some((v) => v === null) ||
-          (daily && Object.values(daily).some((v) => v === null))
-        ) {
-          problems.push(
-            `caller ${name}: budgets: a new caller starts from the default budgets; remove a limit after creating it`,
-          );
-          continue;
-        }
-      }
       const entryProblems = problemsOf(name, () => {
         const data = parseInput(createCallerSchema, want);
         checkKindRules(data);

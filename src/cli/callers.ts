@@ -97,11 +97,6 @@ function readBudgets(values: ParsedArgs["values"]): BudgetsChange | undefined {
   return change;
 }
 
-const removesALimit = (change: BudgetsChange): boolean =>
-  Object.values(change).some((v) => v === null) ||
-  (change.daily !== undefined &&
-    (change.daily === null || Object.values(change.daily).some((v) => v === null)));
-
 async function readPrompt(args: ParsedArgs): Promise<string | undefined> {
   const { prompt, "prompt-file": file } = args.values;
   if (typeof prompt === "string" && typeof file === "string") {
@@ -305,11 +300,6 @@ export const callersAddCommand: Command = {
     if (typeof args.values.kind !== "string")
       throw new UsageError("--kind is required: peer, github, ifttt or webhook");
     const body: Json = { name: nameOf(args), kind: args.values.kind, ...(await buildFields(args)) };
-    if (body.budgets && removesALimit(body.budgets as BudgetsChange)) {
-      throw new UsageError(
-        "a new caller starts with the default budgets; to remove one, create the caller, then `peergate callers set <name> --clear-budget <limit>` (with the operator token)",
-      );
-    }
     const jwt = await readJwt(args);
     if (jwt) body.jwt = jwt;
     const result = await requestAdmin<{

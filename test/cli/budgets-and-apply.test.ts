@@ -62,6 +62,34 @@ for (const variant of cliVariants) {
       expect(after.daily.runs).toBe(10);
     });
 
+    it("`callers add --clear-budget` drops a default limit only with the operator token", async () => {
+      const refused = await s.cli(
+        "callers",
+        "add",
+        "uncapped",
+        "--kind",
+        "peer",
+        "--clear-budget",
+        "daily.costUsd",
+      );
+      expect(refused.code).not.toBe(0);
+      expect(refused.err).toContain("operator token");
+      expect(refused.err).toContain("budgets.daily.costUsd");
+      const created = await s.json(
+        "callers",
+        "add",
+        "uncapped",
+        "--kind",
+        "peer",
+        "--clear-budget",
+        "daily.costUsd",
+        "--operator-token-file",
+        s.operatorFile,
+      );
+      const { costUsd: _, ...otherDaily } = defaultBudgets.daily ?? {};
+      expect(created.caller.budgets).toEqual({ ...defaultBudgets, daily: otherDaily });
+    });
+
     it("`callers add` merges daily budgets into the defaults", async () => {
       const created = await s.json(
         "callers",
