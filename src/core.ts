@@ -36,6 +36,7 @@ import {
 } from "./db/open-configured.ts";
 import { loadPolicies, watchPriceTable } from "./load-policies.ts";
 import type { Logger } from "./log.ts";
+import { readNotifyConfig, startParkedRunNotifier } from "./notify/parked-notifier.ts";
 import { createCeilingCache } from "./policy/ceiling-cache.ts";
 import { createSignal, reactionsOf, wireReactions } from "./reactions.ts";
 import { resolveModel } from "./runs/resolve-model.ts";
@@ -244,6 +245,17 @@ export async function openCore(
     );
     opened.push(async () => unwire());
     opened.push(() => engine.stop());
+    // Parked runs noticed to PEERGATE_NOTIFY_URL, signed, through web_fetch's egress rules.
+    const notify = readNotifyConfig(env);
+    if (notify) {
+      const notifier = startParkedRunNotifier({
+        database,
+        config: notify,
+        instanceId: `${hostname()}-${process.pid}`,
+        logger,
+      });
+      opened.push(() => notifier.close());
+    }
 
     return {
       url: listening.url,

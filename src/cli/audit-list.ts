@@ -26,6 +26,7 @@ export const auditKinds: readonly string[] = [
   "run.call-rejected",
   "run.cancel-requested",
   "run.answer-refused",
+  "run.notified",
   ...runStatuses.map((status) => `run.${status}`),
 ].filter((kind, i, all) => all.indexOf(kind) === i);
 
