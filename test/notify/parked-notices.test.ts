@@ -14,6 +14,7 @@ import { silentLogger } from "../../src/log.ts";
 import { readNotifyConfig } from "../../src/notify/parked-notifier.ts";
 import { safePost } from "../../src/notify/safe-post.ts";
 import { type RunningServer, startServer } from "../../src/server.ts";
+import { createOperatorToken } from "../../src/services/admin-credentials.ts";
 import {
   a2a,
   addCaller,
@@ -26,6 +27,7 @@ import {
   taskRunId,
   waitFor,
 } from "../faults/support.ts";
+import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
 
 type Received = { path: string; headers: IncomingHttpHeaders; body: string };
 
@@ -254,3 +256,108 @@ describe("the notify target's egress", () => {
     }
   }, 60_000);
 });
+
+describe.skipIf(postgresSkipReason() !== undefined)(
+  "notices with two instances on one PostgreSQL: one notice per parked run",
+  () => {
+    const rounds = 5;
+    let model: ScriptedModel;
+    let policiesDir: string;
+    let database: Awaited<ReturnType<typeof createPostgresTestDatabase>>;
+    let receiver: Awaited<ReturnType<typeof startReceiver>>;
+    const servers: RunningServer[] = [];
+    const dirs: string[] = [];
+    const shared = createSharedSecrets();
+
+    beforeAll(async () => {
+      const scenarios: Record<string, typeof parkSteps> = {};
+      for (let i = 0; i < rounds; i++) scenarios[`park-${i}`] = parkSteps;
+      model = await startScriptedModel(scenarios);
+      policiesDir = await copyPolicies();
+      database = await createPostgresTestDatabase();
+      receiver = await startReceiver(0);
+      for (let i = 0; i < 2; i++) {
+        const dataDir = await mkdtemp(path.join(os.tmpdir(), "peergate-notify-pg-"));
+        dirs.push(dataDir);
+        const env = {
+          ...instanceEnv({
+            ...shared,
+            policiesDir,
+            modelBaseUrl: model.baseUrl,
+            dataDir,
+            databaseUrl: database.url,
+          }),
+          PEERGATE_LOG_LEVEL: "silent",
+          PEERGATE_NOTIFY_URL: `${receiver.url}/hook`,
+          PEERGATE_NOTIFY_SECRET: secret,
+          PEERGATE_NOTIFY_ALLOW_ADDRESSES: "127.0.0.1",
+        };
+        servers.push(await startServer(loadConfig(env, dataDir), silentLogger, env));
+      }
+    }, 60_000);
+
+    afterAll(async () => {
+      await Promise.allSettled(servers.map((s) => s.stop()));
+      await receiver?.close();
+      await model?.close();
+      await database?.drop();
+      for (const dir of dirs) {
+        await rm(dir, { recursive: true, force: true });
+        await rm(`${dir}-workspace`, { recursive: true, force: true });
+      }
+      await rm(policiesDir, { recursive: true, force: true });
+    });
+
+    it(`${rounds} parked runs, both instances looking: each noticed exactly once`, async () => {
+      const [a] = servers as [RunningServer, RunningServer];
+      const created = await fetch(`${a.url}/admin/v1/callers`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${shared.adminToken}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ name: "parker", kind: "peer", approvalPolicy: "read-only" }),
+      });
+      expect(created.status).toBe(201);
+      const token = ((await created.json()) as any).credential.secret as string;
+      // allow write_file widens: grant it as the operator would.
+      const operatorToken = await createOperatorToken({ ctx: a.services, actor: "system" });
+      const widened = await fetch(`${a.url}/admin/v1/callers/parker`, {
+        method: "PATCH",
+        headers: {
+          authorization: `Bearer ${shared.adminToken}`,
+          "x-peergate-operator-token": operatorToken,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ allow: ["write_file"] }),
+      });
+      expect(widened.status).toBe(200);
+      const runIds: string[] = [];
+      for (let i = 0; i < rounds; i++) {
+        const sent = await a2a(
+          servers[i % 2]?.url as string,
+          token,
+          sendMessageBody(`scenario:park-${i}`),
+        );
+        expect(sent.body.result?.task?.status?.state).toBe("TASK_STATE_AUTH_REQUIRED");
+        runIds.push(taskRunId(sent.body.result.task) as string);
+      }
+      const audited = await waitFor(
+        async () => {
+          const res = await fetch(`${a.url}/admin/v1/audit?kind=run.notified&limit=100`, {
+            headers: { authorization: `Bearer ${shared.adminToken}` },
+          });
+          const events = ((await res.json()) as { events: { data: any }[] }).events;
+          return events.length >= rounds ? events : undefined;
+        },
+        60_000,
+        "a notice for every parked run",
+      );
+      expect(audited.map((e) => e.data.runId).sort()).toEqual([...runIds].sort());
+      // Both instances looked at every run; each delivery reached the receiver once.
+      const deliveries = receiver.received.map((r) => r.headers["x-peergate-delivery"]);
+      expect(new Set(deliveries).size).toBe(deliveries.length);
+      expect(deliveries).toHaveLength(rounds);
+    });
+  },
+);
