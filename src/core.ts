@@ -36,6 +36,7 @@ import {
 } from "./db/open-configured.ts";
 import { loadPolicies, watchPriceTable } from "./load-policies.ts";
 import type { Logger } from "./log.ts";
+import { createModelCallLog, type ModelCallLog, timeModelCalls } from "./metrics-model.ts";
 import { readNotifyConfig, startParkedRunNotifier } from "./notify/parked-notifier.ts";
 import { createCeilingCache } from "./policy/ceiling-cache.ts";
 import { createSignal, reactionsOf, wireReactions } from "./reactions.ts";
@@ -73,6 +74,8 @@ export type Core = {
   readonly engine: PeergateRunEngine;
   readonly a2a: A2aService;
   readonly sandboxStatus: SandboxStatus;
+  /** Timed model calls, for the latency histogram on /metrics. */
+  readonly modelCalls: ModelCallLog;
   /** Closes everything in the reverse order it was opened; once, however often it is called. */
   close(): Promise<void>;
 };
@@ -207,12 +210,14 @@ export async function openCore(
       logger,
     });
     opened.push(() => prices.close());
+    // Every model call timed for /metrics (peergate_model_call_duration_seconds).
+    const modelCalls = createModelCallLog();
     const engine = await createRunEngine({
       database,
       policies,
       ceilings: services.ceilings,
       tools,
-      model: resolvedModel,
+      model: timeModelCalls(resolvedModel, modelCalls),
       instanceId: `${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`,
       logger,
       // The runtime's resolved root (realpath): tools refuse a call made for any other root.
@@ -223,11 +228,14 @@ export async function openCore(
       ...(policies.agent.classifier?.model === undefined
         ? {}
         : {
-            classifierModel: resolveModel({
-              modelId: policies.agent.classifier.model,
-              baseUrl: config.modelBaseUrl,
-              apiKey: config.modelApiKey,
-            }),
+            classifierModel: timeModelCalls(
+              resolveModel({
+                modelId: policies.agent.classifier.model,
+                baseUrl: config.modelBaseUrl,
+                apiKey: config.modelApiKey,
+              }),
+              modelCalls,
+            ),
           }),
     });
     const a2a = createA2aService({
@@ -266,6 +274,7 @@ export async function openCore(
       engine,
       a2a,
       sandboxStatus: sandbox.status,
+      modelCalls,
       close,
     };
   } catch (error) {

@@ -12,6 +12,7 @@ import { sql } from "drizzle-orm";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import { safeEqual } from "./auth/secrets.ts";
 import { type DbOrTx, selectRows } from "./db/client.ts";
+import type { ModelCallLog } from "./metrics-model.ts";
 
 export type Metrics = {
   registry: Registry;
@@ -32,6 +33,8 @@ export type MetricsOptions = {
   token?: string | undefined;
   /** The host the server listens on: without a token, only loopback may scrape. */
   host?: string;
+  /** Timed model calls (src/metrics-model.ts), for the model latency histogram. */
+  modelCalls?: ModelCallLog;
 };
 
 const loopback = new Set(["127.0.0.1", "::1", "localhost"]);
@@ -54,6 +57,18 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers: [registry],
   });
   if (options.db) registerDomainGauges(registry, options.db);
+  if (options.modelCalls) {
+    const modelLatency = new Histogram({
+      name: "peergate_model_call_duration_seconds",
+      help: "Time from a model request until its answer starts (streamed) or ends, by model and outcome (ok, error).",
+      labelNames: ["model", "outcome"] as const,
+      buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+      registers: [registry],
+    });
+    options.modelCalls.subscribe((model, seconds, outcome) =>
+      modelLatency.observe({ model, outcome }, seconds),
+    );
+  }
   const token = options.token || undefined;
   return {
     registry,

@@ -123,6 +123,7 @@ function createServerApp(
       db: core.database.db,
       token: env.PEERGATE_METRICS_TOKEN,
       host: config.host,
+      modelCalls: core.modelCalls,
     }),
     checkReadiness: () => checkReadiness({ database: core.database, sandbox: core.sandboxStatus }),
     admin: { services, limiter, runs: engine },
