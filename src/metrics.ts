@@ -3,7 +3,7 @@
 // paths: a raw path could hold an IFTTT secret and would explode the series count.
 //
 // The domain gauges (runs, parked runs, tool calls, authentication failures, revocations, tokens
-// and cost by model) are read from the database at each scrape, so they are the same on every
+// and cost by model, the unchained audit tail) are read from the database at each scrape, so they are the same on every
 // instance sharing it and survive restarts: scrape one instance, or take max() across them.
 //
 // /metrics needs `Authorization: Bearer <PEERGATE_METRICS_TOKEN>` when that is set, and is
@@ -175,6 +175,20 @@ function registerDomainGauges(registry: Registry, db: DbOrTx): void {
     async () => {
       const [r] = await rows<{ n: number }>(
         sql`select count(*)::int as n from audit_events where kind = 'caller.revoked'`,
+      );
+      return [{ labels: {}, value: r?.n ?? 0 }];
+    },
+  );
+  gaugeFromQuery(
+    registry,
+    {
+      name: "peergate_audit_unchained",
+      help: "Audit events written but not chained yet; it grows while chaining fails (an append itself fails with the change it records).",
+      labelNames: [],
+    },
+    async () => {
+      const [r] = await rows<{ n: number }>(
+        sql`select count(*)::int as n from audit_events where seq is null`,
       );
       return [{ labels: {}, value: r?.n ?? 0 }];
     },

@@ -78,6 +78,7 @@ describe("domain metrics (pglite, a real server)", () => {
     expect(body).toContain('peergate_model_tokens{model="none"} 0');
     expect(body).toContain("# TYPE peergate_tool_calls gauge");
     expect(body).toContain("# TYPE peergate_auth_failure_events gauge");
+    expect(body).toMatch(/^peergate_audit_unchained \d+$/m);
   });
 });
 
