@@ -27,6 +27,11 @@ export const auditKinds: readonly string[] = [
   "run.cancel-requested",
   "run.answer-refused",
   "run.notified",
+  "caller.push-hosts.changed",
+  "push.config.set",
+  "push.config.deleted",
+  "push.delivered",
+  "push.failed",
   ...runStatuses.map((status) => `run.${status}`),
 ].filter((kind, i, all) => all.indexOf(kind) === i);
 
