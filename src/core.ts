@@ -37,16 +37,17 @@ import {
   openConfiguredDatabase,
   resolveDatabaseOptions,
 } from "./db/open-configured.ts";
-import { loadPolicies } from "./load-policies.ts";
+import { loadPolicies, watchPriceTable } from "./load-policies.ts";
 import type { Logger } from "./log.ts";
+import { createModelCallLog, type ModelCallLog, timeModelCalls } from "./metrics-model.ts";
+import { readNotifyConfig, startParkedRunNotifier } from "./notify/parked-notifier.ts";
 import { createCeilingCache } from "./policy/ceiling-cache.ts";
 import { createSignal, reactionsOf, wireReactions } from "./reactions.ts";
-import { loadPriceTable } from "./runs/prices.ts";
 import { resolveModel } from "./runs/resolve-model.ts";
 import { prepareSandbox, type SandboxStatus } from "./sandbox/prepare-sandbox.ts";
 import { createRedactor, databaseUrlSecrets } from "./sandbox/redact.ts";
 import { adminTokenFile, ensureDataDir, readSecretFile, secretKeyFile } from "./secret-files.ts";
-import { settleAdminToken } from "./services/admin-token-file.ts";
+import { settleAdminToken } from "./services/admin-credentials.ts";
 import type { AuthDeps } from "./services/authenticate-caller.ts";
 import { openCallerDirectory } from "./services/caller-directory.ts";
 import type { CallerEvent } from "./services/caller-events.ts";
@@ -77,6 +78,8 @@ export type Core = {
   readonly engine: PeergateRunEngine;
   readonly a2a: A2aService;
   readonly sandboxStatus: SandboxStatus;
+  /** Timed model calls, for the latency histogram on /metrics. */
+  readonly modelCalls: ModelCallLog;
   /** Closes everything in the reverse order it was opened; once, however often it is called. */
   close(): Promise<void>;
 };
@@ -213,27 +216,38 @@ export async function openCore(
       ...(policies.agent.webFetch === undefined ? {} : { webFetch: policies.agent.webFetch }),
     });
     opened.push(() => tools.close());
+    // Read again on change or SIGHUP; each run keeps the price it started with.
+    const prices = await watchPriceTable({
+      file: path.join(config.policiesDir, "models.yaml"),
+      logger,
+    });
+    opened.push(() => prices.close());
+    // Every model call timed for /metrics (peergate_model_call_duration_seconds).
+    const modelCalls = createModelCallLog();
     const engine = await createRunEngine({
       database,
       policies,
       ceilings: services.ceilings,
       tools,
-      model: resolvedModel,
+      model: timeModelCalls(resolvedModel, modelCalls),
       instanceId: `${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`,
       logger,
       // The runtime's resolved root (realpath): tools refuse a call made for any other root.
       workspace: tools.workspace ?? config.workspace,
       notifications,
-      priceTable: await loadPriceTable(path.join(config.policiesDir, "models.yaml")),
+      priceTable: prices.table,
       redactor,
       ...(policies.agent.classifier?.model === undefined
         ? {}
         : {
-            classifierModel: resolveModel({
-              modelId: policies.agent.classifier.model,
-              baseUrl: config.modelBaseUrl,
-              apiKey: config.modelApiKey,
-            }),
+            classifierModel: timeModelCalls(
+              resolveModel({
+                modelId: policies.agent.classifier.model,
+                baseUrl: config.modelBaseUrl,
+                apiKey: config.modelApiKey,
+              }),
+              modelCalls,
+            ),
           }),
     });
     // Derived from the secret key, so instances sharing it sign the card (and push JWTs) alike.
@@ -269,6 +283,17 @@ export async function openCore(
     );
     opened.push(async () => unwire());
     opened.push(() => engine.stop());
+    // Parked runs noticed to PEERGATE_NOTIFY_URL, signed, through web_fetch's egress rules.
+    const notify = readNotifyConfig(env);
+    if (notify) {
+      const notifier = startParkedRunNotifier({
+        database,
+        config: notify,
+        instanceId: `${hostname()}-${process.pid}`,
+        logger,
+      });
+      opened.push(() => notifier.close());
+    }
 
     return {
       url: listening.url,
@@ -279,6 +304,7 @@ export async function openCore(
       engine,
       a2a,
       sandboxStatus: sandbox.status,
+      modelCalls,
       close,
     };
   } catch (error) {

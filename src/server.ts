@@ -110,11 +110,21 @@ function createListener(config: Config, timeouts: ClientTimeouts) {
   };
 }
 
-function createServerApp(core: Core, logger: Logger) {
+function createServerApp(
+  core: Core,
+  logger: Logger,
+  config: Config,
+  env: Readonly<Record<string, string | undefined>>,
+) {
   const { services, limiter, engine, auth, a2a } = core;
   return createApp({
     logger,
-    metrics: createMetrics(),
+    metrics: createMetrics({
+      db: core.database.db,
+      token: env.PEERGATE_METRICS_TOKEN,
+      host: config.host,
+      modelCalls: core.modelCalls,
+    }),
     checkReadiness: () => checkReadiness({ database: core.database, sandbox: core.sandboxStatus }),
     admin: { services, limiter, runs: engine },
     webhooks: { auth, limiter, runs: engine },
@@ -142,7 +152,7 @@ export async function startServer(
   });
   let app: ReturnType<typeof createApp>;
   try {
-    app = createServerApp(core, logger);
+    app = createServerApp(core, logger, config, env);
   } catch (error) {
     await core.close();
     throw error;

@@ -1,6 +1,6 @@
-// The CLI's way to a running server: the admin API at PEERGATE_URL (default
-// http://127.0.0.1:8080) with the admin token from PEERGATE_ADMIN_TOKEN or, on the server's own
-// machine, `<data dir>/admin-token`. Errors from the API come back as problem+json and are
+// The CLI's way to a running server: the admin API at PEERGATE_URL (else the URL a local
+// `peergate serve` recorded in <data dir>/server-url, else http://127.0.0.1:PEERGATE_PORT) with
+// the admin token from PEERGATE_ADMIN_TOKEN or, on the server's own machine, `<data dir>/admin-token`. Errors from the API come back as problem+json and are
 // printed as the server phrased them, field problems included.
 //
 // Request and response types come from the admin API's contract (src/http/routes/admin-api.ts),
@@ -15,6 +15,7 @@ import {
 } from "../http/routes/admin-api.ts";
 import { adminTokenFile, readSecretFile } from "../secret-files.ts";
 import type { CliContext } from "./command.ts";
+import { readServerUrl } from "./server-url.ts";
 
 export class ApiError extends Error {
   readonly code = "api-error";
@@ -40,7 +41,12 @@ export type AdminClient = {
 
 export async function createAdminClient(ctx: CliContext): Promise<AdminClient> {
   const config = loadConfig(ctx.env, ctx.cwd);
-  const baseUrl = (ctx.env.PEERGATE_URL ?? `http://127.0.0.1:${config.port}`).replace(/\/+$/, "");
+  // PEERGATE_URL, else a PEERGATE_PORT given, else where a local `peergate serve` says it listens.
+  const recorded = ctx.env.PEERGATE_PORT ? undefined : await readServerUrl(config.dataDir);
+  const baseUrl = (ctx.env.PEERGATE_URL ?? recorded ?? `http://127.0.0.1:${config.port}`).replace(
+    /\/+$/,
+    "",
+  );
   const token = config.adminToken ?? (await readSecretFile(config.dataDir, adminTokenFile));
   if (!token) {
     throw new Error(

@@ -1,8 +1,43 @@
 // `peergate audit`: read the audit trail through the admin API, a page at a time.
-import { requestAdmin } from "./admin-client.ts";
-import { type Command, exitCodes } from "./command.ts";
+import { runStatuses } from "../domain/run.ts";
+import { isUuid } from "../runs/run-queries.ts";
+import { createAdminClient } from "./admin-client.ts";
+import { type Command, exitCodes, UsageError } from "./command.ts";
 import { printListing, queryFromOptions } from "./format-table.ts";
-import { toTerminalJson } from "./terminal-text.ts";
+import { escapeForTerminal } from "./terminal-text.ts";
+
+/** Every kind of event peergate writes (test/cli/runs-and-audit.test.ts keeps this complete). */
+export const auditKinds: readonly string[] = [
+  "admin-token.created",
+  "operator-token.created",
+  "auth.failed",
+  "caller.created",
+  "caller.updated",
+  "caller.revoked",
+  "caller.restored",
+  "caller.rotated",
+  "webhook.accepted",
+  "webhook.ignored",
+  "tool.called",
+  "tool.refused",
+  "run.started",
+  "run.parked",
+  "run.approved",
+  "run.call-rejected",
+  "run.cancel-requested",
+  "run.answer-refused",
+  "run.notified",
+  "caller.push-hosts.changed",
+  "push.config.set",
+  "push.config.deleted",
+  "push.delivered",
+  "push.failed",
+  ...runStatuses.map((status) => `run.${status}`),
+].filter((kind, i, all) => all.indexOf(kind) === i);
+
+/** The shell words that repeat this listing's filters (for the "more" hint). */
+const shellWord = (text: string) =>
+  /^[A-Za-z0-9_.:@=,/-]+$/.test(text) ? text : `'${text.replaceAll("'", "'\\''")}'`;
 
 const cut = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}…` : text);
 
@@ -28,7 +63,7 @@ export const auditListCommand: Command = {
     "  --after SEQ   events after this sequence number (default 0)",
     "  --limit N     at most N events (default 100, at most 1000)",
     "  --kind K      only events of this kind, e.g. caller.revoked or auth.failed",
-    "  --subject S   only events about this subject, e.g. caller:<id> or run:<id>",
+    "  --subject S   only events about this subject: caller:<name or id>, run:<id>, credential:<id>",
     "  --json        print {events, next} as JSON",
   ].join("\n"),
   options: {
@@ -39,11 +74,33 @@ export const auditListCommand: Command = {
     json: { type: "boolean" },
   },
   async run(args, ctx) {
-    const query = queryFromOptions(args.values, ["after", "limit", "kind", "subject"]);
-    const result = await requestAdmin<{
+    const client = await createAdminClient(ctx);
+    const kind = typeof args.values.kind === "string" ? args.values.kind : undefined;
+    if (kind !== undefined && !auditKinds.includes(kind)) {
+      throw new UsageError(
+        `--kind ${JSON.stringify(kind)}: not a kind of audit event; one of ${auditKinds.join(", ")}`,
+      );
+    }
+    // Events name a caller by id; an operator knows its name.
+    let subject = typeof args.values.subject === "string" ? args.values.subject : undefined;
+    const callerName = subject?.startsWith("caller:") ? subject.slice("caller:".length) : undefined;
+    if (callerName !== undefined && !isUuid(callerName)) {
+      const { caller } = await client.request<{ caller: { id: string } }>(
+        "GET",
+        `/callers/${encodeURIComponent(callerName)}`,
+      );
+      subject = `caller:${caller.id}`;
+    }
+    const query = queryFromOptions({ ...args.values, subject }, [
+      "after",
+      "limit",
+      "kind",
+      "subject",
+    ]);
+    const result = await client.request<{
       events: Event[];
       next: number | null;
-    }>(ctx, "GET", `/audit?${query}`);
+    }>("GET", `/audit?${query}`);
     printListing(ctx.io.out, {
       json: args.values.json === true,
       value: result,
@@ -54,12 +111,20 @@ export const auditListCommand: Command = {
         e.actor,
         e.kind,
         e.subject ?? "-",
-        cut(toTerminalJson(e.data), 160),
+        // Plain JSON: the table escapes each cell for the terminal once.
+        cut(JSON.stringify(e.data) ?? "null", 160),
       ]),
       empty: "no audit events match",
     });
-    if (!args.values.json && result.next !== null)
-      ctx.io.out(`\nmore: peergate audit --after ${result.next}`);
+    if (!args.values.json && result.next !== null) {
+      const again = ["limit", "kind", "subject"].flatMap((key) => {
+        const value = args.values[key];
+        return typeof value === "string" ? [`--${key} ${shellWord(value)}`] : [];
+      });
+      ctx.io.out(
+        `\nmore: ${escapeForTerminal(["peergate audit", ...again, `--after ${result.next}`].join(" "))}`,
+      );
+    }
     return exitCodes.ok;
   },
 };

@@ -5,13 +5,26 @@
 // are printed once (never written back to the file).
 import { readFile } from "node:fs/promises";
 import { parse } from "yaml";
+import type { CallerBudgets } from "../domain/caller.ts";
+import { ValidationError } from "../errors.ts";
+import {
+  type BudgetsChange,
+  checkKindRules,
+  createCallerSchema,
+  defaultBudgets,
+  mergeBudgets,
+  parseInput,
+  updateCallerSchema,
+} from "../services/caller-input.ts";
+import { type AuthorityFields, describeWidening, floorCaller } from "../services/widening.ts";
 import { createAdminClient } from "./admin-client.ts";
-import { type Command, exitCodes, UsageError } from "./command.ts";
+import { type CliContext, type Command, exitCodes, UsageError } from "./command.ts";
 import { operatorHeaders, operatorTokenHelp, operatorTokenOption } from "./operator-token.ts";
-import { toTerminalJson } from "./terminal-text.ts";
+import { escapeForTerminal, toTerminalJson } from "./terminal-text.ts";
 
 type Json = Record<string, unknown>;
-const managedFields = [
+/** The fields a callers file manages; `callers export` writes exactly these. */
+export const managedFields = [
   "tier",
   "allow",
   "approvalPolicy",
@@ -74,6 +87,138 @@ function readDesired(text: string, file: string): Json[] {
   });
 }
 
+type Write = { name: string; action: "create" | "update"; body: Json; widens: boolean };
+
+function printCredentials(
+  ctx: CliContext,
+  credentials: { name: string; secret: string; usage: string; url?: string }[],
+): void {
+  for (const c of credentials) {
+    ctx.io.out(
+      `\nCredential for ${escapeForTerminal(c.name)} (shown once; peergate keeps only its hash):\n  ${c.url ?? c.secret}\n  ${c.usage}`,
+    );
+  }
+}
+
+/** Problems of one entry as `caller NAME: field: message` lines. */
+function problemsOf(name: string, check: () => void): string[] {
+  try {
+    check();
+    return [];
+  } catch (error) {
+    if (error instanceof ValidationError)
+      return error.problems.map((p) => `caller ${name}: ${p.message}`);
+    throw error;
+  }
+}
+
+const authorityOf = (c: Json): AuthorityFields => ({
+  tier: c.tier as AuthorityFields["tier"],
+  allow: (c.allow as string[]) ?? [],
+  approvalPolicy: c.approvalPolicy as AuthorityFields["approvalPolicy"],
+  budgets: (c.budgets as CallerBudgets) ?? {},
+  promptTemplate: (c.promptTemplate as string | null) ?? null,
+  eventFilter: (c.eventFilter as string[] | null) ?? null,
+  jwt: (c.jwt as AuthorityFields["jwt"]) ?? null,
+});
+
+/**
+ * What apply would do, and every reason it cannot: each entry is parsed with the schemas the
+ * server uses, and a widening without the operator token is a problem here, not a refusal
+ * half-way through. Budgets merge into what is stored (mergeBudgets), as `callers set` does.
+ */
+export function planApply(
+  desired: Json[],
+  byName: Map<string, Json>,
+  { withOperator }: { file: string; withOperator: boolean },
+): { actions: Action[]; writes: Write[]; problems: string[] } {
+  const actions: Action[] = [];
+  const writes: Write[] = [];
+  const problems: string[] = [];
+  for (const want of desired) {
+    const name = want.name as string;
+    const have = byName.get(name);
+    if (!have) {
+      const entryProblems = problemsOf(name, () => {
+        const data = parseInput(createCallerSchema, want);
+        checkKindRules(data);
+      });
+      problems.push(...entryProblems);
+      if (entryProblems.length) continue;
+      const data = parseInput(createCallerSchema, want);
+      const widened = describeWidening(floorCaller, {
+        ...authorityOf(data as unknown as Json),
+        budgets: mergeBudgets(defaultBudgets, data.budgets ?? {}),
+      });
+      if (widened.length && !withOperator)
+        problems.push(
+          `caller ${name}: creating it needs the operator token (${widened.map((w) => w.field).join(", ")})`,
+        );
+      actions.push({ name, action: "create", fields: want });
+      writes.push({ name, action: "create", body: want, widens: widened.length > 0 });
+      continue;
+    }
+    if (want.kind !== undefined && want.kind !== have.kind) {
+      actions.push({
+        name,
+        action: "drift",
+        note: `is a ${String(have.kind)} caller on the server, ${String(want.kind)} in the file; kind cannot change`,
+      });
+      continue;
+    }
+    if (have.revoked === true) {
+      actions.push({
+        name,
+        action: "drift",
+        note: "is revoked on the server; restore it explicitly (`peergate callers restore`)",
+      });
+      continue;
+    }
+    const changes: Record<string, { from: unknown; to: unknown }> = {};
+    for (const field of managedFields) {
+      if (want[field] === undefined) continue;
+      if (field === "budgets") {
+        if (!want.budgets || typeof want.budgets !== "object") {
+          problems.push(`caller ${name}: budgets: expected a mapping of limits`);
+          continue;
+        }
+        const merged = mergeBudgets(
+          (have.budgets as CallerBudgets) ?? {},
+          want.budgets as BudgetsChange,
+        );
+        if (JSON.stringify(merged) !== JSON.stringify(have.budgets))
+          changes.budgets = { from: have.budgets, to: merged };
+      } else if (!same(have[field], want[field])) {
+        changes[field] = { from: have[field], to: want[field] };
+      }
+    }
+    if (Object.keys(changes).length === 0) {
+      actions.push({ name, action: "unchanged" });
+      continue;
+    }
+    const patch: Json = Object.fromEntries(Object.entries(changes).map(([k, v]) => [k, v.to]));
+    const entryProblems = problemsOf(name, () => {
+      const data = parseInput(updateCallerSchema, patch);
+      checkKindRules({ ...(have as { kind: string }), ...data });
+    });
+    problems.push(...entryProblems);
+    if (entryProblems.length) continue;
+    const widened = describeWidening(authorityOf(have), authorityOf({ ...have, ...patch }));
+    if (widened.length && !withOperator)
+      problems.push(
+        `caller ${name}: the change widens it and needs the operator token (${widened.map((w) => w.field).join(", ")})`,
+      );
+    actions.push({ name, action: "update", changes });
+    writes.push({
+      name,
+      action: "update",
+      body: { ...patch, expectedVersion: have.version },
+      widens: widened.length > 0,
+    });
+  }
+  return { actions, writes, problems };
+}
+
 export const callersApplyCommand: Command = {
   words: ["callers", "apply"],
   summary: "create and update callers to match a YAML file (idempotent)",
@@ -110,56 +255,55 @@ export const callersApplyCommand: Command = {
     const { callers: current } = await client.request<{ callers: Json[] }>("GET", "/callers");
     const byName = new Map(current.map((c) => [c.name as string, c]));
     const dryRun = args.values["dry-run"] === true;
-    const actions: Action[] = [];
     const credentials: { name: string; secret: string; usage: string; url?: string }[] = [];
 
-    for (const want of desired) {
-      const name = want.name as string;
-      const have = byName.get(name);
-      if (!have) {
-        actions.push({ name, action: "create", fields: want });
-        if (!dryRun) {
-          const created = await client.request<{
-            credential: { secret: string; usage: string; url?: string };
-          }>("POST", "/callers", want, asOperator);
-          credentials.push({ name, ...created.credential });
+    // 1. Plan and validate every entry, exactly as the server will, before changing anything:
+    //    the run is all-or-nothing on what can be known in advance, and --dry-run says the same.
+    const { actions, writes, problems } = planApply(desired, byName, {
+      file,
+      withOperator: Object.keys(asOperator).length > 0,
+    });
+    if (problems.length) {
+      throw new UsageError(
+        [`${file}: nothing was applied; fix these first:`, ...problems.map((p) => `  - ${p}`)].join(
+          "\n",
+        ),
+      );
+    }
+
+    // 2. Apply. Writes that need the operator token go first, so a wrong token stops the run
+    //    before anything changed. If a write still fails (the server changed meanwhile), what was
+    //    done is said, and the credentials of callers already created are printed all the same.
+    if (!dryRun) {
+      const ordered = [...writes].sort((a, b) => Number(b.widens) - Number(a.widens));
+      const done: string[] = [];
+      for (const write of ordered) {
+        try {
+          if (write.action === "create") {
+            const created = await client.request<{
+              credential: { secret: string; usage: string; url?: string };
+            }>("POST", "/callers", write.body, asOperator);
+            credentials.push({ name: write.name, ...created.credential });
+          } else {
+            await client.request(
+              "PATCH",
+              `/callers/${encodeURIComponent(write.name)}`,
+              write.body,
+              asOperator,
+            );
+          }
+          done.push(`${write.action}d ${write.name}`);
+        } catch (error) {
+          printCredentials(ctx, credentials);
+          const left = ordered.slice(ordered.indexOf(write) + 1).map((w) => w.name);
+          throw new Error(
+            [
+              `callers apply stopped at caller ${write.name} (${write.action}): ${(error as Error).message}`,
+              `  applied: ${done.length ? done.join(", ") : "nothing"}`,
+              `  not applied: ${[write.name, ...left].join(", ")}`,
+            ].join("\n"),
+          );
         }
-        continue;
-      }
-      if (want.kind !== undefined && want.kind !== have.kind) {
-        actions.push({
-          name,
-          action: "drift",
-          note: `is a ${String(have.kind)} caller on the server, ${String(want.kind)} in the file; kind cannot change`,
-        });
-        continue;
-      }
-      if (have.revoked === true) {
-        actions.push({
-          name,
-          action: "drift",
-          note: "is revoked on the server; restore it explicitly (`peergate callers restore`)",
-        });
-        continue;
-      }
-      const changes: Record<string, { from: unknown; to: unknown }> = {};
-      for (const field of managedFields) {
-        if (want[field] !== undefined && !same(have[field], want[field]))
-          changes[field] = { from: have[field], to: want[field] };
-      }
-      if (Object.keys(changes).length === 0) {
-        actions.push({ name, action: "unchanged" });
-        continue;
-      }
-      actions.push({ name, action: "update", changes });
-      if (!dryRun) {
-        const patch = Object.fromEntries(Object.entries(changes).map(([k, v]) => [k, v.to]));
-        await client.request(
-          "PATCH",
-          `/callers/${encodeURIComponent(name)}`,
-          { ...patch, expectedVersion: have.version },
-          asOperator,
-        );
       }
     }
     const named = new Set(desired.map((d) => d.name as string));
@@ -184,11 +328,7 @@ export const callersApplyCommand: Command = {
       else if (a.action === "drift") ctx.io.out(`drift   ${a.name} ${a.note}`);
       else ctx.io.out(`${verb} ${a.name}`);
     }
-    for (const c of credentials) {
-      ctx.io.out(
-        `\nCredential for ${c.name} (shown once; peergate keeps only its hash):\n  ${c.url ?? c.secret}\n  ${c.usage}`,
-      );
-    }
+    printCredentials(ctx, credentials);
     return exitCodes.ok;
   },
 };

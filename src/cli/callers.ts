@@ -2,7 +2,9 @@
 // summary; `--json` prints exactly what the API returned. A created, rotated or restored
 // credential is printed once, here, and never again.
 import { readFile } from "node:fs/promises";
+import type { CallerBudgets } from "../domain/caller.ts";
 import { quoteUntrusted } from "../policy/quote.ts";
+import { type BudgetsChange, mergeBudgets } from "../services/caller-input.ts";
 import { requestAdmin } from "./admin-client.ts";
 import {
   type CliContext,
@@ -48,23 +50,52 @@ const list = (value: unknown): string[] | undefined => {
   return values.flatMap((v) => String(v).split(",")).filter((v) => v !== "");
 };
 
-/** `--budget tokens=1000 --budget daily.costUsd=5` → { tokens: 1000, daily: { costUsd: 5 } }. */
-function readBudgets(value: unknown): Json | undefined {
-  const entries = list(value);
-  if (!entries) return undefined;
-  const budgets: Json = {};
-  for (const entry of entries) {
-    const match = /^(daily\.)?([A-Za-z]+)=([0-9]+(\.[0-9]+)?)$/.exec(entry);
-    if (!match?.[2] || !match[3]) {
+const budgetNames = ["tokens", "costUsd", "durationMs", "steps", "concurrentRuns"];
+const dailyBudgetNames = ["tokens", "costUsd", "runs"];
+
+/** Where one budget name goes in a change: `tokens` or `daily.costUsd`; refuses unknown names. */
+function budgetSlot(
+  change: BudgetsChange,
+  name: string,
+  option: string,
+): (v: number | null) => void {
+  const daily = name.startsWith("daily.");
+  const key = daily ? name.slice("daily.".length) : name;
+  if (!(daily ? dailyBudgetNames : budgetNames).includes(key)) {
+    throw new UsageError(
+      `${option} ${JSON.stringify(name)}: not a budget; one of ${budgetNames.join(", ")}, ${dailyBudgetNames.map((n) => `daily.${n}`).join(", ")}`,
+    );
+  }
+  return (value) => {
+    if (!daily) (change as Record<string, number | null>)[key] = value;
+    else {
+      if (!change.daily) change.daily = {};
+      (change.daily as Record<string, number | null>)[key] = value;
+    }
+  };
+}
+
+/**
+ * `--budget tokens=1000 --budget daily.costUsd=5 --budget steps= --clear-budget durationMs` →
+ * { tokens: 1000, daily: { costUsd: 5 }, steps: null, durationMs: null }: a change merged into
+ * the caller's budgets (mergeBudgets), where null removes a limit.
+ */
+function readBudgets(values: ParsedArgs["values"]): BudgetsChange | undefined {
+  const set = list(values.budget);
+  const cleared = list(values["clear-budget"]);
+  if (!set && !cleared) return undefined;
+  const change: BudgetsChange = {};
+  for (const entry of set ?? []) {
+    const match = /^((?:daily\.)?[A-Za-z]+)=([0-9]+(?:\.[0-9]+)?)?$/.exec(entry);
+    if (!match?.[1]) {
       throw new UsageError(
-        `--budget ${JSON.stringify(entry)}: expected name=number, e.g. tokens=100000 or daily.costUsd=5`,
+        `--budget ${JSON.stringify(entry)}: expected name=number (or name= to remove it), e.g. tokens=100000 or daily.costUsd=5`,
       );
     }
-    if (match[1] && budgets.daily === undefined) budgets.daily = {};
-    const target = match[1] ? (budgets.daily as Json) : budgets;
-    target[match[2]] = Number(match[3]);
+    budgetSlot(change, match[1], "--budget")(match[2] === undefined ? null : Number(match[2]));
   }
-  return budgets;
+  for (const name of cleared ?? []) budgetSlot(change, name, "--clear-budget")(null);
+  return change;
 }
 
 async function readPrompt(args: ParsedArgs): Promise<string | undefined> {
@@ -150,6 +181,7 @@ const callerFields = {
   "grant-prefix": { type: "string", multiple: true },
   "when-nobody": { type: "string" },
   classifier: { type: "string" },
+  "clear-budget": { type: "string", multiple: true },
   json: { type: "boolean" },
   ...operatorTokenOption,
 } as const;
@@ -162,7 +194,8 @@ const callerFieldsHelp = [
   "  --prompt-file F   the same, read from a file",
   "  --events e,f      github callers: events that fire a run (issues, issues.opened …)",
   "  --budget k=v      tokens, costUsd, durationMs, steps, concurrentRuns, daily.tokens,",
-  "                    daily.costUsd, daily.runs (repeatable)",
+  "                    daily.costUsd, daily.runs (repeatable); only the limits named change",
+  "  --clear-budget k  remove that limit (or --budget k=); removing a limit widens the caller",
   '  --command "git status"  a command allowlist entry (repeatable; replaces the list)',
   "  --override tool=V  a per-tool override, V one of allow, deny, prompt (repeatable)",
   "  --grant-host H, --grant-suffix .S, --grant-prefix URL",
@@ -193,7 +226,7 @@ async function buildFields(args: ParsedArgs): Promise<Json> {
   if (prompt !== undefined) body.promptTemplate = prompt;
   const events = list(v.events);
   if (events) body.eventFilter = events;
-  const budgets = readBudgets(v.budget);
+  const budgets = readBudgets(v);
   if (budgets) body.budgets = budgets;
   const texts = (value: unknown): string[] | undefined =>
     Array.isArray(value) ? value.map(String) : typeof value === "string" ? [value] : undefined;
@@ -254,7 +287,9 @@ export const callersAddCommand: Command = {
     "  --kind K          peer, github, ifttt or webhook (required)",
     ...callerFieldsHelp,
     "  --jwt-issuer I    peer: accept JWTs from this issuer (with --jwt-alg, --jwt-audience and",
-    "                    one of --jwt-jwks-url URL, --jwt-jwk-file F, --jwt-pem-file F)",
+    "                    one of --jwt-jwks-url URL, --jwt-jwk-file F, --jwt-pem-file F). The",
+    "                    audience defaults to peergate; exp, iat and jti are required, and each",
+    "                    token is accepted once (docs/operating.md)",
   ].join("\n"),
   positionals: { min: 1, max: 1, names: "a caller name" },
   options: {
@@ -344,8 +379,9 @@ export const callersSetCommand: Command = {
   help: [
     "<name> [options]",
     "",
-    "Only the options given change; --budget replaces the whole budgets object, so name every",
-    "limit to keep. A revoked caller gets a tier back only through `callers restore`.",
+    "Only the options given change, and --budget changes only the limits it names: the others",
+    "stay. Remove a limit with --clear-budget k (or --budget k=). A revoked caller gets a tier",
+    "back only through `callers restore`.",
     "",
     ...wideningHelp,
     "",
@@ -358,6 +394,17 @@ export const callersSetCommand: Command = {
     const body = await buildFields(args);
     if (Object.keys(body).length === 0)
       throw new UsageError("nothing to change: give at least one option");
+    if (body.budgets) {
+      // The API replaces the budgets object; the CLI merges into what is stored and sends the
+      // version it read, so a change made meanwhile is refused rather than overwritten.
+      const { caller } = await requestAdmin<{ caller: CallerView }>(
+        ctx,
+        "GET",
+        `/callers/${encodeURIComponent(nameOf(args))}`,
+      );
+      body.budgets = mergeBudgets(caller.budgets as CallerBudgets, body.budgets as BudgetsChange);
+      body.expectedVersion = caller.version;
+    }
     const result = await requestAdmin<{
       caller: CallerView;
       changed: string[];

@@ -11,8 +11,10 @@ import {
   callersShowCommand,
 } from "./callers.ts";
 import { callersApplyCommand } from "./callers-apply.ts";
+import { callersExportCommand } from "./callers-export.ts";
 import { ceilingCommand } from "./ceiling.ts";
 import type { Command } from "./command.ts";
+import { doctorCommand } from "./doctor.ts";
 import { migrateCommand } from "./migrate.ts";
 import { operatorTokenCreateCommand } from "./operator-token.ts";
 import {
@@ -28,6 +30,7 @@ import { toolsCommand } from "./tools.ts";
 export const commands: readonly Command[] = [
   serveCommand,
   migrateCommand,
+  doctorCommand,
   auditListCommand,
   auditVerifyCommand,
   callersAddCommand,
@@ -38,6 +41,7 @@ export const commands: readonly Command[] = [
   callersRestoreCommand,
   callersRotateCommand,
   callersApplyCommand,
+  callersExportCommand,
   runsListCommand,
   runsShowCommand,
   runsApproveCommand,

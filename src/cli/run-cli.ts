@@ -3,6 +3,7 @@
 // PEERGATE_DEBUG is set. Everything a verb prints passes through escapeOutput on its way out
 // (newlines kept, JSON lines still JSON), so no verb can print a raw control sequence, whoever chose the text; printers
 // escape single-line fields themselves too, so those cannot start lines of their own.
+import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { ConfigError } from "../errors.ts";
 import { type CliContext, type Command, exitCodes, UsageError } from "./command.ts";
@@ -20,7 +21,7 @@ function describeGroup(commands: readonly Command[], prefix: readonly string[]):
     "Commands:",
     ...lines,
     "",
-    "Every command takes --help.",
+    "Every command takes --help; `peergate --version` prints the version.",
   ]
     .filter((l, i) => i > 0 || l !== "")
     .join("\n");
@@ -53,6 +54,10 @@ export async function runCli(
     ...outer,
     io: { out: (text) => outer.io.out(safe(text)), err: (text) => outer.io.err(safe(text)) },
   };
+  if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-V")) {
+    ctx.io.out(`peergate ${await packageVersion()}`);
+    return exitCodes.ok;
+  }
   const found = findCommand(commands, argv);
   if (!found) {
     const prefix = argv.filter((a) => !a.startsWith("-"));
@@ -124,4 +129,10 @@ type ParsedValues = Record<string, string | boolean | string[] | boolean[] | und
 function isParseArgsError(error: unknown): boolean {
   const code = error instanceof Error ? (error as { code?: unknown }).code : undefined;
   return typeof code === "string" && code.startsWith("ERR_PARSE_ARGS");
+}
+
+/** The version in package.json, the one place it is kept. */
+async function packageVersion(): Promise<string> {
+  const text = await readFile(new URL("../../package.json", import.meta.url), "utf8");
+  return String((JSON.parse(text) as { version?: unknown }).version ?? "unknown");
 }

@@ -112,6 +112,22 @@ export const runsListCommand: Command = {
   async run(args, ctx) {
     const query = queryFromOptions(args.values, ["caller", "status", "limit"]);
     const { runs } = await requestAdmin<{ runs: RunSummary[] }>(ctx, "GET", `/runs?${query}`);
+    // A webhook run says which kind of webhook: github, ifttt or a plain webhook caller.
+    const kinds = runs.some((r) => r.origin === "webhook")
+      ? new Map(
+          (
+            await requestAdmin<{ callers: { name: string; kind: string }[] }>(
+              ctx,
+              "GET",
+              "/callers",
+            )
+          ).callers.map((c) => [c.name, c.kind]),
+        )
+      : new Map<string, string>();
+    const originOf = (r: RunSummary) => {
+      const kind = kinds.get(r.callerName);
+      return r.origin === "webhook" && kind && kind !== "webhook" ? `webhook:${kind}` : r.origin;
+    };
     printListing(ctx.io.out, {
       json: args.values.json === true,
       value: { runs },
@@ -119,7 +135,7 @@ export const runsListCommand: Command = {
       rows: runs.map((r) => [
         r.id,
         r.callerName,
-        r.origin,
+        originOf(r),
         r.status,
         r.pendingApproval ? `${r.pendingApproval.tool} (${r.pendingApproval.callId})` : "-",
         r.createdAt,
@@ -133,8 +149,8 @@ export const runsListCommand: Command = {
 export const runsShowCommand: Command = {
   words: ["runs", "show"],
   summary: "show a run: status, budgets, tool calls, and what a parked run waits on",
-  help: "<run-id> [--json]",
-  positionals: { min: 1, max: 1, names: "a run id" },
+  help: "<run-id or A2A task id> [--json]\n\nThe A2A task id a peer was given names its run too.",
+  positionals: { min: 1, max: 1, names: "a run id or A2A task id" },
   options: { json: { type: "boolean" } },
   async run(args, ctx) {
     const { run } = await requestAdmin<{ run: RunDetail }>(ctx, "GET", `/runs/${runIdOf(args)}`);
@@ -215,8 +231,8 @@ export const runsRejectCommand: Command = {
 export const runsCancelCommand: Command = {
   words: ["runs", "cancel"],
   summary: "stop a running run, wherever it runs",
-  help: "<run-id> [--json]",
-  positionals: { min: 1, max: 1, names: "a run id" },
+  help: "<run-id or A2A task id> [--json]\n\nThe A2A task id a peer was given names its run too.",
+  positionals: { min: 1, max: 1, names: "a run id or A2A task id" },
   options: { json: { type: "boolean" } },
   async run(args, ctx) {
     const result = await requestAdmin<{ stopped: boolean }>(

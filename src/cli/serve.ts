@@ -2,7 +2,9 @@
 import { loadConfig } from "../config.ts";
 import { createLogger } from "../log.ts";
 import { startServer } from "../server.ts";
+import { logDoctorFindings } from "../services/doctor.ts";
 import type { Command } from "./command.ts";
+import { recordServerUrl } from "./server-url.ts";
 
 export const serveCommand: Command = {
   words: ["serve"],
@@ -13,13 +15,17 @@ Starts the HTTP server with the embedded database in <data dir>/pg, or the Postg
 named by DATABASE_URL, applying pending migrations first. Stops gracefully on SIGINT/SIGTERM.
 Configuration comes from the environment (see README.md): PEERGATE_HOST, PEERGATE_PORT,
 PEERGATE_DATA_DIR, DATABASE_URL, PEERGATE_POLICIES_DIR, PEERGATE_LOG_LEVEL.
-Logs are JSON lines on standard output.
+Logs are JSON lines on standard output. After start, the checks of \`peergate doctor\` run once
+and each problem they find is logged as a warning (one tiny model call included).
 
 Files are created owner-only (umask 077). A data directory that group or others can reach is
 made 0700 at start, and logged. With the embedded database the server listens on a control
 socket, <data dir>/control.sock (0600), so \`peergate operator-token create\` works while it runs;
 it is never reachable over HTTP. Do not give the server PEERGATE_OPERATOR_TOKEN: it never needs
-it, and what a server holds a tool may come to read.`,
+it, and what a server holds a tool may come to read.
+
+The URL it listens on is written to <data dir>/server-url while it runs, so the CLI on the same
+machine finds it on any port without PEERGATE_URL.`,
   async run(_args, ctx) {
     const config = loadConfig(ctx.env, ctx.cwd);
     const logger = createLogger({ level: config.logLevel, write: ctx.io.out });
@@ -30,10 +36,21 @@ it, and what a server holds a tool may come to read.`,
       );
     }
     const server = await startServer(config, logger, ctx.env);
+    const forgetUrl = await recordServerUrl(config.dataDir, server.url);
+    // What `peergate doctor` would say, as warnings: an unpriced model, a model that does not
+    // answer, a missing operator token, a secret key that cannot open the sealed secrets.
+    const checked = logDoctorFindings({
+      config,
+      database: server.database,
+      logger,
+      modelTimeoutMs: 10_000,
+    });
     await new Promise<void>((resolve) => {
       if (ctx.signal.aborted) resolve();
       ctx.signal.addEventListener("abort", () => resolve(), { once: true });
     });
+    await checked;
+    await forgetUrl();
     await server.stop();
     return 0;
   },

@@ -356,6 +356,29 @@ export const webhookDeliveries = pgTable(
   ],
 );
 
+/**
+ * Notices sent to the operator's notify targets about a parked run (src/notify/): `parked` when it
+ * parks, `expiring` when its approval window is about to close. The primary key is the claim: the
+ * one instance whose insert lands sends that notice, so several instances never send it twice.
+ */
+export const runNotices = pgTable(
+  "run_notices",
+  {
+    runId: uuid("run_id")
+      .notNull()
+      .references(() => runs.id, { onDelete: "cascade" }),
+    /** The pending call the notice is about: a run that parks again is noticed again. */
+    callId: text("call_id").notNull(),
+    kind: text("kind").$type<"parked" | "expiring">().notNull(),
+    instanceId: text("instance_id").notNull(),
+    claimedAt: timestamptz("claimed_at").notNull().defaultNow(),
+    /** `sending` while the claiming instance tries; then `sent` or `failed` (after the retries). */
+    status: text("status").$type<"sending" | "sent" | "failed">().notNull().default("sending"),
+    attempts: integer("attempts").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.callId, t.kind] })],
+);
+
 /** JWT ids already used, kept until the token expires; the primary key refuses a replay. */
 export const jwtReplays = pgTable(
   "jwt_replays",
@@ -557,6 +580,7 @@ export type AuditEvent = typeof auditEvents.$inferSelect;
 export type PushConfigRow = typeof pushConfigs.$inferSelect;
 export type PushDelivery = typeof pushDeliveries.$inferSelect;
 export type Instance = typeof instances.$inferSelect;
+export type RunNotice = typeof runNotices.$inferSelect;
 
 /** True only when A and B are the same type (neither wider). */
 type Same<A, B> =

@@ -8,7 +8,13 @@ import { callers, credentials } from "../db/schema.ts";
 import { ConflictError } from "../errors.ts";
 import { type OperatorProof, withWideningCheck } from "./admin-credentials.ts";
 import { changeCaller } from "./caller-events.ts";
-import { checkKindRules, createCallerSchema, defaultBudgets, parseInput } from "./caller-input.ts";
+import {
+  checkKindRules,
+  createCallerSchema,
+  defaultBudgets,
+  mergeBudgets,
+  parseInput,
+} from "./caller-input.ts";
 import type { Actor, ServiceContext } from "./context.ts";
 import { isUniqueViolation } from "./db-errors.ts";
 import { type CallerView, describeCaller } from "./describe-caller.ts";
@@ -29,7 +35,7 @@ export async function addCaller({
 }): Promise<{ caller: CallerView; credential: IssuedCredential; unknownAllowEntries: string[] }> {
   const data = parseInput(createCallerSchema, input);
   checkKindRules(data);
-  const budgets = { ...defaultBudgets, ...data.budgets };
+  const budgets = mergeBudgets(defaultBudgets, data.budgets ?? {});
   const widened = describeWidening(floorCaller, {
     tier: data.tier,
     allow: data.allow,

@@ -9,7 +9,9 @@ import { displayPrefix, generateSecret, hashSecret, safeEqual } from "../auth/se
 import { appendAuditEvent } from "../db/audit.ts";
 import type { DbOrTx } from "../db/client.ts";
 import { credentials } from "../db/schema.ts";
-import { ConflictError, ForbiddenError } from "../errors.ts";
+import { ConfigError, ConflictError, ForbiddenError } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import { adminTokenFile, createSecretFile, readSecretFile } from "../secret-files.ts";
 import { type AuthFailureContext, refuse } from "./authenticate-caller.ts";
 import type { Actor, ServiceContext } from "./context.ts";
 import { operatorTokenRequired, type Widening } from "./widening.ts";
@@ -35,7 +37,7 @@ export async function ensureAdminToken({
 }: {
   ctx: Pick<ServiceContext, "db" | "now">;
   configured: string | undefined;
-}): Promise<{ generated?: string; source: "environment" | "stored" | "generated" }> {
+}): Promise<{ generated?: string; source: AdminTokenSource }> {
   return ctx.db.transaction(async (tx) => {
     const existing = await activeHashes(tx, "admin");
     if (configured !== undefined) {
@@ -49,6 +51,77 @@ export async function ensureAdminToken({
     await replaceCredential(tx, ctx.now(), "admin", token, "system");
     return { generated: token, source: "generated" };
   });
+}
+
+export type AdminTokenSource = "environment" | "stored" | "generated" | "adopted-from-file";
+
+/**
+ * The start-up half of the admin token: makes sure the database and `<data dir>/admin-token`
+ * agree, and never leaves the operator without a token they hold.
+ *
+ * - PEERGATE_ADMIN_TOKEN set: it is the admin token (ensureAdminToken).
+ * - The database has none and the file holds one (a data directory that served the embedded
+ *   database, now pointed at PostgreSQL): the file's token is adopted, so the token the operator
+ *   has keeps working.
+ * - The database has none and there is no file: one is generated and written to the file.
+ * - The database has one the file does not hold: refused with the two ways out, neither of which
+ *   loses a token (removing the file would: the database's token is shown only when generated).
+ * - The database has one and there is no file (a second instance on another machine): a warning
+ *   that says where the token is.
+ */
+export async function settleAdminToken({
+  ctx,
+  configured,
+  dataDir,
+  logger,
+}: {
+  ctx: Pick<ServiceContext, "db" | "now">;
+  configured: string | undefined;
+  dataDir: string;
+  logger: Logger;
+}): Promise<{ source: AdminTokenSource; generated?: string }> {
+  const file = `${dataDir}/${adminTokenFile}`;
+  if (configured !== undefined) return ensureAdminToken({ ctx, configured });
+  const fromFile = await readSecretFile(dataDir, adminTokenFile);
+  const known = await activeHashes(ctx.db, "admin");
+  if (fromFile) {
+    const hash = hashSecret(fromFile);
+    if (known.some((h) => safeEqual(h, hash))) return { source: "stored" };
+    if (known.length === 0) {
+      await ctx.db.transaction((tx) =>
+        replaceCredential(tx, ctx.now(), "admin", fromFile, "system"),
+      );
+      logger.info("admin token adopted from the data directory", { file });
+      return { source: "adopted-from-file" };
+    }
+    throw new ConfigError([
+      {
+        field: adminTokenFile,
+        message:
+          `${file} holds an admin token this database does not know (the database has its own, ` +
+          `made by another instance). Either start once with PEERGATE_ADMIN_TOKEN="$(cat ${file})" ` +
+          "to make the file's token the database's, or put the database's token in the file (or in " +
+          "PEERGATE_ADMIN_TOKEN). Do not delete the file: the database's token is shown only when made.",
+      },
+    ]);
+  }
+  if (known.length > 0) {
+    logger.warn(
+      `the admin token is not on this machine: set PEERGATE_ADMIN_TOKEN, or copy ${adminTokenFile} from the data directory of the instance that made it into ${dataDir}`,
+      {},
+    );
+    return { source: "stored" };
+  }
+  const generated = await ensureAdminToken({ ctx, configured: undefined });
+  if (!generated.generated) return { source: generated.source };
+  const stored = await createSecretFile(dataDir, adminTokenFile, generated.generated);
+  if (stored !== generated.generated) {
+    // Another process wrote the file between our read and our write: its token wins, as above.
+    await ctx.db.transaction((tx) => replaceCredential(tx, ctx.now(), "admin", stored, "system"));
+    return { source: "adopted-from-file" };
+  }
+  logger.info("admin token generated", { file });
+  return generated;
 }
 
 /**

@@ -16,7 +16,13 @@ export const settableTiers = ["public", "internal", "private"] as const;
 export const approvalPolicyValues = ["auto", "read-only", "low-risk"] as const;
 
 const positiveInt = (max: number) => z.number().int().positive().max(max);
-const positiveMoney = z.number().positive().max(1_000_000);
+const positiveMoney = z
+  .number()
+  .positive({
+    error:
+      "a number of US dollars above 0 (a cap of $0 would stop every run at once; for a model that costs nothing, price it at 0 in policies/models.yaml, or remove the limit)",
+  })
+  .max(1_000_000);
 
 export const budgetsSchema = z.strictObject({
   tokens: positiveInt(100_000_000).optional(),
@@ -33,6 +39,28 @@ export const budgetsSchema = z.strictObject({
     .optional(),
 });
 
+/**
+ * Budgets for a new caller, merged over the defaults (mergeBudgets): a number sets that limit,
+ * null removes it (which widens, so it needs the operator token), a name left out keeps the default.
+ */
+export const budgetsChangeSchema = z.strictObject({
+  tokens: positiveInt(100_000_000).nullable().optional(),
+  costUsd: positiveMoney.nullable().optional(),
+  durationMs: positiveInt(24 * 3_600_000)
+    .nullable()
+    .optional(),
+  steps: positiveInt(10_000).nullable().optional(),
+  concurrentRuns: positiveInt(1_000).nullable().optional(),
+  daily: z
+    .strictObject({
+      tokens: positiveInt(10_000_000_000).nullable().optional(),
+      costUsd: positiveMoney.nullable().optional(),
+      runs: positiveInt(10_000_000).nullable().optional(),
+    })
+    .nullable()
+    .optional(),
+});
+
 /** Bounded by default: an operator who forgets a budget gets a small one, not an unlimited one. */
 export const defaultBudgets: CallerBudgets = {
   tokens: 200_000,
@@ -42,6 +70,36 @@ export const defaultBudgets: CallerBudgets = {
   concurrentRuns: 2,
   daily: { tokens: 2_000_000, costUsd: 10, runs: 500 },
 };
+
+/** A change to budgets: a number sets that limit, null removes it, a name left out keeps it. */
+export type BudgetsChange = {
+  [K in Exclude<keyof CallerBudgets, "daily">]?: number | null;
+} & { daily?: { [K in keyof NonNullable<CallerBudgets["daily"]>]?: number | null } | null };
+
+/**
+ * The one merge rule for budgets, used by `callers add` (over the defaults), `callers set` and
+ * `callers apply` (over the stored budgets): only the limits named change, `daily` included, so
+ * a command that sets one cap never silently drops the others. Removing a limit is explicit.
+ */
+export function mergeBudgets(base: CallerBudgets, change: BudgetsChange): CallerBudgets {
+  const merged: Record<string, unknown> = { ...base };
+  for (const [key, value] of Object.entries(change)) {
+    if (key === "daily") continue;
+    if (value === null) delete merged[key];
+    else if (value !== undefined) merged[key] = value;
+  }
+  if (change.daily === null) delete merged.daily;
+  else if (change.daily !== undefined) {
+    const daily: Record<string, unknown> = { ...base.daily };
+    for (const [key, value] of Object.entries(change.daily)) {
+      if (value === null) delete daily[key];
+      else if (value !== undefined) daily[key] = value;
+    }
+    if (Object.keys(daily).length) merged.daily = daily;
+    else delete merged.daily;
+  }
+  return merged as CallerBudgets;
+}
 
 const httpsOrLoopbackUrl = z.string().refine(
   (v) => {
@@ -180,7 +238,7 @@ export const createCallerSchema = z.strictObject({
   approvalPolicy: z
     .enum(approvalPolicyValues, { error: `one of ${approvalPolicyValues.join(", ")}` })
     .default("auto"),
-  budgets: budgetsSchema.optional(),
+  budgets: budgetsChangeSchema.optional(),
   promptTemplate: promptTemplateSchema.optional(),
   eventFilter: eventFilterSchema.optional(),
   jwt: jwtSettingsSchema.optional(),

@@ -34,7 +34,12 @@ import {
 } from "./support.ts";
 
 const rounds = 20;
-const roomy = { concurrentRuns: 500, daily: { runs: 100_000 } };
+// Room for every round at once: each parked run holds its per-run share of the daily tokens and
+// cost (200,000 tokens and $1 by default), so the day must cover all of them parked together.
+const roomy = {
+  concurrentRuns: 500,
+  daily: { runs: 100_000, tokens: rounds * 200_000 * 10, costUsd: rounds * 1 * 10 },
+};
 
 const parkScenarios: Record<string, StubStep[]> = {};
 for (let i = 0; i < rounds; i++) {

@@ -2,7 +2,7 @@
 // is a 403 naming the operator token and the widened field and changes nothing; the same write with
 // the operator token too is applied; every narrowing needs the admin token alone.
 import { afterEach, beforeEach, expect, it } from "vitest";
-import { defaultBudgets } from "../../src/services/caller-input.ts";
+import { defaultBudgets, mergeBudgets } from "../../src/services/caller-input.ts";
 import { adminRequest, createTestApp, operatorRequest, type TestApp } from "../support/app.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 
@@ -17,8 +17,11 @@ const existing = {
   approvalPolicy: "low-risk",
   budgets: { tokens: 1000, costUsd: 1, daily: { runs: 5, costUsd: 2 } },
 };
-/** What the server stores for `existing`: its budgets over the defaults (daily replaced whole). */
-const storedBudgets = { ...defaultBudgets, ...existing.budgets };
+/**
+ * What the server stores for `existing`: its budgets merged over the defaults, daily included
+ * (only the limits named change; the default daily token cap stays).
+ */
+const storedBudgets = mergeBudgets(defaultBudgets, existing.budgets);
 const hook = {
   name: "gh",
   kind: "github",
@@ -99,7 +102,7 @@ const widenings: Case[] = [
     setup: [existing],
     method: "PATCH",
     path: "/callers/alice",
-    body: { budgets: { ...storedBudgets, daily: { runs: 500, costUsd: 2 } } },
+    body: { budgets: { ...storedBudgets, daily: { ...storedBudgets.daily, runs: 500 } } },
     fields: ["budgets.daily.runs"],
     status: 200,
   },
@@ -172,7 +175,12 @@ const widenings: Case[] = [
     setup: [],
     method: "POST",
     path: "/callers",
-    body: { name: "bob", kind: "peer", budgets: { daily: { runs: 5 } } },
+    // A new caller's budgets merge over the defaults, so dropping a cap is said with null.
+    body: {
+      name: "bob",
+      kind: "peer",
+      budgets: { daily: { runs: 5, tokens: null, costUsd: null } },
+    },
     fields: ["budgets.daily.tokens", "budgets.daily.costUsd"],
     status: 201,
   },
@@ -218,6 +226,15 @@ const narrowings: Omit<Case, "fields">[] = [
     path: "/callers/alice/revoke",
     body: {},
     status: 200,
+  },
+  {
+    // Merged over the defaults: naming one daily cap lowers it and keeps the others.
+    name: "a new caller with one daily cap lowered",
+    setup: [],
+    method: "POST",
+    path: "/callers",
+    body: { name: "bob", kind: "peer", budgets: { daily: { runs: 5 } } },
+    status: 201,
   },
   {
     name: "a new caller at the floor",
@@ -316,5 +333,20 @@ describeEachDatabase("admin API: widening needs the operator", (db) => {
       },
     );
     expect(narrowed.status).toBe(200);
+  });
+
+  it("a new caller that names one daily cap keeps the other default caps", async () => {
+    const res = await json(
+      await adminRequest(app, "POST", "/callers", {
+        name: "bob",
+        kind: "peer",
+        budgets: { daily: { runs: 5 } },
+      }),
+    );
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.body.caller.budgets).toEqual({
+      ...defaultBudgets,
+      daily: { ...defaultBudgets.daily, runs: 5 },
+    });
   });
 });

@@ -1,4 +1,5 @@
-// Liveness, readiness and metrics. None of them needs credentials and none reveals a secret:
+// Liveness, readiness and metrics (which may need PEERGATE_METRICS_TOKEN, src/metrics.ts). None
+// reveals a secret:
 // readiness names which check failed so an operator can act, nothing more.
 import { Hono } from "hono";
 import type { Metrics } from "../../metrics.ts";
@@ -18,6 +19,9 @@ export function healthRoutes(deps: {
     );
   });
   app.get("/metrics", async (c) => {
+    const admitted = deps.metrics.admit(c.req.header("authorization"));
+    if (!admitted.ok)
+      return c.json({ status: "refused", detail: admitted.reason }, admitted.status);
     const { contentType, body } = await deps.metrics.render();
     return c.body(body, 200, { "Content-Type": contentType });
   });

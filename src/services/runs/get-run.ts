@@ -1,7 +1,7 @@
 // One run in full for the admin API and CLI: its summary, the tool set it started with, the
 // pending call with its arguments and preview, the answer, the conversation, and every tool call
 // with how it ended (completed, interrupted, not started, refused, failed, parked, rejected).
-import { asc, eq } from "drizzle-orm";
+import { asc, desc, eq, type SQL } from "drizzle-orm";
 import type { DbOrTx } from "../../db/client.ts";
 import {
   callers,
@@ -49,15 +49,19 @@ export async function getRun({
   input: { readonly runId: string };
 }): Promise<RunDetail | undefined> {
   const { db } = ctx;
-  const { runId } = input;
-  if (!isUuid(runId)) return undefined;
-  const [row] = await db
-    .select({ run: runs, callerName: callers.name })
-    .from(runs)
-    .innerJoin(callers, eq(callers.id, runs.callerId))
-    .where(eq(runs.id, runId))
-    .limit(1);
+  const byColumn = (where: SQL) =>
+    db
+      .select({ run: runs, callerName: callers.name })
+      .from(runs)
+      .innerJoin(callers, eq(callers.id, runs.callerId))
+      .where(where)
+      .orderBy(desc(runs.createdAt))
+      .limit(1);
+  // The run id, or the A2A task id a peer was given for it (what an operator is usually told).
+  const [byId] = isUuid(input.runId) ? await byColumn(eq(runs.id, input.runId)) : [];
+  const row = byId ?? (await byColumn(eq(runs.a2aTaskId, input.runId)))[0];
   if (!row) return undefined;
+  const runId = row.run.id;
   const calls = await db
     .select()
     .from(toolCalls)
