@@ -20,6 +20,8 @@ export const auditKinds: readonly string[] = [
   "webhook.ignored",
   "tool.called",
   "tool.refused",
+  "tool.declined",
+  "tool.stage",
   "run.started",
   "run.parked",
   "run.approved",
