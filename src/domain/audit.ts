@@ -13,7 +13,7 @@ export type AuditKind =
   | `caller.${CallerChange}`
   | `${"admin" | "operator"}-token.created`
   | `webhook.${"accepted" | "ignored"}`
-  | `run.${RunStatus | "started" | "approved" | "call-rejected" | "answer-refused" | "cancel-requested"}`
+  | `run.${RunStatus | "started" | "approved" | "call-rejected" | "answer-refused" | "cancel-requested" | "input-answered"}`
   | `tool.${"called" | "refused" | "declined"}`;
 
 /** Who performs an admin action: the admin API, the operator's own token, the CLI on the host. */

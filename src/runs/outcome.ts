@@ -23,7 +23,7 @@ export type RecordedEnd = { status: RunStatus; error?: RunError; text?: string }
 
 /** The status, error and answer a finished (not parked) segment is recorded with. */
 export function mapSegmentEnd(
-  end: Exclude<SegmentEnd, { kind: "parked" }>,
+  end: Exclude<SegmentEnd, { kind: "parked" | "input-required" }>,
   reason: StopReason | undefined,
   budgets: { limits: RunBudgetLimits; daily: CallerBudgets["daily"] },
 ): RecordedEnd {
