@@ -451,7 +451,10 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
           }),
         );
       }
-      bus.publish(describeOutcome(ids, { ...outcome, text: finalText || undefined }, parkedTool));
+      // An input-required run's text is its question: that, not the text streamed before it, is
+      // what the status message asks.
+      const shown = outcome.status === "input-required" ? outcome.text : finalText || undefined;
+      bus.publish(describeOutcome(ids, { ...outcome, text: shown }, parkedTool));
     } catch (error) {
       // Never let the SDK write its own failure: its message would carry internal details.
       log.error("the A2A run bridge failed", { error });
