@@ -101,9 +101,11 @@ export function settledFromRun(run: Run, outcome: RunOutcome, pendingTool?: stri
   };
 }
 
-export function expiredError(run: Pick<Run, "parkedUntil">): RunError {
+export function expiredError(run: Pick<Run, "parkedUntil" | "status">): RunError {
+  const what =
+    run.status === "input-required" ? "no answer came from the caller" : "no operator answered";
   return {
     code: "expired",
-    message: `no operator answered before ${run.parkedUntil?.toISOString() ?? "the deadline"}`,
+    message: `${what} before ${run.parkedUntil?.toISOString() ?? "the deadline"}`,
   };
 }

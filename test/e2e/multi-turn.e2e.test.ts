@@ -47,6 +47,18 @@ const scenarios = {
   ask: [askStep, { text: finalAnswer }],
   "ask-v03": [askStep, { text: finalAnswer }],
   "ask-raw": [askStep, { text: finalAnswer }],
+  "ask-cancel": [askStep],
+  "ask-revoke": [askStep],
+  // ask_caller beside another call: no answer can come, the model is told so and goes on.
+  "ask-mixed": [
+    {
+      calls: [
+        { id: "call_ask_mixed", name: "ask_caller", arguments: JSON.stringify({ question }) },
+        { id: "call_time", name: "get_time", arguments: "{}" },
+      ],
+    },
+    { text: finalAnswer },
+  ],
   // Asks twice; its caller has a budget of two steps.
   "ask-budget": [askStep, askStep, { text: "never reached" }],
 };
@@ -284,6 +296,64 @@ for (const kind of ["pglite", "postgres"] as const) {
             r.messages.some((m) => m.content === `scenario:ask-budget Write it (${kind}).`),
           );
         expect(calls).toHaveLength(2);
+      });
+
+      it("CancelTask ends a task waiting for input; the question's call never ran", async () => {
+        const client = await peergate.client(secret);
+        const asked = asTask(
+          await client.sendMessage({
+            message: userMessage("scenario:ask-cancel Write the report."),
+          } as never),
+        );
+        expect(asked.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+        const canceled = await client.cancelTask({ id: asked.id } as never);
+        expect(canceled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+        const run = await waitForRun(peergate, readTaskRunId(asked), ["canceled"]);
+        expect(
+          run.toolCalls.map((c: { callId: string; status: string }) => [c.callId, c.status]),
+        ).toEqual([["call_ask", "not-started"]]);
+        await expect(
+          client.sendMessage({ message: answerTo(asked, "Teal.") } as never),
+        ).rejects.toThrow();
+      });
+
+      it("revoking the caller rejects its run waiting for input", async () => {
+        const name = `revokee-${kind}`;
+        const revokee = await addCaller(peergate, { name, kind: "peer", tier: "public" });
+        const client = await peergate.client(revokee.secret);
+        const asked = asTask(
+          await client.sendMessage({
+            message: userMessage("scenario:ask-revoke Write the report."),
+          } as never),
+        );
+        expect(asked.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+        const revoked = await peergate.admin("POST", `/callers/${name}/revoke`, { reason: "e2e" });
+        expect(revoked.status).toBe(200);
+        expect(revoked.body).toMatchObject({ parkedRunsRejected: 1 });
+        const run = await waitForRun(peergate, readTaskRunId(asked), ["rejected"]);
+        expect(run.error).toMatchObject({ code: "caller-revoked" });
+        expect(
+          run.toolCalls.map((c: { callId: string; status: string }) => [c.callId, c.status]),
+        ).toEqual([["call_ask", "not-started"]]);
+      });
+
+      it("ask_caller beside another call asks nothing: the model reads why and goes on", async () => {
+        const client = await peergate.client(secret);
+        const done = asTask(
+          await client.sendMessage({
+            message: userMessage(`scenario:ask-mixed Write the report (${kind}).`),
+          } as never),
+        );
+        expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+        const second = model
+          .requestsOf("ask-mixed")
+          .filter((r) =>
+            r.messages.some((m) => m.content === `scenario:ask-mixed Write the report (${kind}).`),
+          )
+          .at(-1);
+        const results = readToolResults(second);
+        expect(results.get("call_ask_mixed")).toContain("must be the only tool call of its step");
+        expect(results.get("call_time")).toContain("utc");
       });
 
       it("signs its 1.0 card; the signature verifies with the published JWKS", async () => {
