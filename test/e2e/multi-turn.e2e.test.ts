@@ -5,7 +5,13 @@
 // server's card signature is checked with the JWKS it publishes. On PGlite and real PostgreSQL.
 import { readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
-import { type AgentCard, type Message, TaskState, verifyAgentCardSignature } from "@a2a-js/sdk";
+import {
+  type AgentCard,
+  type Message,
+  type StreamResponse,
+  TaskState,
+  verifyAgentCardSignature,
+} from "@a2a-js/sdk";
 import {
   type Client,
   ClientFactory,
@@ -19,6 +25,7 @@ import { createPostgresTestDatabase, postgresSkipReason } from "../support/datab
 import {
   addCaller,
   asTask,
+  collectStream,
   copyPolicies,
   createSharedSecrets,
   createWorkspace,
@@ -48,6 +55,7 @@ const scenarios = {
   "ask-v03": [askStep, { text: finalAnswer }],
   "ask-raw": [askStep, { text: finalAnswer }],
   "ask-cancel": [askStep],
+  "ask-stream": [askStep, { text: finalAnswer }],
   "ask-revoke": [askStep],
   // ask_caller beside another call: no answer can come, the model is told so and goes on.
   "ask-mixed": [
@@ -82,6 +90,14 @@ afterAll(async () => {
 });
 
 /** A user message answering `task` (same task and context). */
+/** The status an event of a stream carries, if it carries one. */
+function stateOf(event: StreamResponse | undefined) {
+  const payload = event?.payload;
+  if (payload?.$case === "statusUpdate") return payload.value.status;
+  if (payload?.$case === "task") return payload.value.status;
+  return undefined;
+}
+
 function answerTo(task: { id: string; contextId: string }, text: string): Message {
   return { ...userMessage(text), taskId: task.id, contextId: task.contextId };
 }
@@ -204,6 +220,32 @@ for (const kind of ["pglite", "postgres"] as const) {
         await expect(
           client.sendMessage({ message: answerTo(asked, "and bold") } as never),
         ).rejects.toThrow();
+      });
+
+      it("a2a-js (1.0), streaming: the question ends the stream; the answer streams to the end", async () => {
+        const client = await peergate.client(secret);
+        const first = await collectStream(
+          client.sendMessageStream({
+            message: userMessage("scenario:ask-stream Write the report."),
+          } as never),
+        );
+        expect(first.error).toBeUndefined();
+        const asked = stateOf(first.events.at(-1));
+        expect(asked?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+        expect(textOf(asked?.message?.parts)).toBe(question);
+        const taskEvent = first.events.find((e) => e.payload?.$case === "task");
+        const task = taskEvent?.payload?.$case === "task" ? taskEvent.payload.value : undefined;
+        if (!task) throw new Error("the stream sent no task");
+
+        const second = await collectStream(
+          client.sendMessageStream({ message: answerTo(task, "Teal.") } as never),
+        );
+        expect(second.error).toBeUndefined();
+        const done = stateOf(second.events.at(-1));
+        expect(done?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+        expect(textOf(done?.message?.parts)).toBe(finalAnswer);
+        const run = await waitForRun(peergate, readTaskRunId(task), ["completed"]);
+        expect(run.segments).toBe(2);
       });
 
       it("a2a-js (v0.3): the same turn over the legacy transport", async () => {
