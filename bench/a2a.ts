@@ -1,7 +1,7 @@
 // A2A `SendMessage` benchmark: `npm exec -- node bench/a2a.ts [--tasks N] [--concurrency C]`
 // (defaults 50000 and 16; `--warmup W`; `--callers K` spreads peergate's connections over K peer
 // callers, default 1; `--only reference|peergate`; `--cpu-prof DIR` writes a V8 CPU profile of
-// each server child).
+// each server child; `--push [--rate R] [--seconds S]` the push load below).
 //
 // Three servers, each in its own child process (so each RSS is that server's alone):
 //   reference  the a2a-js SDK's own stack: its express adapter (`jsonRpcHandler`), its in-memory
@@ -23,6 +23,17 @@
 // else the machine does falls on both alike. RSS (and the live heap after a full GC) is sampled
 // at 0, 25, 50, 75 and 100 % of the tasks. Prints a markdown table and the ratio peergate /
 // reference.
+//
+// `--push` measures push notification delivery instead (issue 16), on peergate alone: an open loop
+// of `--rate R` new tasks per second (default 200) for `--seconds S` (default 10), after W warm-up
+// tasks, each a blocking `SendMessage` carrying a push config (`taskPushNotificationConfig`) for a
+// receiver in this process on loopback, which the caller is granted (`PUT …/push-hosts`) and the
+// egress guard is told to allow (`PEERGATE_PUSH_ALLOW_ADDRESSES=127.0.0.1`). Every stored update of
+// a task is one delivery, claimed by the server's push worker from the outbox. The receiver notes
+// when each `X-A2A-Notification-Id` first arrived; the delivery's `created_at` in the database is
+// when the transaction storing that task update began. Prints the events delivered per second and
+// p50/p99 from task update to delivery, with the undelivered and repeated ones. Target: p99 <
+// 100 ms at 200 tasks/s.
 //
 // Everything binds to 127.0.0.1. The load generator shares the machine's CPUs with both servers
 // (and PostgreSQL and the model stub): compare the ratio of one run, not absolute numbers across
@@ -435,6 +446,8 @@ type Target = {
   headers: (connection: number) => Record<string, string>;
   /** CPU microseconds its PostgreSQL has used so far; absent without one. */
   pgCpuMicros?: () => Promise<number>;
+  /** The server's own database, when the bench reads it afterwards (the push load). */
+  databaseUrl?: string;
   stop(): Promise<void>;
 };
 
@@ -591,7 +604,15 @@ async function startReferenceTarget(profileDir?: string): Promise<Target> {
   };
 }
 
-async function startPeergateTarget(callers: number, profileDir?: string): Promise<Target> {
+/**
+ * peergate with `callers` peer callers. With `pushOrigin`, every caller is granted that URL prefix
+ * for push notifications and the egress guard allows loopback (where the bench's receiver is).
+ */
+async function startPeergateTarget(
+  callers: number,
+  profileDir?: string,
+  pushOrigin?: string,
+): Promise<Target> {
   const { startPostgresCluster } = await import("../test/support/postgres-cluster.ts");
   const cluster = await startPostgresCluster();
   const scratch = await mkdtemp(path.join(os.tmpdir(), "peergate-bench-"));
@@ -626,6 +647,7 @@ async function startPeergateTarget(callers: number, profileDir?: string): Promis
         PEERGATE_MODEL_BASE_URL: model.url,
         PEERGATE_MODEL_API_KEY: "bench",
         PEERGATE_LOG_LEVEL: "info",
+        ...(pushOrigin ? { PEERGATE_PUSH_ALLOW_ADDRESSES: "127.0.0.1" } : {}),
       },
       profileDir,
     );
@@ -664,12 +686,31 @@ async function startPeergateTarget(callers: number, profileDir?: string): Promis
       }
       const { credential } = (await created.json()) as { credential: { secret: string } };
       tokens.push(credential.secret);
+      if (pushOrigin) {
+        // A push grant widens the caller: the operator token again.
+        const granted = await fetch(
+          `${peergate.url}/admin/v1/callers/bench-peer-${i + 1}/push-hosts`,
+          {
+            method: "PUT",
+            headers: {
+              authorization: `Bearer ${adminToken}`,
+              "content-type": "application/json",
+              "x-peergate-operator-token": operatorToken,
+            },
+            body: JSON.stringify({ hosts: [pushOrigin] }),
+          },
+        );
+        if (granted.status !== 200) {
+          throw new Error(`push hosts: ${granted.status} ${await granted.text()}`);
+        }
+      }
     }
     return {
       name: `peergate, ${callers === 1 ? "1 caller" : `${callers} callers`} (bearer, ceiling, PostgreSQL, openai-compatible stub)`,
       child: peergate,
       headers: (connection) => ({ authorization: `Bearer ${tokens[connection % callers]}` }),
       pgCpuMicros: () => readPgCpuMicros(watcher),
+      databaseUrl,
       stop,
     };
   } catch (error) {
@@ -716,6 +757,261 @@ async function startDiyTarget(callers: number, profileDir?: string): Promise<Tar
   }
 }
 
+// ---------------------------------------------------------------- push delivery (--push)
+
+type PushReceiver = {
+  url: string;
+  origin: string;
+  /** When each delivery id first arrived (epoch ms, sub-millisecond). */
+  arrivals: Map<number, number>;
+  /** Tasks whose terminal update arrived (the last of each task's deliveries, in order). */
+  finished: Set<string>;
+  repeats: () => number;
+  close(): Promise<void>;
+};
+
+const terminalStates = new Set([
+  "TASK_STATE_COMPLETED",
+  "TASK_STATE_FAILED",
+  "TASK_STATE_CANCELED",
+]);
+
+/** A receiver on loopback that answers every push with 204 and notes when it read it. */
+async function startPushReceiver(): Promise<PushReceiver> {
+  const arrivals = new Map<number, number>();
+  const finished = new Set<string>();
+  let repeats = 0;
+  const server = http.createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on("data", (chunk: Buffer) => chunks.push(chunk));
+    request.on("end", () => {
+      const at = performance.timeOrigin + performance.now();
+      const id = Number(request.headers["x-a2a-notification-id"]);
+      if (arrivals.has(id)) repeats += 1;
+      else arrivals.set(id, at);
+      const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as {
+        task?: { id?: string; status?: { state?: string } };
+      };
+      if (terminalStates.has(body.task?.status?.state ?? "")) finished.add(String(body.task?.id));
+      response.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  return {
+    url: `${origin}hooks/a2a`,
+    origin,
+    arrivals,
+    finished,
+    repeats: () => repeats,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+type OpenLoop = {
+  taskIds: string[];
+  latencies: number[];
+  failures: number;
+  firstFailure?: string;
+  /** From the first request sent to the last answer read. */
+  seconds: number;
+};
+
+/**
+ * Open loop: request `i` goes out at `i / rate` seconds whether or not the earlier ones were
+ * answered (a push receiver sees what arrives at that rate, not what the server can keep up with).
+ */
+async function driveOpenLoop(options: {
+  url: string;
+  headers: Record<string, string>;
+  total: number;
+  rate: number;
+  pushUrl: string;
+}): Promise<OpenLoop> {
+  const target = new URL(options.url);
+  const agent = new http.Agent({ keepAlive: true });
+  const result: OpenLoop = { taskIds: [], latencies: [], failures: 0, seconds: 0 };
+  const one = (i: number) =>
+    new Promise<void>((resolve) => {
+      const body = JSON.stringify({
+        jsonrpc: "2.0",
+        id: i,
+        method: "SendMessage",
+        params: {
+          message: {
+            messageId: randomUUID(),
+            role: "ROLE_USER",
+            parts: [{ text: `task ${i}: say pong` }],
+          },
+          configuration: {
+            taskPushNotificationConfig: { url: options.pushUrl, token: `bench-${i}` },
+          },
+        },
+      });
+      const t0 = performance.now();
+      const fail = (why: string) => {
+        result.failures += 1;
+        result.firstFailure ??= why;
+        resolve();
+      };
+      const req = http.request(
+        {
+          host: target.hostname,
+          port: target.port,
+          path: target.pathname,
+          method: "POST",
+          agent,
+          headers: {
+            ...options.headers,
+            "content-type": "application/json",
+            "a2a-version": "1.0",
+            "content-length": Buffer.byteLength(body),
+          },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (chunk: Buffer) => chunks.push(chunk));
+          res.on("end", () => {
+            result.latencies.push(performance.now() - t0);
+            const text = Buffer.concat(chunks).toString("utf8");
+            const id = (JSON.parse(text) as { result?: { task?: { id?: string } } }).result?.task
+              ?.id;
+            if (res.statusCode !== 200 || !id || !text.includes("TASK_STATE_COMPLETED")) {
+              return fail(`HTTP ${res.statusCode}: ${text.slice(0, 300)}`);
+            }
+            result.taskIds.push(id);
+            resolve();
+          });
+        },
+      );
+      req.on("error", (error) => fail(String(error)));
+      req.end(body);
+    });
+  const started = performance.now();
+  const sent: Promise<void>[] = [];
+  for (let i = 0; i < options.total; i++) {
+    const wait = started + (i * 1000) / options.rate - performance.now();
+    if (wait > 1) await new Promise((resolve) => setTimeout(resolve, wait));
+    sent.push(one(i));
+  }
+  await Promise.all(sent);
+  result.seconds = (performance.now() - started) / 1000;
+  agent.destroy();
+  return result;
+}
+
+type PushMeasured = {
+  rate: number;
+  seconds: number;
+  tasks: number;
+  /** Tasks answered per second over the load (what the server kept up with). */
+  tasksPerSecond: number;
+  events: number;
+  delivered: number;
+  eventsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  repeats: number;
+  sendP99Ms: number;
+  failures: number;
+  firstFailure?: string;
+};
+
+/** Waits (polling: this is a bench, not a test) until every task's last update arrived. */
+async function waitForFinished(receiver: PushReceiver, taskIds: string[], ms: number) {
+  const deadline = performance.now() + ms;
+  while (performance.now() < deadline && taskIds.some((id) => !receiver.finished.has(id))) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+async function measurePush(options: {
+  rate: number;
+  seconds: number;
+  warmup: number;
+  profileDir?: string | undefined;
+}): Promise<PushMeasured> {
+  const receiver = await startPushReceiver();
+  let target: Target | undefined;
+  try {
+    target = await startPeergateTarget(1, options.profileDir, receiver.origin);
+    const load = (total: number) =>
+      driveOpenLoop({
+        url: `${target?.child.url}/a2a`,
+        headers: target?.headers(0) ?? {},
+        total,
+        rate: options.rate,
+        pushUrl: receiver.url,
+      });
+    console.error(`push: ${options.warmup} warm-up tasks`);
+    const warm = await load(options.warmup);
+    await waitForFinished(receiver, warm.taskIds, 60_000);
+    const total = Math.round(options.rate * options.seconds);
+    console.error(`push: ${total} tasks at ${options.rate}/s`);
+    const repeatsBefore = receiver.repeats();
+    const started = performance.timeOrigin + performance.now();
+    const run = await load(total);
+    await waitForFinished(receiver, run.taskIds, 60_000);
+    const sql = postgres(target.databaseUrl ?? "", { max: 1, onnotice: () => {} });
+    const rows = await sql<{ id: string; created_ms: number }[]>`
+      select id, extract(epoch from created_at)::float8 * 1000 as created_ms
+      from push_deliveries where task_id = any(${run.taskIds})`;
+    await sql.end({ timeout: 2 });
+    const latencies: number[] = [];
+    let last = started;
+    for (const row of rows) {
+      const at = receiver.arrivals.get(Number(row.id));
+      if (at === undefined) continue;
+      latencies.push(at - row.created_ms);
+      last = Math.max(last, at);
+    }
+    latencies.sort((a, b) => a - b);
+    const sends = [...run.latencies].sort((a, b) => a - b);
+    return {
+      rate: options.rate,
+      seconds: options.seconds,
+      tasks: run.taskIds.length,
+      tasksPerSecond: run.taskIds.length / run.seconds,
+      events: rows.length,
+      delivered: latencies.length,
+      eventsPerSecond: latencies.length / ((last - started) / 1000),
+      p50Ms: percentile(latencies, 50),
+      p99Ms: percentile(latencies, 99),
+      maxMs: latencies.at(-1) ?? Number.NaN,
+      repeats: receiver.repeats() - repeatsBefore,
+      sendP99Ms: percentile(sends, 99),
+      failures: run.failures,
+      ...(run.firstFailure ? { firstFailure: run.firstFailure } : {}),
+    };
+  } finally {
+    await target?.stop();
+    await receiver.close();
+  }
+}
+
+function printPushTable(r: PushMeasured, warmup: number) {
+  const load = os
+    .loadavg()
+    .map((n) => n.toFixed(1))
+    .join(" ");
+  const lines = [
+    `### A2A push delivery: ${r.rate} tasks/s for ${r.seconds} s, after ${warmup} warm-up tasks, one push config per task, receiver on loopback (${os.cpus().length} CPUs, Node ${process.versions.node}, load average at the end ${load})`,
+    "",
+    "| push delivery | tasks | tasks/s answered | SendMessage p99 ms | failed | events stored | events delivered | events delivered/s | p50 update → delivery ms | p99 update → delivery ms | max ms | repeats |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    `| peergate, ${r.rate} tasks/s × ${r.seconds} s | ${r.tasks} | ${r.tasksPerSecond.toFixed(0)} | ${r.sendP99Ms.toFixed(1)} | ${r.failures} | ${r.events} | ${r.delivered} | ${r.eventsPerSecond.toFixed(0)} | ${r.p50Ms.toFixed(1)} | ${r.p99Ms.toFixed(1)} | ${r.maxMs.toFixed(1)} | ${r.repeats} |`,
+    "",
+    `<!-- push-result ${JSON.stringify(r)} -->`,
+  ];
+  console.log(lines.join("\n"));
+  if (r.firstFailure) console.log(`\npush: first failure: ${r.firstFailure}`);
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -726,6 +1022,9 @@ async function main(): Promise<void> {
       only: { type: "string" },
       callers: { type: "string", default: "1" },
       "cpu-prof": { type: "string" },
+      push: { type: "boolean", default: false },
+      rate: { type: "string", default: "200" },
+      seconds: { type: "string", default: "10" },
     },
   });
   if (values.serve === "reference") return runReference();
@@ -733,6 +1032,17 @@ async function main(): Promise<void> {
   if (values.serve === "peergate") return runPeergate();
   if (values.serve === "diy") return runDiy();
 
+  const profileDir = values["cpu-prof"] ? path.resolve(values["cpu-prof"]) : undefined;
+  if (values.push) {
+    const rate = Number(values.rate);
+    const seconds = Number(values.seconds);
+    const warmup = Number(values.warmup ?? Math.min(500, rate));
+    if (!(rate > 0 && seconds > 0 && warmup >= 0)) {
+      throw new Error("--rate and --seconds take positive numbers");
+    }
+    printPushTable(await measurePush({ rate, seconds, warmup, profileDir }), warmup);
+    return;
+  }
   const tasks = Number(values.tasks);
   const concurrency = Number(values.concurrency);
   const warmup = Number(values.warmup ?? Math.min(1_000, Math.max(100, Math.round(tasks / 20))));
@@ -745,7 +1055,6 @@ async function main(): Promise<void> {
   if (only !== undefined && only !== "reference" && only !== "peergate" && only !== "diy") {
     throw new Error("--only takes reference, diy or peergate");
   }
-  const profileDir = values["cpu-prof"] ? path.resolve(values["cpu-prof"]) : undefined;
   const options = { tasks, concurrency, warmup };
   const targets: Target[] = [];
   try {

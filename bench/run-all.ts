@@ -86,6 +86,21 @@ const benches: Bench[] = [
     repeat: 1,
     mustPrint: /peergate \/ do-it-yourself: throughput/,
   })),
+  // Push notification delivery at 200 new tasks per second (issue 16).
+  {
+    name: "a2a-push",
+    file: "bench/a2a.ts",
+    args: [
+      "--push",
+      "--rate",
+      "200",
+      "--seconds",
+      smoke ? "1" : full ? "60" : "10",
+      ...(smoke ? ["--warmup", "10"] : []),
+    ],
+    repeat: 1,
+    mustPrint: /<!-- push-result /,
+  },
   {
     name: "audit",
     file: "bench/audit.ts",
@@ -282,6 +297,35 @@ function judgeA2a(output: string, verdicts: Verdict[]): void {
       met: rssGrowth < 0.1 && heapGrowth < 0.1,
     },
   );
+}
+
+/** Issue 16's push target, judged from one `a2a.ts --push` run. */
+function judgePush(output: string, verdicts: Verdict[]): void {
+  const json = /<!-- push-result (.*) -->/.exec(output)?.[1];
+  if (!json) throw new Error("bench/a2a.ts --push printed no result");
+  const r = JSON.parse(json) as {
+    rate: number;
+    tasksPerSecond: number;
+    events: number;
+    delivered: number;
+    eventsPerSecond: number;
+    p99Ms: number;
+    failures: number;
+  };
+  const kept = r.tasksPerSecond >= r.rate * 0.95;
+  const met = r.p99Ms < 100 && r.rate >= 200 && r.delivered === r.events && r.failures === 0;
+  verdicts.push({
+    bench: "a2a",
+    target:
+      "push delivery: p99 task update → delivery < 100 ms at 200 tasks/s, every event delivered",
+    measured: `${r.p99Ms.toFixed(1)} ms, ${r.delivered} of ${r.events} events (${formatRate(r.eventsPerSecond)}/s), ${r.tasksPerSecond.toFixed(0)} of ${r.rate} tasks/s answered`,
+    met,
+    note: met
+      ? undefined
+      : kept
+        ? "the server kept up with the tasks, so the time is the push path's own: the outbox row commits with the task update, the worker wakes on its NOTIFY, claims, checks the grant and the egress guard, POSTs and records the outcome with its audit event in a batch"
+        : `the server answered ${r.tasksPerSecond.toFixed(0)} tasks/s, below the ${r.rate} offered${r.failures > 0 ? ` (${r.failures} SendMessage requests failed, the database pool timing out under the backlog; the updates that were stored were delivered: ${r.delivered} of ${r.events})` : ""}: its event loop (where the push worker runs too) and PostgreSQL were saturated by the runs themselves, so each delivery waited in the same queue as the runs (the SendMessage rows above show the capacity on this machine; \`bench/a2a.ts --push --rate R\` with a rate it keeps up with shows the push path's own time)`,
+  });
 }
 
 function judgeAudit(output: string, verdicts: Verdict[]): void {
@@ -529,6 +573,12 @@ for (const bench of benches) {
         `## A2A SendMessage against the a2a-js reference server and the do-it-yourself stack (${bench.name})\n\n${command}. Every server in its own child process (peergate and the do-it-yourself stack each with a PostgreSQL cluster of its own), measured in interleaved quarters (ABBA); the ratios are peergate / reference and peergate / do-it-yourself in the same run.\n\n${outputs[0]?.trim()}`,
       );
       break;
+    case "a2a-push":
+      judgePush(outputs[0] as string, verdicts);
+      sections.push(
+        `## A2A push delivery\n\n${command}. peergate alone (its own PostgreSQL cluster), an open loop of new tasks each carrying a push config for a receiver in the bench process; the time runs from the start of the transaction that stored the task update (the delivery's \`created_at\`) to the receiver reading the request.\n\n${outputs[0]?.trim()}`,
+      );
+      break;
     case "audit":
       judgeAudit(outputs[0] as string, verdicts);
       sections.push(
@@ -539,6 +589,8 @@ for (const bench of benches) {
       judgeSoak(outputs[0] as string, verdicts);
       sections.push(`## Soak\n\n${command}.\n\n${outputs[0]?.trim()}`);
       break;
+    default:
+      sections.push(`## ${bench.name}\n\n${command}.\n\n${outputs[0]?.trim()}`);
   }
 }
 

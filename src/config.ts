@@ -104,6 +104,30 @@ const envSchema = z.object({
     .min(100, { error: "milliseconds, a whole number from 100 to 60000" })
     .max(60_000, { error: "milliseconds, a whole number from 100 to 60000" })
     .default(8_000),
+  // Push notifications (docs/a2a.md): addresses exempted from the egress guard's refusal of
+  // loopback and private targets, comma-separated; the lease a worker holds a delivery for.
+  PEERGATE_PUSH_ALLOW_ADDRESSES: z
+    .string()
+    .default("")
+    .transform((v) =>
+      v
+        .split(",")
+        .map((a) => a.trim())
+        .filter((a) => a !== ""),
+    )
+    .pipe(z.array(z.union([z.ipv4(), z.ipv6()], { error: "IP addresses, comma-separated" }))),
+  PEERGATE_PUSH_LEASE_MS: z.coerce
+    .number({ error: "milliseconds, a whole number from 1000 to 600000" })
+    .int({ error: "milliseconds, a whole number from 1000 to 600000" })
+    .min(1_000, { error: "milliseconds, a whole number from 1000 to 600000" })
+    .max(600_000, { error: "milliseconds, a whole number from 1000 to 600000" })
+    .default(30_000),
+  PEERGATE_PUSH_RETRY_MS: z.coerce
+    .number({ error: "milliseconds, a whole number from 10 to 60000" })
+    .int({ error: "milliseconds, a whole number from 10 to 60000" })
+    .min(10, { error: "milliseconds, a whole number from 10 to 60000" })
+    .max(60_000, { error: "milliseconds, a whole number from 10 to 60000" })
+    .default(1_000),
 });
 
 export type Config = {
@@ -134,6 +158,8 @@ export type Config = {
   model: string | undefined;
   modelBaseUrl: string | undefined;
   modelApiKey: string | undefined;
+  /** Push notifications: exempted addresses, the delivery lease, the first retry delay. */
+  push: { allowAddresses: string[]; leaseMs: number; retryBaseMs: number };
 };
 
 /** Variables whose values must never be echoed back, even in a configuration error. */
@@ -190,6 +216,11 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
     model: e.PEERGATE_MODEL,
     modelBaseUrl: e.PEERGATE_MODEL_BASE_URL,
     modelApiKey: e.PEERGATE_MODEL_API_KEY,
+    push: {
+      allowAddresses: e.PEERGATE_PUSH_ALLOW_ADDRESSES,
+      leaseMs: e.PEERGATE_PUSH_LEASE_MS,
+      retryBaseMs: e.PEERGATE_PUSH_RETRY_MS,
+    },
   };
 }
 

@@ -18,7 +18,10 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import path from "node:path";
+import { resolvePublicUrl } from "./a2a/agent-card.ts";
 import { deriveCardSigningKey } from "./a2a/card-signing.ts";
+import { createPushEgress } from "./a2a/push-targets.ts";
+import { startPushWorker } from "./a2a/push-worker.ts";
 import { type A2aService, createA2aService } from "./a2a/service.ts";
 import { createJwksCache } from "./auth/jwt.ts";
 import { createRateLimiter, type RateLimiter } from "./auth/rate-limit.ts";
@@ -48,6 +51,7 @@ import type { AuthDeps } from "./services/authenticate-caller.ts";
 import { openCallerDirectory } from "./services/caller-directory.ts";
 import type { CallerEvent } from "./services/caller-events.ts";
 import type { ServiceContext } from "./services/context.ts";
+import { heldSecrets } from "./services/held-secrets.ts";
 import { createAuthFailureLog } from "./services/record-auth-failures.ts";
 import { createRunEngine, type PeergateRunEngine } from "./services/runs/engine.ts";
 import { createToolRuntime } from "./tools/runtime.ts";
@@ -177,17 +181,25 @@ export async function openCore(
       logger,
       dataDir: config.dataDir,
     });
-    // Every secret this process holds, replaced by value in process output.
-    const redactor = createRedactor([
-      config.modelApiKey,
-      config.adminToken,
-      admin.generated,
-      config.secretKey,
-      await readSecretFile(config.dataDir, adminTokenFile),
-      await readSecretFile(config.dataDir, secretKeyFile),
-      ...databaseUrlSecrets(config.databaseUrl),
-      ...Object.entries(env).flatMap(([name, value]) => (isSecretName(name) ? [value] : [])),
-    ]);
+    // Every secret this process holds, and every credential peergate generates, replaced in
+    // process output and tool results.
+    const redactor = createRedactor(
+      await heldSecrets({
+        db: database.db,
+        secretKey,
+        known: [
+          config.modelApiKey,
+          config.adminToken,
+          admin.generated,
+          config.secretKey,
+          await readSecretFile(config.dataDir, adminTokenFile),
+          await readSecretFile(config.dataDir, secretKeyFile),
+          ...databaseUrlSecrets(config.databaseUrl),
+          ...Object.entries(env).flatMap(([name, value]) => (isSecretName(name) ? [value] : [])),
+        ],
+      }),
+      { credentialShapes: true },
+    );
     const tools = await createToolRuntime({
       policies,
       workspace: config.workspace,
@@ -224,16 +236,34 @@ export async function openCore(
             }),
           }),
     });
+    // Derived from the secret key, so instances sharing it sign the card (and push JWTs) alike.
+    const cardSigningKey = await deriveCardSigningKey(secretKey.bytes);
+    const pushEgress = createPushEgress({ allowAddresses: config.push.allowAddresses });
     const a2a = createA2aService({
       database,
       policies,
       publicUrl: services.publicUrl,
       runs: engine,
       logger,
-      // Derived from the secret key, so instances sharing it sign the card alike.
-      cardSigningKey: await deriveCardSigningKey(secretKey.bytes),
+      cardSigningKey,
+      push: { secretKey, egress: pushEgress },
     });
     opened.push(() => a2a.close());
+    const pushWorker = startPushWorker({
+      database,
+      secretKey,
+      egress: pushEgress,
+      signing: {
+        key: cardSigningKey,
+        issuer: services.publicUrl,
+        jwksUrl: resolvePublicUrl(services.publicUrl, "/.well-known/jwks.json"),
+      },
+      notifications,
+      logger,
+      leaseMs: config.push.leaseMs,
+      retryBaseMs: config.push.retryBaseMs,
+    });
+    opened.push(() => pushWorker.stop());
     const unwire = wireReactions(
       reactionsOf({ committedHere: committedHere.when, directory, engine, a2a, logger }),
     );

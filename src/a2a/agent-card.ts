@@ -90,10 +90,17 @@ export function selectSkills(
   return skills;
 }
 
+/** What the card declares beyond agent.yaml. */
+export type CardFeatures = {
+  /** Whether push notification configs are accepted (the A2A service was given a push store). */
+  pushNotifications?: boolean;
+};
+
 function buildCoreCard(
   agent: VersionedAgentPolicy,
   endpointUrl: string,
   skills: VersionedAgentPolicy["skills"],
+  features: CardFeatures,
 ): AgentCard {
   return {
     name: agent.name,
@@ -106,7 +113,7 @@ function buildCoreCard(
     provider: undefined,
     capabilities: {
       streaming: true,
-      pushNotifications: false,
+      pushNotifications: features.pushNotifications ?? false,
       extensions: [],
       extendedAgentCard: true,
     },
@@ -195,9 +202,13 @@ export function toDocument(json: unknown): AgentCardDocument {
   return { body, etag: `"${hash}"` };
 }
 
-export function buildAgentCards(agent: VersionedAgentPolicy, publicUrl: string): AgentCards {
+export function buildAgentCards(
+  agent: VersionedAgentPolicy,
+  publicUrl: string,
+  features: CardFeatures = {},
+): AgentCards {
   const endpointUrl = resolveEndpointUrl(publicUrl);
-  const core = buildCoreCard(agent, endpointUrl, agent.skills);
+  const core = buildCoreCard(agent, endpointUrl, agent.skills, features);
   return {
     core,
     v1: toDocument(serializeCardV1(core)),
@@ -211,8 +222,9 @@ export function buildExtendedCard(
   agent: VersionedAgentPolicy,
   endpointUrl: string,
   caller: Caller,
+  features: CardFeatures = {},
 ): AgentCard {
-  return buildCoreCard(agent, endpointUrl, selectSkills(caller, agent.skills));
+  return buildCoreCard(agent, endpointUrl, selectSkills(caller, agent.skills), features);
 }
 
 export function serializeCard(card: AgentCard, version: ProtocolVersion): Record<string, unknown> {

@@ -8,7 +8,12 @@
 //   (date, time and zone: `2026-01-31T12:00:00Z`) within the years 0001–9999, the range of the
 //   ProtoJSON Timestamp it stands for (the SDK checks it with Date.parse, which reads "-1" and
 //   "2026" as years, so "-1" listed everything). The SDK refuses an unknown `status` itself;
-// - a push-notification config on a message is refused (-32003), like the push methods;
+// - a push-notification config, on a message or through CreateTaskPushNotificationConfig /
+//   tasks/pushNotificationConfig/set, needs a task of this caller (-32001 otherwise, before
+//   anything about the target is said) and a target the caller may notify: an http(s) url on
+//   the caller's push grants that the egress guard lets through (push-targets.ts), else -32602
+//   naming why; at most `maxPushConfigsPerTask` per task. Without a push store every push method
+//   and a config on a message answer -32003;
 // - a follow-up (`taskId`) must name a task of this caller (else -32001, as for a task that does
 //   not exist) that waits for its caller's input (INPUT_REQUIRED: the message is the answer and
 //   the same run resumes). A task still working, or waiting for an operator, is refused (-32004:
@@ -21,7 +26,7 @@
 // is parked, or runs on another instance), the engine is asked to cancel it by the run id stored
 // in the task's metadata before the SDK marks the task canceled.
 
-import type { AgentCard } from "@a2a-js/sdk";
+import type { AgentCard, TaskPushNotificationConfig } from "@a2a-js/sdk";
 import {
   type CancelTaskRequest,
   type GetTaskRequest,
@@ -50,6 +55,8 @@ import {
 import type { Logger } from "../log.ts";
 import type { RunEngine } from "../runs/types.ts";
 import { markFreshContext, readCallerId } from "./call-context.ts";
+import type { PeergatePushStore } from "./push-store.ts";
+import type { PushTargetCheck } from "./push-targets.ts";
 import { readRunId } from "./run-executor.ts";
 import type { PostgresTaskStore } from "./task-store.ts";
 
@@ -148,13 +155,27 @@ export type PeergateRequestHandlerDeps = {
   extendedCard: ExtendedAgentCardProvider;
   runs: RunEngine;
   logger: Logger;
+  /** Push notifications: without it the card says none and every push method answers -32003. */
+  push?: PushHandling;
 };
+
+export type PushHandling = {
+  store: PeergatePushStore;
+  checkTarget(callerId: string, url: string): Promise<PushTargetCheck>;
+};
+
+export const maxPushConfigsPerTask = 10;
+const maxPushUrlLength = 2048;
+
+// Deliveries go through the outbox (push-outbox.ts), never from the request path.
+const outboxOnly = { send: async () => {} };
 
 export class PeergateRequestHandler extends DefaultRequestHandler {
   readonly #store: PostgresTaskStore;
   readonly #buses: DefaultExecutionEventBusManager;
   readonly #runs: RunEngine;
   readonly #logger: Logger;
+  readonly #push: PushHandling | undefined;
 
   constructor(deps: PeergateRequestHandlerDeps) {
     super(
@@ -162,8 +183,8 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
       deps.store,
       deps.executor,
       deps.buses,
-      undefined,
-      undefined,
+      deps.push?.store,
+      deps.push ? outboxOnly : undefined,
       deps.extendedCard,
       undefined,
       // The bus closes whenever the executor returns: a parked run's executor returns at WORKING
@@ -175,15 +196,49 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     this.#buses = deps.buses;
     this.#runs = deps.runs;
     this.#logger = deps.logger;
+    this.#push = deps.push;
+  }
+
+  /** The checks on a push config of the module comment, after the task is known to be the caller's. */
+  async #checkPushConfig(
+    config: TaskPushNotificationConfig,
+    taskId: string,
+    context: ServerCallContext,
+  ): Promise<void> {
+    const push = this.#push;
+    if (!push)
+      throw new PushNotificationNotSupportedError("this agent does not send push notifications");
+    if (config.url.length > maxPushUrlLength) {
+      throw new RequestMalformedError(
+        `the push notification url is longer than ${maxPushUrlLength} characters`,
+      );
+    }
+    const target = await push.checkTarget(readCallerId(context), config.url);
+    if (!target.ok) throw new RequestMalformedError(target.reason);
+    if (taskId === "") return;
+    const existing = await push.store.load(taskId, context);
+    if (existing.length >= maxPushConfigsPerTask && !existing.some((c) => c.id === config.id)) {
+      throw new RequestMalformedError(
+        `a task holds at most ${maxPushConfigsPerTask} push notification configs; delete one first`,
+      );
+    }
+  }
+
+  override async createTaskPushNotificationConfig(
+    params: TaskPushNotificationConfig,
+    context: ServerCallContext,
+  ): Promise<TaskPushNotificationConfig> {
+    if (!this.#push) return super.createTaskPushNotificationConfig(params, context);
+    const task = params.taskId ? await this.#store.load(params.taskId, context) : undefined;
+    if (!task) throw new TaskNotFoundError(`Task not found: ${params.taskId}`);
+    await this.#checkPushConfig(params, task.id, context);
+    return super.createTaskPushNotificationConfig(params, context);
   }
 
   async #checkSend(params: SendMessageRequest, context: ServerCallContext): Promise<void> {
     const message = params.message;
     checkMessageShape(message);
     checkHistoryLength(params.configuration?.historyLength);
-    if (params.configuration?.taskPushNotificationConfig) {
-      throw new PushNotificationNotSupportedError("this agent does not send push notifications");
-    }
     const callerId = readCallerId(context);
     if (!message.taskId && !message.contextId) markFreshContext(context);
     if (message.taskId) {
@@ -203,6 +258,8 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
       const missing = references.find((id) => !foundIds.has(id));
       if (missing !== undefined) throw new TaskNotFoundError(`Task not found: ${missing}`);
     }
+    const pushConfig = params.configuration?.taskPushNotificationConfig;
+    if (pushConfig) await this.#checkPushConfig(pushConfig, message.taskId, context);
   }
 
   override async sendMessage(

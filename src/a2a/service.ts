@@ -39,7 +39,8 @@ import {
   ResultManager,
   type ServerCallContext,
 } from "@a2a-js/sdk/server";
-import type { Database } from "../db/client.ts";
+import type { SecretKey } from "../auth/sealed-secrets.ts";
+import type { Database, Db } from "../db/client.ts";
 import type { Caller } from "../domain/caller.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
@@ -72,9 +73,18 @@ import {
   mapError,
   selectCardVersion,
 } from "./json-rpc.ts";
+import { createPushStore } from "./push-store.ts";
+import { checkPushTarget, type PushEgress } from "./push-targets.ts";
 import { isTerminal, PeergateRequestHandler } from "./request-handler.ts";
 import { answerArtifact, createRunExecutor, describeOutcome } from "./run-executor.ts";
 import { createTaskStore } from "./task-store.ts";
+
+function createPushHandling(db: Db, push: { secretKey: SecretKey; egress: PushEgress }) {
+  return {
+    store: createPushStore(db, push.secretKey),
+    checkTarget: (callerId: string, url: string) => checkPushTarget(db, push.egress, callerId, url),
+  };
+}
 
 export type A2aServiceDeps = {
   database: Database;
@@ -89,6 +99,8 @@ export type A2aServiceDeps = {
   progressFlushMs?: number;
   /** Signs the 1.0 card (public and extended); without it the card carries no signature. */
   cardSigningKey?: CardSigningKey;
+  /** Push notification configs (push-store.ts): the secret key seals their tokens. Without it the card declares none. */
+  push?: { secretKey: SecretKey; egress: PushEgress };
 };
 
 /** A stream of JSON-RPC responses that the reader (or a revocation) can end at any time. */
@@ -150,7 +162,8 @@ function isAsyncIterable(value: unknown): value is AsyncIterable<JsonRpcResponse
 export function createA2aService(deps: A2aServiceDeps): A2aService {
   const logger = deps.logger.child({ component: "a2a" });
   const agent = deps.policies.agent;
-  const cards = buildAgentCards(agent, deps.publicUrl);
+  const features = { pushNotifications: deps.push !== undefined };
+  const cards = buildAgentCards(agent, deps.publicUrl, features);
   const store = createTaskStore(deps.database.db, {
     logger,
     ...(deps.progressFlushMs === undefined ? {} : { progressFlushMs: deps.progressFlushMs }),
@@ -173,7 +186,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
   // A failure surfaces on the first card request; it must not crash the process before that.
   signedV1.catch((error: unknown) => logger.error("signing the agent card failed", { error }));
   const extendedFor = (caller: Caller): AgentCard =>
-    buildExtendedCard(agent, cards.endpointUrl, caller);
+    buildExtendedCard(agent, cards.endpointUrl, caller, features);
   const handler = new PeergateRequestHandler({
     card: cards.core,
     store,
@@ -181,6 +194,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     buses,
     runs: deps.runs,
     logger,
+    ...(deps.push ? { push: createPushHandling(deps.database.db, deps.push) } : {}),
     extendedCard: async (context) => {
       const user = context.user;
       if (!(user instanceof CallerUser) || !user.caller) throw new Error("no caller");

@@ -28,6 +28,7 @@ import { a2aTasks } from "../db/schema.ts";
 import type { Logger } from "../log.ts";
 import { asUnavailableError } from "../services/db-errors.ts";
 import { escalate, readCallerId } from "./call-context.ts";
+import { writeWithPushOutbox } from "./push-outbox.ts";
 
 /** Interrupted states: the run stopped and waits for someone; written at once, like terminal ones. */
 const interruptedStateNames = ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"];
@@ -154,7 +155,7 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
     contextId: string,
     json: Record<string, unknown>,
   ): Promise<void> {
-    await db
+    const write = db
       .insert(a2aTasks)
       .values({ id, callerId, contextId, task: json })
       .onConflictDoUpdate({
@@ -171,7 +172,10 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
             sql`, `,
           )})
           or "a2a_tasks"."task"->'status'->>'state' = excluded.task->'status'->>'state')`,
-      });
+      })
+      .returning({ id: a2aTasks.id, callerId: a2aTasks.callerId, task: a2aTasks.task });
+    // The same statement queues the update for the task's push configs (push-outbox.ts).
+    await writeWithPushOutbox(db, write);
   }
 
   /** Chains a write of the held copy's current JSON after the writes before it. */

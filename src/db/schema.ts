@@ -460,6 +460,81 @@ export const instances = pgTable("instances", {
 
 /** The stored row is the domain's Caller, field for field (checked below). */
 export type CallerRow = typeof callers.$inferSelect;
+
+/**
+ * Where a caller may have push notifications sent (DESIGN §10): URL grant entries in the forms of
+ * src/policy/url-grants.ts — a host (`hooks.example.com`, default ports), a suffix
+ * (`.example.com`) or a URL prefix (`https://hooks.example.com:8443/a2a`). None by default.
+ */
+export const callerPushHosts = pgTable(
+  "caller_push_hosts",
+  {
+    callerId: uuid("caller_id")
+      .notNull()
+      .references(() => callers.id, { onDelete: "cascade" }),
+    entry: text("entry").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.callerId, t.entry] })],
+);
+
+/** A2A push notification configs, per task and scoped to the task's caller (push-store.ts). */
+export const pushConfigs = pgTable(
+  "push_configs",
+  {
+    /** Surrogate key; the client-visible id is `configId`, unique per task. */
+    id: uuid("id").primaryKey().defaultRandom(),
+    /** No foreign key: a config sent with SendMessage is stored before the task's first write. */
+    taskId: text("task_id").notNull(),
+    callerId: uuid("caller_id")
+      .notNull()
+      .references(() => callers.id, { onDelete: "cascade" }),
+    configId: text("config_id").notNull(),
+    /** The TaskPushNotificationConfig in its 1.0 ProtoJSON form, without its secrets. */
+    config: jsonb("config").notNull(),
+    /** `token` and `authentication.credentials`, sealed with the secret key (push-store.ts). */
+    sealedSecrets: text("sealed_secrets"),
+    /** The wire version it was registered over: the body shape its deliveries take. */
+    wireVersion: text("wire_version").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [unique("push_configs_task_config_key").on(t.taskId, t.configId)],
+);
+
+/**
+ * The push outbox: one row per (config, stored task update), written in the transaction of the
+ * update (push-outbox.ts) and claimed by any instance's worker (push-worker.ts). A delivery runs
+ * only when no earlier one of its config is still pending, so each receiver sees updates in order.
+ */
+export const pushDeliveries = pgTable(
+  "push_deliveries",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    pushConfigId: uuid("push_config_id")
+      .notNull()
+      .references(() => pushConfigs.id, { onDelete: "cascade" }),
+    taskId: text("task_id").notNull(),
+    callerId: uuid("caller_id").notNull(),
+    /** The task as stored by the update (1.0 ProtoJSON). */
+    task: jsonb("task").notNull(),
+    state: text("state").$type<"pending" | "delivered" | "failed">().notNull().default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    nextAttemptAt: timestamptz("next_attempt_at").notNull().defaultNow(),
+    /** While set and in the future, a worker holds the delivery; past it, any worker may retake it. */
+    leaseUntil: timestamptz("lease_until"),
+    lastError: text("last_error"),
+    createdAt: createdAt(),
+    finishedAt: timestamptz("finished_at"),
+  },
+  (t) => [
+    check("push_deliveries_state_check", isOneOf("state", ["pending", "delivered", "failed"])),
+    index("push_deliveries_pending_idx").on(t.nextAttemptAt, t.id).where(sql`state = 'pending'`),
+    index("push_deliveries_config_pending_idx")
+      .on(t.pushConfigId, t.id)
+      .where(sql`state = 'pending'`),
+  ],
+);
+
 export type NewCaller = typeof callers.$inferInsert;
 export type Credential = typeof credentials.$inferSelect;
 export type NewCredential = typeof credentials.$inferInsert;
@@ -474,6 +549,8 @@ export type NewWebhookDelivery = typeof webhookDeliveries.$inferInsert;
 export type JwtReplay = typeof jwtReplays.$inferSelect;
 export type DailyUsage = typeof dailyUsage.$inferSelect;
 export type AuditEvent = typeof auditEvents.$inferSelect;
+export type PushConfigRow = typeof pushConfigs.$inferSelect;
+export type PushDelivery = typeof pushDeliveries.$inferSelect;
 export type Instance = typeof instances.$inferSelect;
 
 /** True only when A and B are the same type (neither wider). */

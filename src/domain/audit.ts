@@ -14,7 +14,9 @@ export type AuditKind =
   | `${"admin" | "operator"}-token.created`
   | `webhook.${"accepted" | "ignored"}`
   | `run.${RunStatus | "started" | "approved" | "call-rejected" | "answer-refused" | "cancel-requested" | "input-answered"}`
-  | `tool.${"called" | "refused" | "declined"}`;
+  | `tool.${"called" | "refused" | "declined"}`
+  | "caller.push-hosts.changed"
+  | `push.${"config.set" | "config.deleted" | "delivered" | "failed"}`;
 
 /** Who performs an admin action: the admin API, the operator's own token, the CLI on the host. */
 export type AdminActor = "admin" | "operator" | `cli:${string}`;

@@ -8,12 +8,22 @@
 // bwrap is PID 1 of the sandbox and /proc/1/environ shows the environment bwrap was started
 // with, whatever --clearenv does for the child: so bwrap is spawned with PATH only, and the
 // child's variables go in as --setenv. prlimit (util-linux) execs into bwrap with the limits set,
-// so every process inside inherits them. When the outer bwrap dies (the run's kill reaches its
+// so every process inside inherits them. A server running as root also puts every sandbox in a
+// pids cgroup of its own (src/sandbox/pids-cgroup.ts), since RLIMIT_NPROC does not bind root: a
+// shell joins it and execs prlimit, and refuses to run anything if it cannot. When the outer bwrap dies (the run's kill reaches its
 // process group), --die-with-parent kills the sandbox's PID 1 and the kernel kills every process
 // left in its PID namespace: a setsid or double-forked child cannot outlive the call.
 import { cpSync, existsSync, lstatSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import {
+  createPidsCgroups,
+  detectProcessCountLimit,
+  limitRefusal,
+  type ProcessCountLimit,
+  pidsCgroupFix,
+  SandboxUnavailableError,
+} from "./pids-cgroup.ts";
 import type { SandboxBackend, SandboxCommand, SandboxRequest } from "./types.ts";
 
 /** The environment bwrap itself runs with (visible inside as /proc/1/environ). */
@@ -83,19 +93,41 @@ export type BwrapOptions = {
   readonly bwrapPath?: string;
   /** Absolute path of prlimit (default /usr/bin/prlimit). */
   readonly prlimitPath?: string;
+  /** Absolute path of the shell that joins a pids cgroup (default /bin/sh). */
+  readonly shellPath?: string;
   /** Never bound, nor anything containing them (peergate's data directory). */
   readonly hiddenPaths?: readonly string[];
+  /** For tests: how the process count is limited (default: decided at the first command). */
+  readonly processCountLimit?: ProcessCountLimit;
 };
+
+/**
+ * The launcher's script when the sandbox has a pids cgroup: move itself into the cgroup (`0` is
+ * the writer; so it, and every process it starts, is counted there), then exec the rest. If the
+ * write fails nothing is run. `$1` is the cgroup's `tasks` (v1) or `cgroup.procs` (v2) file. PWD, which the shell exports
+ * on its own, is dropped: bwrap's environment stays PATH only.
+ */
+export const joinCgroupScript = `{ echo 0 > "$1"; } 2>/dev/null || { echo "peergate: the sandbox could not join its pids cgroup ($1); nothing was run" >&2; exit 125; }; shift; unset PWD; exec "$@"`;
 
 export function createBwrapBackend(options: BwrapOptions = {}): SandboxBackend {
   const bwrap = options.bwrapPath ?? "/usr/bin/bwrap";
   const prlimit = options.prlimitPath ?? "/usr/bin/prlimit";
+  const shell = options.shellPath ?? "/bin/sh";
   let etc: string | undefined;
+  let counting: ProcessCountLimit | undefined = options.processCountLimit;
+  let cgroups: ReturnType<typeof createPidsCgroups> | undefined;
   return {
     kind: "bwrap",
     confines: true,
     wrap(request: SandboxRequest): SandboxCommand {
       const { limits } = request;
+      counting ??= detectProcessCountLimit();
+      if (counting.kind === "unavailable") {
+        throw new SandboxUnavailableError(
+          limitRefusal,
+          `the process-count limit cannot be applied: ${counting.problem}; nothing was run. Fix: ${pidsCgroupFix}`,
+        );
+      }
       etc ??= stageEtc();
       const args = [
         `--nproc=${limits.processes}`,
@@ -108,6 +140,16 @@ export function createBwrapBackend(options: BwrapOptions = {}): SandboxBackend {
         "--",
         ...request.argv,
       ];
+      if (counting.kind === "cgroup") {
+        cgroups ??= createPidsCgroups(counting.parent, counting.version);
+        const procs = cgroups.create(limits.processes);
+        return {
+          command: shell,
+          args: ["-c", joinCgroupScript, "peergate-sandbox", procs, prlimit, ...args],
+          cwd: "/",
+          env: { ...bwrapLauncherEnv },
+        };
+      }
       return { command: prlimit, args, cwd: "/", env: { ...bwrapLauncherEnv } };
     },
   };

@@ -5,7 +5,12 @@ import { spawn } from "node:child_process";
 import { mkdtemp, realpath, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { defaultSandboxLimits, type SandboxBackend, type SandboxProbe } from "./types.ts";
+import {
+  defaultSandboxLimits,
+  type SandboxBackend,
+  type SandboxCommand,
+  type SandboxProbe,
+} from "./types.ts";
 
 export async function probeSandbox(
   backend: SandboxBackend,
@@ -13,14 +18,21 @@ export async function probeSandbox(
 ): Promise<SandboxProbe> {
   const workspace = await realpath(await mkdtemp(path.join(os.tmpdir(), "peergate-probe-")));
   try {
-    const command = backend.wrap({
-      argv: ["true"],
-      workspace,
-      cwd: workspace,
-      env: { PATH: "/usr/bin:/bin" },
-      egress: false,
-      limits: defaultSandboxLimits,
-    });
+    let command: SandboxCommand;
+    try {
+      command = backend.wrap({
+        argv: ["true"],
+        workspace,
+        cwd: workspace,
+        env: { PATH: "/usr/bin:/bin" },
+        egress: false,
+        limits: defaultSandboxLimits,
+      });
+    } catch (error) {
+      // The backend refuses every command here (a root server without a pids cgroup).
+      const detail = (error as { detail?: unknown }).detail;
+      return { ok: false, problem: typeof detail === "string" ? detail : (error as Error).message };
+    }
     return await new Promise<SandboxProbe>((resolve) => {
       let stderr = "";
       const child = spawn(command.command, [...command.args], {

@@ -2,6 +2,7 @@
 // ToolFailure the model sees. It never leaves src/tools: to the run engine a failed call is a
 // result, not an exception, so one bad call cannot take a run down.
 import { quoteUntrusted } from "../policy/quote.ts";
+import { SandboxUnavailableError } from "../sandbox/pids-cgroup.ts";
 import type { ToolCallContext, ToolFailure, ToolResult } from "./types.ts";
 
 export type ToolFailureCode =
@@ -53,6 +54,9 @@ export async function runGuarded<T extends ToolResult>(
   } catch (error) {
     if (error instanceof ToolCallError) {
       return { ok: false, code: error.code, error: error.message };
+    }
+    if (error instanceof SandboxUnavailableError) {
+      return { ok: false, code: "refused", error: error.message };
     }
     if (ctx.signal.aborted) {
       return { ok: false, code: "interrupted", error: "The call was stopped." };

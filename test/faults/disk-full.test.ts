@@ -202,5 +202,5 @@ describe("the embedded database's disk fills up", () => {
       if (answer.status !== 201) expect(await exists(`during-${i}`), `during-${i}`).toBe(false);
     }
     await reopened.stop();
-  }, 90_000);
+  }, 300_000);
 });

@@ -46,7 +46,7 @@ export type UnsignedRequest = {
 };
 
 export type AuthenticatedRoute = {
-  method: "GET" | "POST" | "PATCH";
+  method: "GET" | "POST" | "PATCH" | "PUT";
   /** Exactly as the app's `routes` list it. */
   pattern: string;
   credential: CredentialKind;
@@ -195,6 +195,30 @@ export const authenticatedRoutes: readonly AuthenticatedRoute[] = [
       method: "POST",
       path: `/admin/v1/callers/${await f.freshPeer()}/rotate`,
       headers: {},
+    }),
+  },
+  {
+    method: "GET",
+    pattern: "/admin/v1/callers/:name/push-hosts",
+    credential: "admin",
+    accepted: [200],
+    build: async (f) => ({
+      method: "GET",
+      path: `/admin/v1/callers/${f.peer.name}/push-hosts`,
+      headers: {},
+    }),
+  },
+  {
+    // Removing push hosts needs only the admin token; adding one also the operator token.
+    method: "PUT",
+    pattern: "/admin/v1/callers/:name/push-hosts",
+    credential: "admin",
+    accepted: [200],
+    build: async (f) => ({
+      method: "PUT",
+      path: `/admin/v1/callers/${await f.freshPeer()}/push-hosts`,
+      headers: json,
+      body: JSON.stringify({ hosts: [] }),
     }),
   },
   {

@@ -39,7 +39,7 @@ export async function spawnServeChild(
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(
       () => reject(new Error(`no "listening" line:\n${logs.join("\n")}`)),
-      options.readyMs ?? 20_000,
+      options.readyMs ?? 60_000,
     );
     let buffer = "";
     child.stdout?.on("data", (chunk: Buffer) => {

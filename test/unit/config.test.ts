@@ -31,7 +31,23 @@ describe("loadConfig", () => {
       model: undefined,
       modelBaseUrl: undefined,
       modelApiKey: undefined,
+      push: { allowAddresses: [], leaseMs: 30_000, retryBaseMs: 1_000 },
     });
+  });
+
+  it("reads the push egress allow list as IP addresses, and refuses anything else", () => {
+    const config = loadConfig(
+      { PEERGATE_PUSH_ALLOW_ADDRESSES: " 127.0.0.1, ::1 ,", PEERGATE_PUSH_LEASE_MS: "1500" },
+      "/srv/app",
+    );
+    expect(config.push).toEqual({
+      allowAddresses: ["127.0.0.1", "::1"],
+      leaseMs: 1500,
+      retryBaseMs: 1_000,
+    });
+    expect(() => loadConfig({ PEERGATE_PUSH_ALLOW_ADDRESSES: "localhost" }, "/srv/app")).toThrow(
+      /PEERGATE_PUSH_ALLOW_ADDRESSES/,
+    );
   });
 
   it("reads every variable and resolves relative paths against the working directory", () => {

@@ -19,6 +19,7 @@ import { previewCeilingSchema } from "../../services/preview-ceiling.ts";
 import { auditQuerySchema } from "../../services/read-audit.ts";
 import { restoreCallerSchema } from "../../services/restore-caller.ts";
 import { rotateCredentialSchema } from "../../services/rotate-credential.ts";
+import { pushHostsSchema } from "../../services/set-push-hosts.ts";
 
 // ------------------------------------------------------------------ response shapes
 
@@ -415,6 +416,28 @@ export const adminApi = {
     security: admin,
     request: { body: body(previewCeilingSchema) },
     responses: { 200: json(ceilingReportSchema, "the hypothetical ceiling"), ...problems },
+  }),
+  getPushHosts: createRoute({
+    method: "get",
+    path: "/callers/{name}/push-hosts",
+    summary: "Where a caller may have A2A push notifications sent",
+    security: admin,
+    request: { params: nameParams },
+    responses: {
+      200: json(z.object({ hosts: z.array(z.string()) }), "the push grants"),
+      ...problems,
+    },
+  }),
+  setPushHosts: createRoute({
+    method: "put",
+    path: "/callers/{name}/push-hosts",
+    summary: "Replace a caller's push grants (adding one widens: the operator token too)",
+    security: admin,
+    request: { params: nameParams, body: body(pushHostsSchema) },
+    responses: {
+      200: json(z.object({ hosts: z.array(z.string()) }), "the push grants now"),
+      ...problems,
+    },
   }),
   listTools: createRoute({
     method: "get",

@@ -29,6 +29,7 @@ import { restoreCaller } from "../../services/restore-caller.ts";
 import { revokeCaller } from "../../services/revoke-caller.ts";
 import { rotateCredential } from "../../services/rotate-credential.ts";
 import type { PeergateRunEngine } from "../../services/runs/engine.ts";
+import { getPushHosts, setPushHosts } from "../../services/set-push-hosts.ts";
 import { updateCaller } from "../../services/update-caller.ts";
 import { readJsonBody } from "../json.ts";
 import { refuseBrowserOrigins, refuseQueryCredentials } from "../middleware/api-guards.ts";
@@ -146,6 +147,23 @@ export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
   serve("previewCeiling", async (c) =>
     c.json(previewCeiling({ ctx, input: await readJsonBody(c) })),
   );
+  serve("getPushHosts", async (c) =>
+    c.json(await getPushHosts({ ctx, name: c.req.param("name") ?? "" })),
+  );
+  serve("setPushHosts", async (c) => {
+    const source = readSourceAddress(c);
+    const result = await throttleAuth(deps.limiter, [`source:${source}`], async () =>
+      setPushHosts({
+        ctx,
+        name: c.req.param("name") ?? "",
+        input: await readJsonBody(c),
+        actor,
+        operatorToken: c.req.header("x-peergate-operator-token"),
+        failure: { surface: "operator", source },
+      }),
+    );
+    return c.json(result);
+  });
   serve("listTools", (c) => c.json(listTools({ ctx })));
   serve("listAudit", async (c) => c.json(await listAuditEvents({ ctx, query: c.req.query() })));
   const engine = deps.runs;

@@ -26,6 +26,7 @@ import type {
   ExecutablePolicy,
 } from "../../policy/policy-files.ts";
 import { quoteUntrusted } from "../../policy/quote.ts";
+import { SandboxUnavailableError } from "../../sandbox/pids-cgroup.ts";
 import { createRedactor, type Redactor } from "../../sandbox/redact.ts";
 import { resolveSandboxLimits, type SandboxBackend } from "../../sandbox/types.ts";
 import { scrubEnvironment } from "../scrub-environment.ts";
@@ -836,6 +837,9 @@ function buildCommandTool(
             code: (error as Error & { code: string }).code,
             error: error.message,
           };
+        }
+        if (error instanceof SandboxUnavailableError) {
+          return { ok: false, code: "refused", error: error.message };
         }
         if (ctx.signal.aborted)
           return { ok: false, code: "interrupted", error: "The call was stopped." };

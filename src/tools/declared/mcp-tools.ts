@@ -15,6 +15,7 @@ import { z } from "zod";
 import type { Logger } from "../../log.ts";
 import type { McpServerPolicy } from "../../policy/policy-files.ts";
 import { quoteUntrusted } from "../../policy/quote.ts";
+import type { Redactor } from "../../sandbox/redact.ts";
 import { resolveSandboxLimits, type SandboxBackend } from "../../sandbox/types.ts";
 import { scrubEnvironment } from "../scrub-environment.ts";
 import { cutUtf8 } from "../text.ts";
@@ -137,6 +138,7 @@ function connectLazily(
     envAllowlist?: readonly string[];
     sandbox: SandboxBackend;
     logger: Logger;
+    redactor?: Redactor;
   },
 ): ServerConnection {
   let connecting: Promise<Client> | undefined;
@@ -177,7 +179,9 @@ function connectLazily(
       transport.stderr?.on("data", (chunk: Buffer) => {
         if (logged >= mcpLimits.maxStderrBytes) return;
         logged += chunk.length;
-        logger.debug("mcp server stderr", { text: chunk.toString("utf8").slice(0, 1024) });
+        const text = chunk.toString("utf8").slice(0, 1024);
+        // The log is read by people a tool result is not meant for: no secret goes in either.
+        logger.debug("mcp server stderr", { text: options.redactor?.redact(text) ?? text });
       });
       await client.connect(transport, { timeout: mcpLimits.connectTimeoutMs });
     } else {
@@ -229,6 +233,7 @@ export function createMcpTools(options: {
   readonly envAllowlist?: readonly string[];
   readonly sandbox: SandboxBackend;
   readonly logger: Logger;
+  readonly redactor?: Redactor;
 }): { tools: ToolImplementation[]; close: () => Promise<void> } {
   const connections: ServerConnection[] = [];
   const tools: ToolImplementation[] = [];

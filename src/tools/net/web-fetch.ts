@@ -76,23 +76,44 @@ function refuse(message: string): ToolCallError {
   return new ToolCallError("refused", message);
 }
 
-type Hop = {
+export type Hop = {
   readonly url: URL;
   readonly hostname: string;
   readonly address: string;
   readonly family: 4 | 6;
 };
 
-type HopResponse = {
+export type HopResponse = {
   readonly status: number;
   readonly headers: IncomingMessage["headers"];
   readonly body: Buffer;
   readonly truncated: boolean;
 };
 
-export function createWebFetchTool(options: WebFetchOptions = {}): ToolImplementation {
+/** What one guarded request sends besides GET's defaults (push notifications POST a body). */
+export type EgressRequest = {
+  readonly method?: string;
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly body?: string | Buffer;
+};
+
+export type EgressOptions = Pick<
+  WebFetchOptions,
+  "allowHosts" | "denyHosts" | "maxBytes" | "resolve" | "allowAddresses"
+> & {
+  /** Who connects, for refusal messages (default `web_fetch`). */
+  readonly purpose?: string;
+};
+
+/**
+ * The SSRF-safe egress of web_fetch (module comment), for any sender that must reach only public
+ * addresses: `planHop` checks one URL and resolves it; `fetchHop` connects to the address it
+ * judged and checks the connected peer before reading. Both throw ToolCallError("refused") for
+ * a refused target.
+ */
+export function createEgress(options: EgressOptions = {}) {
+  const purpose = options.purpose ?? "web_fetch";
   const maxBytes = options.maxBytes ?? webFetchDefaults.maxBytes;
-  const timeoutMs = options.timeoutMs ?? webFetchDefaults.timeoutMs;
   const resolve =
     options.resolve ?? ((hostname: string) => dnsLookup(hostname, { all: true, verbatim: true }));
   const exempt = new Set(
@@ -110,7 +131,7 @@ export function createWebFetchTool(options: WebFetchOptions = {}): ToolImplement
       return isIP(address) === 6 ? 6 : 4;
     }
     throw refuse(
-      `The host ${quoteUntrusted(host)} leads to ${quoteUntrusted(address)}, ${verdict.reason}; web_fetch only reaches public addresses.`,
+      `The host ${quoteUntrusted(host)} leads to ${quoteUntrusted(address)}, ${verdict.reason}; ${purpose} only reaches public addresses.`,
     );
   };
 
@@ -136,7 +157,7 @@ export function createWebFetchTool(options: WebFetchOptions = {}): ToolImplement
     }
     if (host === "localhost" || host.endsWith(".localhost")) {
       throw refuse(
-        `The host ${quoteUntrusted(host)} is this machine; web_fetch only reaches public addresses.`,
+        `The host ${quoteUntrusted(host)} is this machine; ${purpose} only reaches public addresses.`,
       );
     }
     let answers: readonly ResolvedAddress[];
@@ -163,7 +184,11 @@ export function createWebFetchTool(options: WebFetchOptions = {}): ToolImplement
     return { url, hostname: bare, ...chosen };
   };
 
-  const fetchHop = (hop: Hop, signal: AbortSignal): Promise<HopResponse> =>
+  const fetchHop = (
+    hop: Hop,
+    signal: AbortSignal,
+    send: EgressRequest = {},
+  ): Promise<HopResponse> =>
     new Promise((resolvePromise, reject) => {
       const expected = normalizeAddress(hop.address);
       const secure = hop.url.protocol === "https:";
@@ -192,11 +217,12 @@ export function createWebFetchTool(options: WebFetchOptions = {}): ToolImplement
         hostname: hop.hostname,
         port: hop.url.port === "" ? undefined : Number(hop.url.port),
         path: `${hop.url.pathname}${hop.url.search}`,
-        method: "GET",
+        method: send.method ?? "GET",
         headers: {
-          host: hop.url.host,
           "user-agent": "peergate-web-fetch/0.1",
           accept: "text/html,application/xhtml+xml,application/json,text/plain;q=0.9,*/*;q=0.5",
+          ...send.headers,
+          host: hop.url.host,
           "accept-encoding": "identity",
           connection: "close",
         },
@@ -243,8 +269,15 @@ export function createWebFetchTool(options: WebFetchOptions = {}): ToolImplement
           if (!truncated) reject(error);
         });
       });
-      request.end();
+      request.end(send.body);
     });
+
+  return { planHop, fetchHop };
+}
+
+export function createWebFetchTool(options: WebFetchOptions = {}): ToolImplementation {
+  const timeoutMs = options.timeoutMs ?? webFetchDefaults.timeoutMs;
+  const { planHop, fetchHop } = createEgress(options);
 
   return {
     name: "web_fetch",

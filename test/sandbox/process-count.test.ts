@@ -1,0 +1,170 @@
+// The process-count limit holds whoever the server runs as, or nothing runs. As root the kernel
+// ignores RLIMIT_NPROC, so a root server puts every sandbox in a pids cgroup of its own; where no
+// pids cgroup can be used, every command is refused with the fix (and the start-up probe fails),
+// never run unlimited. The fork past the limit itself is attacked in attacks.security.test.ts.
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, realpath, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseToolsPolicy } from "../../src/policy/policy-files.ts";
+import { createBwrapBackend } from "../../src/sandbox/bwrap.ts";
+import {
+  createPidsCgroups,
+  detectProcessCountLimit,
+  findPidsCgroup,
+} from "../../src/sandbox/pids-cgroup.ts";
+import { probeSandbox } from "../../src/sandbox/probe.ts";
+import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
+import { createToolRuntime } from "../../src/tools/runtime.ts";
+import { buildPolicies, callTool, silentLogger } from "../tools/support.ts";
+import { describeWithBwrap, eventually } from "./support.ts";
+
+const v1Mountinfo = [
+  "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755",
+  "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory",
+  "39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids",
+  "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw",
+].join("\n");
+
+describe("finding this process's pids cgroup", () => {
+  it("reads the cgroup v1 pids hierarchy", () => {
+    expect(
+      findPidsCgroup({
+        procSelfCgroup: "8:pids:/machine/app\n4:memory:/x\n0::/\n",
+        mountinfo: v1Mountinfo,
+      }),
+    ).toEqual({ dir: "/sys/fs/cgroup/pids/machine/app", version: 1 });
+  });
+
+  it("follows a mount whose root is not the hierarchy's root", () => {
+    expect(
+      findPidsCgroup({
+        procSelfCgroup: "8:pids:/docker/abc/inner\n",
+        mountinfo: "39 31 0:36 /docker/abc /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids",
+      }),
+    ).toEqual({ dir: "/sys/fs/cgroup/pids/inner", version: 1 });
+  });
+
+  it("finds none where pids is mounted for neither version", () => {
+    const found = findPidsCgroup({
+      procSelfCgroup: "4:memory:/x\n",
+      mountinfo: "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory",
+    });
+    expect(found).toEqual({ problem: "no pids cgroup controller is mounted for this process" });
+  });
+});
+
+describe("deciding how processes are counted", () => {
+  it("uses RLIMIT_NPROC alone for a server that is not root", () => {
+    expect(detectProcessCountLimit({ euid: 1000 })).toEqual({ kind: "rlimit" });
+  });
+
+  it("refuses, naming why, when root has no pids cgroup", () => {
+    const limit = detectProcessCountLimit({
+      euid: 0,
+      source: { procSelfCgroup: "0::/\n", mountinfo: "" },
+    });
+    expect(limit.kind).toBe("unavailable");
+    expect(limit.kind === "unavailable" && limit.problem).toContain("RLIMIT_NPROC");
+  });
+});
+
+describe("a root server without a pids cgroup (fail closed)", () => {
+  let base: string;
+  let workspace: string;
+  const backend = createBwrapBackend({
+    processCountLimit: { kind: "unavailable", problem: "no pids cgroup here (test)" },
+  });
+  beforeAll(async () => {
+    base = await realpath(await mkdtemp(path.join(os.tmpdir(), "peergate-nproc-")));
+    workspace = path.join(base, "workspace");
+    await mkdir(workspace);
+  });
+  afterAll(() => rm(base, { recursive: true, force: true }));
+
+  it("fails the start-up probe with the fix", async () => {
+    const probe = await probeSandbox(backend);
+    expect(probe.ok).toBe(false);
+    expect(probe.ok === false && probe.problem).toContain("process-count limit cannot be applied");
+    expect(probe.ok === false && probe.problem).toContain("unprivileged user");
+  });
+
+  it("refuses a tool call, and nothing runs", async () => {
+    const runtime = await createToolRuntime({
+      policies: buildPolicies(
+        parseToolsPolicy(
+          "commands:\n  - {name: touch_it, description: Touch., mode: fixed, program: touch, args: [ran], risk: read-only, disclosure: public, egress: false}\n",
+          "tools.yaml",
+          builtinDescriptors,
+        ),
+      ),
+      workspace,
+      dataDir: path.join(base, "data"),
+      env: { PATH: "/usr/bin:/bin" },
+      sandbox: backend,
+      logger: silentLogger,
+    });
+    try {
+      const result = await callTool(runtime, "touch_it", {});
+      expect(result).toMatchObject({ ok: false, code: "refused" });
+      expect(JSON.stringify(result)).toContain("cannot limit this command's processes");
+      expect(existsSync(path.join(workspace, "ran"))).toBe(false);
+    } finally {
+      await runtime.close();
+    }
+  });
+});
+
+const counting = detectProcessCountLimit();
+describeWithBwrap("the sandboxes' pids cgroups", () => {
+  it.skipIf(counting.kind !== "cgroup")(
+    `each sandbox gets one with its limit, removed once it ended${counting.kind === "cgroup" ? "" : " — skipped: the server here is not root, RLIMIT_NPROC binds"}`,
+    async () => {
+      if (counting.kind !== "cgroup") return;
+      const cgroups = createPidsCgroups(counting.parent, counting.version);
+      const procs = cgroups.create(17);
+      const dir = path.dirname(procs);
+      expect((await import("node:fs")).readFileSync(path.join(dir, "pids.max"), "utf8")).toBe(
+        "17\n",
+      );
+      expect(cgroups.live).toBe(1);
+      // Never joined and not yet abandoned: kept (its launcher may still be starting).
+      cgroups.create(5);
+      expect(cgroups.live).toBeGreaterThanOrEqual(1);
+      const backend = createBwrapBackend({ processCountLimit: counting });
+      const probe = await probeSandbox(backend);
+      expect(probe.ok).toBe(true);
+      expect(await eventually(async () => existsSync(counting.parent))).toBe(true);
+    },
+  );
+
+  it.skipIf(counting.kind !== "cgroup")(
+    `a launcher that cannot join its cgroup runs nothing${counting.kind === "cgroup" ? "" : " — skipped: not root, no cgroup"}`,
+    async () => {
+      const base = await realpath(await mkdtemp(path.join(os.tmpdir(), "peergate-nproc-join-")));
+      try {
+        const backend = createBwrapBackend();
+        const command = backend.wrap({
+          argv: ["touch", "ran"],
+          workspace: base,
+          cwd: base,
+          env: { PATH: "/usr/bin:/bin" },
+          egress: false,
+          limits: { processes: 8, cpuSeconds: 5, fileSizeBytes: 1024, memoryBytes: 1 << 30 },
+        });
+        // The cgroup is gone before the launcher starts (removed by hand, a cleaner elsewhere).
+        const file = command.args[3] ?? "";
+        const { rmdirSync } = await import("node:fs");
+        rmdirSync(path.dirname(file));
+        const { spawnSync } = await import("node:child_process");
+        const run = spawnSync(command.command, [...command.args], { env: command.env });
+        expect(run.status).toBe(125);
+        expect(run.stderr.toString()).toContain("could not join its pids cgroup");
+        expect(existsSync(path.join(base, "ran"))).toBe(false);
+      } finally {
+        await rm(base, { recursive: true, force: true });
+      }
+    },
+  );
+});
