@@ -20,7 +20,7 @@ import {
 } from "./policy/policy-files.ts";
 import { createInventory, type Inventory } from "./policy/tools.ts";
 import { loadPriceTable, type PriceTable, parsePriceTable } from "./runs/prices.ts";
-import { builtinDescriptors } from "./tools/builtin-tools.ts";
+import { builtinDescriptors, namedOptionalDescriptors } from "./tools/builtin-tools.ts";
 
 /** The agent as loaded: frozen, since ceilings derived from it are memoised on its identity. */
 export type VersionedAgentPolicy = Readonly<
@@ -110,7 +110,10 @@ export async function loadPolicies(policiesDir: string): Promise<LoadedPolicies>
     throw new ConfigError(problems, "peergate cannot start: bad policy files");
   }
 
-  const tools = listPolicyTools(toolsPolicy, builtinDescriptors);
+  const tools = listPolicyTools(toolsPolicy, [
+    ...builtinDescriptors,
+    ...namedOptionalDescriptors(agentPolicy.tools),
+  ]);
   const built = createInventory(tools, hashJson(tools));
   if (!built.ok) {
     // parseToolsPolicy already applies the name rules; this is the same check, kept fail-closed.

@@ -9,7 +9,8 @@ import type { ModelMessage } from "ai";
 /** Metadata key on messages peergate writes; `kind` says whether a later turn should see it. */
 export const peergateMetaKey = "peergate";
 
-export type PeergateMessageKind = "answer" | "progress" | "status";
+/** `question`: the model asked its caller (ask_caller); later turns see it like an answer. */
+export type PeergateMessageKind = "answer" | "question" | "progress" | "status";
 
 const maxDataChars = 16 * 1024;
 /** Bound on the conversation handed to a run, oldest messages dropped first. */
@@ -18,7 +19,9 @@ export const maxConversationMessages = 200;
 function readKind(message: Message): PeergateMessageKind | undefined {
   const meta = message.metadata?.[peergateMetaKey] as { kind?: unknown } | undefined;
   const kind = meta?.kind;
-  return kind === "answer" || kind === "progress" || kind === "status" ? kind : undefined;
+  return kind === "answer" || kind === "question" || kind === "progress" || kind === "status"
+    ? kind
+    : undefined;
 }
 
 function describeFile(part: Part, what: string): string {

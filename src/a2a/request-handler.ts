@@ -15,10 +15,11 @@
 //   naming why; at most `maxPushConfigsPerTask` per task. Without a push store every push method
 //   and a config on a message answer -32003;
 // - a follow-up (`taskId`) must name a task of this caller (else -32001, as for a task that does
-//   not exist) that is not still running here or waiting for an operator (-32004: the engine
-//   cannot take a message into a run in flight). A task in a terminal state is refused by the SDK
-//   (-32004); a conversation goes on with a new message in the same `contextId`, and the run sees
-//   the context's earlier turns;
+//   not exist) that waits for its caller's input (INPUT_REQUIRED: the message is the answer and
+//   the same run resumes). A task still working, or waiting for an operator, is refused (-32004:
+//   the engine cannot take a message into a run in flight); a task in a terminal state is refused
+//   by the SDK (-32004). A conversation goes on with a new message in the same `contextId`, and
+//   the run sees the context's earlier turns;
 // - every `referenceTaskIds` entry must be a task of this caller (-32001).
 //
 // Cancel reaches a run wherever it is: when no run of the task is in flight on this instance (it
@@ -186,8 +187,9 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
       deps.push ? outboxOnly : undefined,
       deps.extendedCard,
       undefined,
-      // The bus closes whenever the executor returns: a parked run's executor returns at
-      // AUTH_REQUIRED, and the resumed run reports through the service's settleRun, not this bus.
+      // The bus closes whenever the executor returns: a parked run's executor returns at WORKING
+      // (waiting for an operator), and the resumed run reports through the service's settleRun,
+      // not this bus; an INPUT_REQUIRED task's answer comes with a new request and its own bus.
       { keepBusAliveStates: [] },
     );
     this.#store = deps.store;
@@ -243,14 +245,9 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
       const task = await this.#store.load(message.taskId, context);
       if (!task) throw new TaskNotFoundError(`Task not found: ${message.taskId}`);
       const state = task.status?.state;
-      if (state === TaskState.TASK_STATE_AUTH_REQUIRED) {
+      if (!isTerminal(task) && state !== TaskState.TASK_STATE_INPUT_REQUIRED) {
         throw new UnsupportedOperationError(
-          `Task ${task.id} waits for an operator to approve a tool call; it cannot take a message now`,
-        );
-      }
-      if (state === TaskState.TASK_STATE_WORKING || state === TaskState.TASK_STATE_SUBMITTED) {
-        throw new UnsupportedOperationError(
-          `Task ${task.id} is still working; wait for it to finish or cancel it`,
+          `Task ${task.id} is not waiting for input (it is still working, or waits for an operator); wait for it to finish or cancel it`,
         );
       }
     }

@@ -11,12 +11,15 @@
 //   outcome failed / interrupted    status FAILED with the run's message
 //   outcome canceled                status CANCELED
 //   outcome rejected / expired      status REJECTED with the reason
-//   outcome parked                  status AUTH_REQUIRED, message: an operator must approve
+//   outcome input-required          status INPUT_REQUIRED, message: the model's question
+//   outcome parked                  status WORKING, message: an operator must approve
 //
-// Parked → AUTH_REQUIRED, not INPUT_REQUIRED: the run waits for an authorization that a person
-// grants out of band, and the client has nothing to send. INPUT_REQUIRED would invite a reply
-// that cannot approve anything. Both are interrupted, non-terminal states: the stream closes there,
-// and the task moves on when the operator answers (`settleRun` in service.ts).
+// Parked → WORKING: the run waits for an operator, and the caller has nothing to send or do.
+// INPUT_REQUIRED would invite a reply that cannot approve anything, and AUTH_REQUIRED reads, to a
+// generic client, as "authenticate": the task is still being worked on, by someone else. The
+// stream closes there (the run holds no instance); the task moves on when the operator answers
+// (`settleRun` in service.ts). INPUT_REQUIRED is the model asking its caller (ask_caller): a
+// message on the same task answers it and the same run resumes (`answerInput`).
 //
 // The engine is asked for the run before the task is published. When it refuses with
 // RateLimitedError (or the database is down), nothing has been stored for a new task, and the
@@ -39,10 +42,16 @@ import {
   type RequestContext,
 } from "@a2a-js/sdk/server";
 import type { RunStatus } from "../domain/run.ts";
+import { ConflictError, NotFoundError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { RunEngine, RunEvent, RunOutcome } from "../runs/types.ts";
 import { escalate, isFreshContext, isStreaming, readCaller, toEscalated } from "./call-context.ts";
-import { buildConversation, type PeergateMessageKind, peergateMetaKey } from "./conversation.ts";
+import {
+  buildConversation,
+  describeParts,
+  type PeergateMessageKind,
+  peergateMetaKey,
+} from "./conversation.ts";
 import type { PostgresTaskStore } from "./task-store.ts";
 
 export type RunExecutorDeps = {
@@ -59,6 +68,12 @@ export type RunExecutorDeps = {
 export function readRunId(task: Task): string | undefined {
   const meta = task.metadata?.[peergateMetaKey] as { runId?: unknown } | undefined;
   return typeof meta?.runId === "string" ? meta.runId : undefined;
+}
+
+/** The run a task waits on for its caller's answer, when it does. */
+function waitingRunId(task: Task | undefined): string | undefined {
+  if (task?.status?.state !== TaskStates.TASK_STATE_INPUT_REQUIRED) return undefined;
+  return readRunId(task);
 }
 
 function textPart(text: string): Part {
@@ -142,8 +157,16 @@ export function describeOutcome(
     case "parked":
       return statusEvent(
         ids,
-        TaskStates.TASK_STATE_AUTH_REQUIRED,
+        TaskStates.TASK_STATE_WORKING,
         agentMessage(ids, operatorMessage(parkedTool), "status", { waitingFor: "operator" }),
+      );
+    case "input-required":
+      return statusEvent(
+        ids,
+        TaskStates.TASK_STATE_INPUT_REQUIRED,
+        agentMessage(ids, outcome.text ?? "The agent needs more input to go on.", "question", {
+          waitingFor: "caller",
+        }),
       );
     case "canceled":
       return statusEvent(
@@ -341,19 +364,48 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
 
     try {
       let handle: Awaited<ReturnType<RunEngine["start"]>>;
+      const waiting = waitingRunId(requestContext.task);
       try {
-        const messages = await buildMessages(requestContext, caller.id);
-        handle = await deps.runs.start(
-          {
-            caller,
-            origin: "a2a",
-            messages,
-            a2a: { taskId: ids.taskId, contextId: ids.contextId },
-            ...(isStreaming(context) ? {} : { stream: false }),
-          },
-          onEvent,
-        );
+        if (waiting !== undefined) {
+          // The caller's answer to the run's question: the same run goes on, nothing new starts.
+          handle = await deps.runs.answerInput(
+            {
+              caller,
+              runId: waiting,
+              answer: describeParts(requestContext.userMessage.parts),
+              ...(isStreaming(context) ? {} : { stream: false }),
+            },
+            onEvent,
+          );
+        } else {
+          const messages = await buildMessages(requestContext, caller.id);
+          handle = await deps.runs.start(
+            {
+              caller,
+              origin: "a2a",
+              messages,
+              a2a: { taskId: ids.taskId, contextId: ids.contextId },
+              ...(isStreaming(context) ? {} : { stream: false }),
+            },
+            onEvent,
+          );
+        }
       } catch (error) {
+        if (
+          waiting !== undefined &&
+          (error instanceof NotFoundError || error instanceof ConflictError)
+        ) {
+          // The run stopped waiting meanwhile (canceled, expired, its caller revoked): the answer is
+          // dropped and the task reported as it now stands.
+          await rollBackFollowUp(requestContext, context, log);
+          const current = await deps.store.load(ids.taskId, context);
+          if (current) {
+            bus.publish(AgentEvent.task(current));
+            if (current.status)
+              bus.publish(statusEvent(ids, current.status.state, current.status.message));
+          }
+          return;
+        }
         const escalated = toEscalated(error);
         if (escalated) {
           escalate(context, escalated);
@@ -387,7 +439,7 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
       flushText();
       const finalText = outcome.status === "completed" ? (outcome.text ?? fullText) : fullText;
       // A parked run is not done: its partial answer stays open for the resumed run to finish.
-      if (finalText !== "" && outcome.status !== "parked") {
+      if (finalText !== "" && outcome.status !== "parked" && outcome.status !== "input-required") {
         bus.publish(
           AgentEvent.artifactUpdate({
             taskId: ids.taskId,
@@ -399,7 +451,10 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
           }),
         );
       }
-      bus.publish(describeOutcome(ids, { ...outcome, text: finalText || undefined }, parkedTool));
+      // An input-required run's text is its question: that, not the text streamed before it, is
+      // what the status message asks.
+      const shown = outcome.status === "input-required" ? outcome.text : finalText || undefined;
+      bus.publish(describeOutcome(ids, { ...outcome, text: shown }, parkedTool));
     } catch (error) {
       // Never let the SDK write its own failure: its message would carry internal details.
       log.error("the A2A run bridge failed", { error });

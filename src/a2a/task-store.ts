@@ -33,6 +33,16 @@ import { writeWithPushOutbox } from "./push-outbox.ts";
 /** Interrupted states: the run stopped and waits for someone; written at once, like terminal ones. */
 const interruptedStateNames = ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"];
 
+/**
+ * A parked run's task: WORKING (the caller has nothing to do), but its run holds no instance, so
+ * it is written at once like an interrupted one (another instance may answer and settle it).
+ */
+function waitsForOperator(json: Record<string, unknown>): boolean {
+  const status = json.status as { message?: { metadata?: Record<string, unknown> } } | undefined;
+  const meta = status?.message?.metadata?.peergate as { waitingFor?: unknown } | undefined;
+  return meta?.waitingFor === "operator";
+}
+
 export const terminalStateNames = [
   "TASK_STATE_COMPLETED",
   "TASK_STATE_FAILED",
@@ -197,7 +207,8 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
     const state = (json.status as { state?: string } | undefined)?.state ?? "";
     const settles =
       (terminalStateNames as readonly string[]).includes(state) ||
-      interruptedStateNames.includes(state);
+      interruptedStateNames.includes(state) ||
+      waitsForOperator(json);
     const held = progress.get(task.id);
     const owned = held?.callerId === callerId;
 

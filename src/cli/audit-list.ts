@@ -29,6 +29,7 @@ export const auditKinds: readonly string[] = [
   "run.cancel-requested",
   "run.answer-refused",
   "run.notified",
+  "run.input-answered",
   "caller.push-hosts.changed",
   "push.config.set",
   "push.config.deleted",

@@ -45,6 +45,7 @@ import {
 import {
   type PendingApproval,
   type PendingBatch,
+  type PendingInput,
   type RunBudgetLimits,
   type RunBudgetUsed,
   type RunError,
@@ -101,6 +102,7 @@ export {
 export type {
   PendingApproval,
   PendingBatch,
+  PendingInput,
   QueuedApproval,
   RunBudgetLimits,
   RunBudgetUsed,
@@ -246,6 +248,8 @@ export const runs = pgTable(
     pendingApproval: jsonb("pending_approval").$type<PendingApproval>(),
     /** While parked: the rest of the tool batch the pending call belongs to. */
     pendingBatch: jsonb("pending_batch").$type<PendingBatch>(),
+    /** While `input-required`: the question the run asked its caller (src/domain/run.ts). */
+    pendingInput: jsonb("pending_input").$type<PendingInput>(),
     /** The caller's precise controls when the run first stepped; null until then. */
     controls: jsonb("controls").$type<RunControlsSnapshot>(),
     /**

@@ -13,7 +13,7 @@ export type AuditKind =
   | `caller.${CallerChange}`
   | `${"admin" | "operator"}-token.created`
   | `webhook.${"accepted" | "ignored"}`
-  | `run.${RunStatus | "started" | "approved" | "call-rejected" | "answer-refused" | "cancel-requested" | "notified"}`
+  | `run.${RunStatus | "started" | "approved" | "call-rejected" | "answer-refused" | "cancel-requested" | "notified" | "input-answered"}`
   | `tool.${"called" | "refused" | "declined" | "stage"}`
   | "caller.push-hosts.changed"
   | `push.${"config.set" | "config.deleted" | "delivered" | "failed"}`;

@@ -9,6 +9,7 @@ export const runStatuses = [
   "submitted",
   "working",
   "parked",
+  "input-required",
   "completed",
   "failed",
   "canceled",
@@ -17,6 +18,35 @@ export const runStatuses = [
   "interrupted",
 ] as const;
 export type RunStatus = (typeof runStatuses)[number];
+
+/**
+ * The two states in which a run holds no instance and waits for someone: `parked` waits for an
+ * operator to answer a pending call, `input-required` for its caller to answer the question the
+ * model asked with `ask_caller`. Both end without resuming the same ways (cancel, revocation,
+ * expiry at `parkedUntil`); only the caller who started the run can answer `input-required`, only
+ * an operator `parked`.
+ *
+ *   working → input-required   the model called ask_caller alone in a step (src/runs/run-loop.ts)
+ *   input-required → working   the caller answered (src/services/runs/answer-run-input.ts)
+ *   input-required → canceled | rejected | expired   as for a parked run
+ */
+export const waitingStatuses = ["parked", "input-required"] as const satisfies readonly RunStatus[];
+export type WaitingStatus = (typeof waitingStatuses)[number];
+
+export function isWaitingStatus(status: RunStatus): status is WaitingStatus {
+  return (waitingStatuses as readonly RunStatus[]).includes(status);
+}
+
+/** The question an `input-required` run waits on, and the model's call it answers. */
+export type PendingInput = {
+  /** The tool call row (unique within the run). */
+  callId: string;
+  /** The model's id and name for the call, for the tool result the model reads. */
+  toolCallId: string;
+  toolName: string;
+  question: string;
+  askedAt: string;
+};
 
 /**
  * `running` is the in-flight state; a crash leaves it there for recovery to mark `interrupted`.

@@ -23,7 +23,7 @@ export type RecordedEnd = { status: RunStatus; error?: RunError; text?: string }
 
 /** The status, error and answer a finished (not parked) segment is recorded with. */
 export function mapSegmentEnd(
-  end: Exclude<SegmentEnd, { kind: "parked" }>,
+  end: Exclude<SegmentEnd, { kind: "parked" | "input-required" }>,
   reason: StopReason | undefined,
   budgets: { limits: RunBudgetLimits; daily: CallerBudgets["daily"] },
 ): RecordedEnd {
@@ -101,9 +101,11 @@ export function settledFromRun(run: Run, outcome: RunOutcome, pendingTool?: stri
   };
 }
 
-export function expiredError(run: Pick<Run, "parkedUntil">): RunError {
+export function expiredError(run: Pick<Run, "parkedUntil" | "status">): RunError {
+  const what =
+    run.status === "input-required" ? "no answer came from the caller" : "no operator answered";
   return {
     code: "expired",
-    message: `no operator answered before ${run.parkedUntil?.toISOString() ?? "the deadline"}`,
+    message: `${what} before ${run.parkedUntil?.toISOString() ?? "the deadline"}`,
   };
 }

@@ -1,6 +1,8 @@
 // One segment of a run: model step, tool batch, model step … until the model answers, a budget
-// stops it, it is stopped from outside, or a call needs an operator (the run parks). A resumed
-// segment first answers the call it parked on and finishes that batch.
+// stops it, it is stopped from outside, a call needs an operator (the run parks), or the model asks
+// its caller a question (a step whose only call is `ask_caller`, in a run that can take the
+// caller's answer: the run waits `input-required`). A resumed segment first answers the call it
+// stopped on (the operator's decision, or the caller's answer) and finishes that batch.
 //
 // Each step is one AI SDK call with `isStepCount(1)` and tools that have no `execute`: the SDK
 // reports the text and the calls, and the engine decides everything about them (tool-batch.ts).
@@ -19,7 +21,10 @@ import {
   type ToolSet,
 } from "ai";
 import type { PendingBatch, QueuedApproval, RunBudgetUsed, RunError } from "../db/schema.ts";
+import type { PendingInput } from "../domain/run.ts";
 import type { Logger } from "../log.ts";
+import { checkToolCall } from "../policy/check-tool-call.ts";
+import { askCallerToolName, readQuestion } from "../tools/context/ask-caller.ts";
 import { digestArgs } from "./args-digest.ts";
 import type { BudgetMeters, BudgetName } from "./budgets.ts";
 import { computeCostUsd, type ModelPrice } from "./prices.ts";
@@ -52,7 +57,12 @@ export type SegmentContext = {
   /** False: `generateText`, and the step's text in one delta. */
   readonly stream: boolean;
   readonly logger: Logger;
-  readonly resume?: { batch: PendingBatch; decision: ApprovalDecision };
+  readonly resume?:
+    | { batch: PendingBatch; decision: ApprovalDecision }
+    /** The caller's answer to the `ask_caller` call the run waited on. */
+    | { answer: { pending: PendingInput; text: string } };
+  /** The run's caller can answer `ask_caller` (an A2A caller; a webhook cannot). */
+  readonly canAskCaller?: boolean;
   /** Counts a step's usage toward the daily totals (written by `flushUsage` or at the end). */
   chargeStep(delta: { tokens: number; costUsd: number }): void;
   /** Writes the usage counted so far (run usage, heartbeat, daily totals) before tools run. */
@@ -74,11 +84,15 @@ export type SegmentEnd =
   | { kind: "budget"; budget: BudgetName; text?: string }
   /** Stopped from outside (cancel, revocation, deadline, shutdown): the engine knows why. */
   | { kind: "stopped" }
-  | { kind: "parked"; pending: QueuedApproval; batch: PendingBatch };
+  | { kind: "parked"; pending: QueuedApproval; batch: PendingBatch }
+  /** The model asked its caller a question; the call's row is open (`parked`) until answered. */
+  | { kind: "input-required"; pending: Omit<PendingInput, "askedAt"> };
 
 /** Runs one segment. Throws only for peergate's own failures (database, bugs). */
 export async function runSegment(ctx: SegmentContext): Promise<SegmentEnd> {
-  if (ctx.resume) {
+  if (ctx.resume && "answer" in ctx.resume) {
+    await answerAskCaller(ctx, ctx.resume.answer.pending, ctx.resume.answer.text);
+  } else if (ctx.resume) {
     const end = await finishParkedBatch(ctx, ctx.resume.batch, ctx.resume.decision);
     if (end) return end;
   }
@@ -122,6 +136,8 @@ export async function runSegment(ctx: SegmentContext): Promise<SegmentEnd> {
     // Other instances see today's totals before this run spends time in its tools.
     await ctx.flushUsage();
     await ctx.checkBetweenSteps();
+    const question = ctx.canAskCaller === true ? readAskCaller(ctx, calls) : undefined;
+    if (question) return askCaller(ctx, question);
     const outcome = await executeToolBatch(ctx.batch, calls);
     if (outcome.approvals.length > 0) {
       return park(outcome.results, outcome.approvals);
@@ -176,6 +192,74 @@ function inputOf(ctx: SegmentContext, toolCallId: string): unknown {
     }
   }
   return undefined;
+}
+
+/**
+ * The question of a step that only asks the caller, through the executor's gate: `ask_caller` (or
+ * an alias of it) in the run's set, called alone, with a question. Anything else goes to the batch,
+ * where the same gate refuses a tool outside the set and ask_caller's own `execute` answers a
+ * call that cannot wait for the caller.
+ */
+function readAskCaller(
+  ctx: SegmentContext,
+  calls: readonly ModelToolCall[],
+): { call: ModelToolCall; question: string } | undefined {
+  const [call, ...others] = calls;
+  if (call === undefined || others.length > 0 || call.unparsable) return undefined;
+  const gate = checkToolCall(ctx.batch.controls.current.set, call.toolName, "model");
+  if (!gate.allowed || (gate.kind !== "tool" && gate.kind !== "alias")) return undefined;
+  if (gate.tool.name !== askCallerToolName) return undefined;
+  const question = readQuestion(call.input);
+  return question === undefined ? undefined : { call, question };
+}
+
+async function askCaller(
+  ctx: SegmentContext,
+  asked: { call: ModelToolCall; question: string },
+): Promise<SegmentEnd> {
+  const { call, question } = asked;
+  const callId = ctx.batch.takeRecordId(call.toolCallId);
+  await ctx.batch.recorder.open([
+    {
+      recordId: callId,
+      tool: askCallerToolName,
+      argsDigest: digestArgs(call.input),
+      status: "parked",
+    },
+  ]);
+  if (ctx.signal.aborted) {
+    await ctx.batch.recorder.finish(callId, { status: "not-started" });
+    ctx.messages.push(toolMessage([{ index: 0, part: errorResult(call, notStartedText) }]));
+    return { kind: "stopped" };
+  }
+  return {
+    kind: "input-required",
+    pending: { callId, toolCallId: call.toolCallId, toolName: call.toolName, question },
+  };
+}
+
+/** The caller's answer, as the result of the `ask_caller` call the run waited on. */
+async function answerAskCaller(
+  ctx: SegmentContext,
+  pending: PendingInput,
+  text: string,
+): Promise<void> {
+  await ctx.batch.recorder.finish(pending.callId, { status: "completed" });
+  ctx.messages.push(
+    toolMessage([
+      {
+        index: 0,
+        part: {
+          type: "tool-result",
+          toolCallId: pending.toolCallId,
+          toolName: pending.toolName,
+          // The caller's words: data for the model, like any tool result, never instructions.
+          output: { type: "json", value: { answer: text } },
+        },
+      },
+    ]),
+  );
+  await ctx.checkpoint();
 }
 
 function park(results: IndexedResult[], approvals: IndexedApproval[]): SegmentEnd {

@@ -1,7 +1,7 @@
 // Reads of run state, and the rows beside it the run mechanics keep (callers read, daily totals
 // added to, instances registered). Nothing here writes `runs` or `tool_calls`: that is
 // src/runs/run-state.ts alone.
-import { and, eq, lt, sql } from "drizzle-orm";
+import { and, eq, inArray, lt, sql } from "drizzle-orm";
 import type { DbOrTx, DbTransaction } from "../db/client.ts";
 import {
   type Caller,
@@ -14,6 +14,7 @@ import {
   runs,
   toolCalls,
 } from "../db/schema.ts";
+import { waitingStatuses } from "../domain/run.ts";
 import type { DailyTotals } from "./budgets.ts";
 
 /** Statuses that hold a concurrency slot. */
@@ -170,11 +171,11 @@ export async function removeInstance(db: DbOrTx, id: string): Promise<void> {
   await db.delete(instances).where(eq(instances.id, id));
 }
 
-/** Parked runs whose approval window closed. */
+/** Waiting runs (parked or input-required) whose window closed. */
 export async function listExpiredParkedRuns(db: DbOrTx, at: Date): Promise<Run[]> {
   return db
     .select()
     .from(runs)
-    .where(and(eq(runs.status, "parked"), lt(runs.parkedUntil, at)))
+    .where(and(inArray(runs.status, [...waitingStatuses]), lt(runs.parkedUntil, at)))
     .limit(500);
 }

@@ -16,6 +16,7 @@ import {
   type NewRun,
   type PendingApproval,
   type PendingBatch,
+  type PendingInput,
   type Run,
   type RunBudgetLimits,
   type RunBudgetUsed,
@@ -27,6 +28,7 @@ import {
 } from "../db/schema.ts";
 import { storableText, toStorableJson } from "../db/storable.ts";
 import type { AuditActor } from "../domain/audit.ts";
+import { waitingStatuses } from "../domain/run.ts";
 import { activeStatuses, addDailyUsage, lockRun, moveSlot, readCaller } from "./run-queries.ts";
 import type { CallEnd, OpenedCall, ToolCallRecorder } from "./tool-batch.ts";
 
@@ -398,6 +400,91 @@ export async function claimParkedRun(
   return claimed;
 }
 
+/**
+ * Ends a working run's segment on a question for its caller (`input-required`): like parking, the
+ * run gives back its slot and instance, keeps its share of the day and its usage so far, and waits
+ * until `waitUntil`. False when this instance no longer owns it.
+ */
+export async function awaitCallerInput(
+  db: DbOrTx,
+  input: {
+    runId: string;
+    instanceId: string;
+    pending: PendingInput;
+    messages: unknown[];
+    used: RunBudgetUsed;
+    waitUntil: Date;
+    at: Date;
+    daily?: DailyCharge;
+  },
+): Promise<{ cancelReason: string | null } | undefined> {
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(runs)
+      .set({
+        status: "input-required",
+        pendingInput: toStorableJson(input.pending),
+        messages: toStorableJson(input.messages),
+        budgetUsed: input.used,
+        parkedUntil: input.waitUntil,
+        ownerInstanceId: null,
+        heartbeatAt: null,
+        updatedAt: input.at,
+      })
+      .where(
+        and(
+          eq(runs.id, input.runId),
+          eq(runs.status, "working"),
+          eq(runs.ownerInstanceId, input.instanceId),
+        ),
+      )
+      .returning({
+        callerId: runs.callerId,
+        cancelRequestedAt: runs.cancelRequestedAt,
+        cancelReason: runs.cancelReason,
+      });
+    if (!row) return undefined;
+    await settleRun(tx, { callerId: row.callerId, releaseSlot: true, daily: input.daily });
+    await appendAuditEvent(tx, {
+      actor: `instance:${input.instanceId}`,
+      kind: "run.input-required",
+      subject: `run:${input.runId}`,
+      data: {
+        runId: input.runId,
+        callId: input.pending.callId,
+        // The model's words for the caller: bounded, they are the caller's to read anyway.
+        question: input.pending.question.slice(0, 500),
+        waitUntil: input.waitUntil.toISOString(),
+      },
+    });
+    return { cancelReason: row.cancelRequestedAt ? (row.cancelReason ?? "canceled") : null };
+  });
+}
+
+/** Moves an input-required run (locked by the caller) back to working, owned by this instance. */
+export async function claimInputRun(
+  tx: DbTransaction,
+  input: { run: Run; instanceId: string; at: Date },
+): Promise<Run | undefined> {
+  const { run, at } = input;
+  const [claimed] = await tx
+    .update(runs)
+    .set({
+      status: "working",
+      ownerInstanceId: input.instanceId,
+      heartbeatAt: at,
+      segments: run.segments + 1,
+      segmentStartedAt: at,
+      parkedUntil: null,
+      pendingInput: null,
+      updatedAt: at,
+    })
+    .where(and(eq(runs.id, run.id), eq(runs.status, "input-required")))
+    .returning();
+  if (claimed) await moveSlot(tx, claimed.callerId, 1);
+  return claimed;
+}
+
 /** How a parked run ends without resuming. */
 export type ParkedRunEnd = {
   readonly status: "canceled" | "expired" | "rejected";
@@ -406,17 +493,18 @@ export type ParkedRunEnd = {
   readonly at: Date;
 };
 
-/** Locks the parked runs of one caller (a revocation closes them all). */
+/** Locks the waiting runs (parked or input-required) of one caller (a revocation closes them all). */
 export async function lockParkedRunsOfCaller(tx: DbTransaction, callerId: string): Promise<Run[]> {
   return tx
     .select()
     .from(runs)
-    .where(and(eq(runs.callerId, callerId), eq(runs.status, "parked")))
+    .where(and(eq(runs.callerId, callerId), inArray(runs.status, [...waitingStatuses])))
     .for("update");
 }
 
 /**
- * Ends parked runs (locked by the caller's transaction) without resuming them: status and error
+ * Ends waiting runs, parked or input-required (locked by the caller's transaction), without
+ * resuming them: status and error
  * set, pending approval and batch cleared, the calls still waiting marked `not-started`, and one
  * `run.<status>` audit event per run. Returns the ids it closed (a run no longer parked is left).
  */
@@ -434,11 +522,12 @@ export async function closeParkedRuns(
         error: input.error,
         pendingApproval: null,
         pendingBatch: null,
+        pendingInput: null,
         parkedUntil: null,
         finishedAt: at,
         updatedAt: at,
       })
-      .where(and(eq(runs.id, run.id), eq(runs.status, "parked")))
+      .where(and(eq(runs.id, run.id), inArray(runs.status, [...waitingStatuses])))
       .returning({ callerId: runs.callerId, budgetLimits: runs.budgetLimits });
     if (!row) continue;
     await settleRun(tx, {

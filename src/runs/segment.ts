@@ -1,5 +1,6 @@
 // One segment of a run, from its first (or resumed) step to its end, and the record of how it
-// ended: finished (completed, failed, stopped), parked for an operator, or taken over by another
+// ended: finished (completed, failed, stopped), parked for an operator, waiting for its caller's
+// answer (`input-required`), or taken over by another
 // instance that thought this one dead. The run is already registered as active and owned by this
 // instance in the database when a segment starts.
 import type { ModelMessage } from "ai";
@@ -11,6 +12,7 @@ import type {
   RunControlsSnapshot,
 } from "../db/schema.ts";
 import { storableText } from "../db/storable.ts";
+import { isWaitingStatus, type PendingInput } from "../domain/run.ts";
 import { isCallerRevoked } from "../policy/caller-revoked.ts";
 import type { EffectiveToolSet } from "../policy/effective-set.ts";
 import type { ActiveRun, StopReason } from "./active-runs.ts";
@@ -32,6 +34,7 @@ import {
 import { runSegment, type SegmentEnd } from "./run-loop.ts";
 import { listCallIds, lockRun, readDailyTotals, readRun } from "./run-queries.ts";
 import {
+  awaitCallerInput,
   chargeStep,
   closeParkedRuns,
   createToolCallRecorder,
@@ -48,7 +51,10 @@ export type SegmentInput = {
   readonly run: Run;
   readonly caller: Caller;
   readonly set: EffectiveToolSet;
-  readonly resume?: { readonly decision: ApprovalDecision };
+  readonly resume?:
+    | { readonly decision: ApprovalDecision }
+    /** The caller's answer to the question the run waited on. */
+    | { readonly answer: { readonly pending: PendingInput; readonly text: string } };
   /** False: the model is called without streaming (see StartRunRequest.stream). */
   readonly stream?: boolean;
   readonly onEvent: (event: RunEvent) => void;
@@ -56,7 +62,7 @@ export type SegmentInput = {
 
 export type SegmentResult = {
   readonly outcome: RunOutcome;
-  /** A parked run: the tool it waits on. */
+  /** A parked run: the tool it waits on. An input-required run's outcome text is its question. */
   readonly pendingTool?: string;
   /** Another instance recorded the run's end; it tells the surfaces, not this one. */
   readonly takenOver?: true;
@@ -120,6 +126,43 @@ async function runAndRecord(
       costUsd: unflushed.costUsd + classifierSpend.costUsd,
     },
   };
+
+  if (end.kind === "input-required") {
+    const pending: PendingInput = { ...end.pending, askedAt: at.toISOString() };
+    const waiting = await awaitCallerInput(db, {
+      runId: run.id,
+      instanceId,
+      pending,
+      messages,
+      used,
+      waitUntil: new Date(at.getTime() + core.parkTtlMs),
+      at,
+      daily,
+    });
+    if (!waiting) return settleTakenOver(core, run, input);
+    // As for parking: a cancel or revocation that came meanwhile still ends it.
+    const reason: StopReason | undefined =
+      entry.reason?.kind === "cancel" || entry.reason?.kind === "revoked"
+        ? entry.reason
+        : waiting.cancelReason !== null
+          ? { kind: "cancel", message: waiting.cancelReason }
+          : undefined;
+    if (reason) {
+      const closed = await closeParkedRunNow(core, run.id, reason);
+      if (closed) {
+        core.emit(input.onEvent, { type: "status", status: closed.status });
+        return { outcome: closed };
+      }
+    }
+    core.emit(input.onEvent, {
+      type: "status",
+      status: "input-required",
+      message: pending.question,
+    });
+    return {
+      outcome: { runId: run.id, status: "input-required", text: pending.question, messages },
+    };
+  }
 
   if (end.kind === "parked") {
     const pending: PendingApproval = {
@@ -324,9 +367,12 @@ async function runSteps(
       maxRetries: core.maxRetries,
       stream: input.stream !== false,
       logger: core.logger,
-      ...(input.resume && run.pendingBatch
-        ? { resume: { batch: run.pendingBatch, decision: input.resume.decision } }
-        : {}),
+      ...(input.resume && "answer" in input.resume
+        ? { resume: { answer: input.resume.answer } }
+        : input.resume && run.pendingBatch
+          ? { resume: { batch: run.pendingBatch, decision: input.resume.decision } }
+          : {}),
+      canAskCaller: run.origin === "a2a",
       chargeStep: (delta) => {
         unflushed.tokens += delta.tokens;
         unflushed.costUsd += delta.costUsd;
@@ -461,7 +507,7 @@ export async function closeParkedRunNow(
 ): Promise<RunOutcome | undefined> {
   const closed = await core.db.transaction(async (tx) => {
     const locked = await lockRun(tx, runId);
-    if (locked?.status !== "parked") return false;
+    if (!locked || !isWaitingStatus(locked.status)) return false;
     const ids = await closeParkedRuns(tx, {
       runs: [locked],
       ...(reason.kind === "revoked"

@@ -1,6 +1,7 @@
 // The periodic work of an instance: heartbeat the runs executing here (and stop those a cancel was
 // recorded for, in case its notification was lost), close parked runs whose approval window
 // passed, and mark runs interrupted whose instance stopped heartbeating.
+import { isWaitingStatus } from "../domain/run.ts";
 import type { RunCore } from "./core.ts";
 import { expiredError, outcomeOf, settledFromRun } from "./outcome.ts";
 import { listExpiredParkedRuns, lockRun, readRun } from "./run-queries.ts";
@@ -28,7 +29,8 @@ export async function expireParkedRuns(core: RunCore): Promise<void> {
   for (const candidate of await listExpiredParkedRuns(core.db, at)) {
     const closed = await core.db.transaction(async (tx) => {
       const run = await lockRun(tx, candidate.id);
-      if (run?.status !== "parked" || !run.parkedUntil || run.parkedUntil > at) return [];
+      if (!run || !isWaitingStatus(run.status) || !run.parkedUntil || run.parkedUntil > at)
+        return [];
       return closeParkedRuns(tx, {
         runs: [run],
         status: "expired",

@@ -27,6 +27,16 @@ export type StartRunRequest = {
   stream?: boolean;
 };
 
+/** The caller's answer to the question a run waits on (`input-required`). */
+export type AnswerRunInputRequest = {
+  /** Must be the caller that started the run; any other reads as no such run. */
+  caller: Caller;
+  runId: string;
+  answer: string;
+  /** As for StartRunRequest. */
+  stream?: boolean;
+};
+
 /** Progress a surface may relay (A2A streams it as status and artifact updates). */
 export type RunEvent =
   | { type: "status"; status: RunStatus; message?: string }
@@ -43,7 +53,10 @@ export type RunEvent =
 
 export type RunOutcome = {
   runId: string;
-  /** Terminal, or `parked` when the run waits for an operator. */
+  /**
+   * Terminal, `parked` when the run waits for an operator, or `input-required` when it waits for
+   * its caller's answer (then `text` is the question).
+   */
   status: RunStatus;
   /** The model's final answer, when it produced one. */
   text?: string;
@@ -67,6 +80,15 @@ export type RunEngine = {
    * the engine shuts down. With no model configured the run is created failed (`no-model`).
    */
   start(request: StartRunRequest, onEvent?: (event: RunEvent) => void): Promise<RunHandle>;
+  /**
+   * Resumes a run waiting for its caller's answer, here. Throws NotFoundError for a run that does
+   * not exist or is another caller's, ConflictError for one not waiting for input (or closed
+   * because its window passed or its caller was revoked), UnavailableError while shutting down.
+   */
+  answerInput(
+    request: AnswerRunInputRequest,
+    onEvent?: (event: RunEvent) => void,
+  ): Promise<RunHandle>;
   /** Stops a run of this caller (cancel). False when it is not running on any instance. */
   cancel(runId: string, reason: string): Promise<boolean>;
 };

@@ -4,6 +4,7 @@
 // runtime builds implementations from the same entries.
 import type { ToolDescriptor } from "../policy/tools.ts";
 import type { BuiltinTool } from "./builtin.ts";
+import { askCallerTool } from "./context/ask-caller.ts";
 import { askUserQuestionTool } from "./context/ask-user-question.ts";
 import { getTimeTool } from "./context/get-time.ts";
 import { manageMemoryTool } from "./context/manage-memory.ts";
@@ -38,3 +39,17 @@ export const builtinTools: readonly BuiltinTool[] = Object.freeze([
 export const builtinDescriptors: readonly ToolDescriptor[] = Object.freeze(
   builtinTools.map((tool) => tool.descriptor),
 );
+
+/**
+ * Built-ins that enter the inventory only when the agent's policy names them in `tools` (a
+ * category alone does not bring them): ask_caller changes how a run can end, so an operator opts
+ * in to it by name. Listed after the 13 in the inventory when named.
+ */
+export const optionalBuiltinTools: readonly BuiltinTool[] = Object.freeze([askCallerTool]);
+
+/** The optional built-ins' descriptors the agent's `tools` names, for the inventory. */
+export function namedOptionalDescriptors(agentTools: readonly string[]): ToolDescriptor[] {
+  return optionalBuiltinTools
+    .map((tool) => tool.descriptor)
+    .filter((descriptor) => agentTools.includes(descriptor.name));
+}

@@ -13,7 +13,7 @@ import { createNoneBackend } from "../sandbox/none.ts";
 import type { Redactor } from "../sandbox/redact.ts";
 import type { SandboxBackend } from "../sandbox/types.ts";
 import type { BuiltinContext, BuiltinOptions, BuiltinTool } from "./builtin.ts";
-import { builtinTools } from "./builtin-tools.ts";
+import { builtinTools, optionalBuiltinTools } from "./builtin-tools.ts";
 import { createCommandTools } from "./declared/command-tools.ts";
 import { createMcpTools } from "./declared/mcp-tools.ts";
 import { scrubEnvironment } from "./scrub-environment.ts";
@@ -44,7 +44,7 @@ export type ToolRuntimeOptions = BuiltinOptions & {
 };
 
 const builtinsByName: ReadonlyMap<string, BuiltinTool> = new Map(
-  builtinTools.map((tool) => [tool.descriptor.name, tool]),
+  [...builtinTools, ...optionalBuiltinTools].map((tool) => [tool.descriptor.name, tool]),
 );
 
 /** Tools' sandbox: without one (tool unit tests) processes are spawned plainly. */

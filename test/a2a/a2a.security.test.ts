@@ -132,7 +132,7 @@ describeEachDatabase(
           method: "GetTask",
           params: { id: runningTask },
         });
-        expect(own.result?.status).toMatchObject({ state: "TASK_STATE_AUTH_REQUIRED" });
+        expect(own.result?.status).toMatchObject({ state: "TASK_STATE_WORKING" });
       });
 
       it("SubscribeToTask and tasks/resubscribe", async () => {

@@ -248,15 +248,15 @@ describeEachDatabase(
       expect(failed.totalSize).toBe(0);
     });
 
-    it("shows a parked run as AUTH_REQUIRED with a message that an operator must approve", async () => {
+    it("shows a parked run as WORKING with a message that an operator must approve", async () => {
       const client = await h.client("dave");
       const task = asTask(await client.sendMessage({ message: userMessage("park here") } as never));
-      expect(task.status?.state).toBe(TaskState.TASK_STATE_AUTH_REQUIRED);
+      expect(task.status?.state).toBe(TaskState.TASK_STATE_WORKING);
       const note = textOf(task.status?.message?.parts);
       expect(note).toContain("operator");
       expect(note).toContain("web_fetch");
       const stored = await client.getTask({ id: task.id } as never);
-      expect(stored.status?.state).toBe(TaskState.TASK_STATE_AUTH_REQUIRED);
+      expect(stored.status?.state).toBe(TaskState.TASK_STATE_WORKING);
 
       // The operator approves; the run finishes elsewhere and is settled into the task.
       const runId = (stored.metadata?.peergate as { runId?: string } | undefined)?.runId;
@@ -305,7 +305,7 @@ describeEachDatabase(
       };
       await h.a2a.settleRun(settled);
       const reparked = await client.getTask({ id: task.id } as never);
-      expect(reparked.status?.state).toBe(TaskState.TASK_STATE_AUTH_REQUIRED);
+      expect(reparked.status?.state).toBe(TaskState.TASK_STATE_WORKING);
       expect(textOf(reparked.status?.message?.parts)).toContain("`write_file`");
       const rejection: SettledRun = {
         ...settled,
@@ -325,12 +325,12 @@ describeEachDatabase(
       await h.a2a.settleRun(webhookRun);
     });
 
-    it("streams a parked run to AUTH_REQUIRED and closes the stream there", async () => {
+    it("streams a parked run to WORKING (waiting for an operator) and closes the stream there", async () => {
       const client = await h.client("dave");
       const events = await collect(
         client.sendMessageStream({ message: userMessage("park now") } as never),
       );
-      expect(stateOf(events.at(-1) as StreamResponse)).toBe(TaskState.TASK_STATE_AUTH_REQUIRED);
+      expect(stateOf(events.at(-1) as StreamResponse)).toBe(TaskState.TASK_STATE_WORKING);
     });
 
     it("reports a failed run as FAILED with the run's message", async () => {

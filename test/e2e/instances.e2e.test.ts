@@ -102,7 +102,7 @@ describe.skipIf(skip !== undefined)(
       );
 
       // Not terminal: the task waits, and says for whom.
-      expect(parked.status?.state).toBe(TaskState.TASK_STATE_AUTH_REQUIRED);
+      expect(parked.status?.state).toBe(TaskState.TASK_STATE_WORKING);
       expect(textOf(parked.status?.message?.parts)).toMatch(
         /^Waiting for an operator to approve the call to `write_file`\. Nothing is needed from you/,
       );

@@ -84,7 +84,7 @@ describe.skipIf(skip !== undefined)(
           message: userMessage("scenario:park Write never.txt, please."),
         } as never),
       );
-      expect(parked.status?.state).toBe(TaskState.TASK_STATE_AUTH_REQUIRED);
+      expect(parked.status?.state).toBe(TaskState.TASK_STATE_WORKING);
       const runId = readTaskRunId(parked);
 
       const revoked = await b.admin("POST", "/callers/parked-revokee/revoke", { reason: "e2e" });

@@ -179,7 +179,7 @@ describe.skipIf(skip !== undefined)(
       const runIds = await Promise.all(
         Array.from({ length: rounds }, async (_, i) => {
           const sent = await a2a(a.url, token, sendMessageBody(`scenario:park-${i} please`));
-          expect(sent.body.result?.task?.status?.state).toBe("TASK_STATE_AUTH_REQUIRED");
+          expect(sent.body.result?.task?.status?.state).toBe("TASK_STATE_WORKING");
           return taskRunId(sent.body.result.task) as string;
         }),
       );

@@ -9,6 +9,7 @@ import { generateSecretKeyText, parseSecretKey } from "../../src/auth/sealed-sec
 import { generateSecret } from "../../src/auth/secrets.ts";
 import type { Database } from "../../src/db/client.ts";
 import { runs } from "../../src/db/schema.ts";
+import { NotFoundError } from "../../src/errors.ts";
 import { createApp } from "../../src/http/app.ts";
 import { loadPolicies } from "../../src/load-policies.ts";
 import { createLogger, type Logger } from "../../src/log.ts";
@@ -57,6 +58,9 @@ export function createFakeRunEngine(database: Database): FakeRunEngine {
     async cancel(runId) {
       canceled.push(runId);
       return false;
+    },
+    async answerInput() {
+      throw new NotFoundError("no such run");
     },
   };
 }

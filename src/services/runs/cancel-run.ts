@@ -5,6 +5,7 @@
 
 import { appendAuditEvent } from "../../db/audit.ts";
 import type { AuditActor } from "../../domain/audit.ts";
+import { isWaitingStatus } from "../../domain/run.ts";
 import { cancelNotices } from "../../runs/cancel-channel.ts";
 import type { RunCore } from "../../runs/core.ts";
 import { outcomeOf, settledFromRun } from "../../runs/outcome.ts";
@@ -28,7 +29,7 @@ export async function cancelRun({
     const run = await lockRun(tx, runId);
     if (!run) return "none" as const;
     const at = ctx.now();
-    if (run.status === "parked") {
+    if (isWaitingStatus(run.status)) {
       const closed = await closeParkedRuns(tx, {
         runs: [run],
         status: "canceled",

@@ -26,6 +26,7 @@ import {
   sweep,
 } from "../../runs/sweeper.ts";
 import type { RunEngine, RunHandle } from "../../runs/types.ts";
+import { answerRunInput } from "./answer-run-input.ts";
 import { type ApproveRunInput, approveRun } from "./approve-run.ts";
 import { cancelRun } from "./cancel-run.ts";
 import { getRun, type RunDetail } from "./get-run.ts";
@@ -170,6 +171,8 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
     instanceId,
     start: (request, onEvent) =>
       startRun({ ctx, input: { request, ...(onEvent ? { onEvent } : {}) } }),
+    answerInput: (request, onEvent) =>
+      answerRunInput({ ctx, input: { request, ...(onEvent ? { onEvent } : {}) } }),
     cancel: (runId, reason) => cancelRun({ ctx, input: { runId, reason } }),
     approveRun: (input) => approveRun({ ctx, input }),
     rejectRun: (input) => rejectRun({ ctx, input }),

@@ -1,0 +1,109 @@
+// The caller's answer to a run waiting `input-required` (the model asked it a question with
+// ask_caller): the run resumes on this instance from where it stopped, with what it had. Its tool
+// set is the caller's ceiling now ∩ the set it started with, its controls the stricter of how it
+// started and the caller now, and its budgets what earlier segments left (the same row, the same
+// meters): answering never buys a fresh run.
+//
+// Only the caller that started the run may answer; any other caller, and a run that does not
+// exist, get the same NotFoundError, so an answer learns nothing about other callers' runs. A run
+// that is not waiting for input is refused (ConflictError) and left as it is. A run whose window
+// closed, or whose caller was revoked, is closed, not resumed.
+
+import { appendAuditEvent } from "../../db/audit.ts";
+import type { Caller, Run } from "../../db/schema.ts";
+import type { PendingInput } from "../../domain/run.ts";
+import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts";
+import { isCallerRevoked } from "../../policy/caller-revoked.ts";
+import type { RunCore } from "../../runs/core.ts";
+import { expiredError, outcomeOf, settledFromRun } from "../../runs/outcome.ts";
+import { isUuid, lockRun, readCaller, readRun } from "../../runs/run-queries.ts";
+import { claimInputRun, closeParkedRuns } from "../../runs/run-state.ts";
+import { executeSegment } from "../../runs/segment.ts";
+import type { AnswerRunInputRequest, RunEvent, RunHandle } from "../../runs/types.ts";
+
+/** Bound on the answer the model reads (the same order as a conversation turn). */
+export const maxAnswerChars = 64 * 1024;
+
+type Claim =
+  | { kind: "claimed"; run: Run; caller: Caller; pending: PendingInput }
+  | { kind: "closed"; why: string };
+
+export async function answerRunInput({
+  ctx,
+  input,
+}: {
+  ctx: RunCore;
+  input: { request: AnswerRunInputRequest; onEvent?: (event: RunEvent) => void };
+}): Promise<RunHandle> {
+  const { request, onEvent = () => {} } = input;
+  if (ctx.stopping()) throw new UnavailableError("the run engine is shutting down");
+  if (!isUuid(request.runId)) throw new NotFoundError("no such run");
+  ctx.active.claiming.add(request.runId);
+  try {
+    const claim = await claimRun(ctx, request);
+    if (claim.kind === "closed") {
+      const current = await readRun(ctx.db, request.runId);
+      if (current) ctx.notifySettled(settledFromRun(current, outcomeOf(current)));
+      throw new ConflictError(`the run was not resumed: ${claim.why}`);
+    }
+    const { run, caller, pending } = claim;
+    const entry = ctx.active.register(run.id, caller.id);
+    ctx.emit(onEvent, { type: "status", status: "working" });
+    const outcome = executeSegment(ctx, entry, {
+      run,
+      caller,
+      // The recomputed ceiling, never wider than the set the run started with.
+      set: ctx.toolSetFor(caller, run.toolSet),
+      resume: { answer: { pending, text: request.answer.slice(0, maxAnswerChars) } },
+      ...(request.stream === false ? { stream: false } : {}),
+      onEvent,
+    }).then((result) => result.outcome);
+    entry.done = outcome;
+    return { runId: run.id, outcome };
+  } finally {
+    ctx.active.claiming.delete(request.runId);
+  }
+}
+
+async function claimRun(ctx: RunCore, request: AnswerRunInputRequest): Promise<Claim> {
+  return ctx.db.transaction(async (tx): Promise<Claim> => {
+    const run = await lockRun(tx, request.runId);
+    // Another caller's run reads as a missing one.
+    if (!run || run.callerId !== request.caller.id) throw new NotFoundError("no such run");
+    const pending = run.pendingInput;
+    if (run.status !== "input-required" || !pending) {
+      throw new ConflictError(`the run is ${run.status}, not waiting for its caller's input`);
+    }
+    const at = ctx.now();
+    if (run.parkedUntil && run.parkedUntil.getTime() <= at.getTime()) {
+      await closeParkedRuns(tx, {
+        runs: [run],
+        status: "expired",
+        error: expiredError(run),
+        actor: `instance:${ctx.instanceId}`,
+        at,
+      });
+      return { kind: "closed", why: "no answer came in time: the run expired" };
+    }
+    const caller = await readCaller(tx, run.callerId);
+    if (!caller || isCallerRevoked(caller)) {
+      await closeParkedRuns(tx, {
+        runs: [run],
+        status: "rejected",
+        error: { code: "caller-revoked", message: "the caller was revoked while its run waited" },
+        actor: `instance:${ctx.instanceId}`,
+        at,
+      });
+      return { kind: "closed", why: "its caller was revoked: the run was rejected" };
+    }
+    const claimed = await claimInputRun(tx, { run, instanceId: ctx.instanceId, at });
+    if (!claimed) throw new ConflictError("the run changed while it was being answered");
+    await appendAuditEvent(tx, {
+      actor: `caller:${caller.name}`,
+      kind: "run.input-answered",
+      subject: `run:${run.id}`,
+      data: { runId: run.id, callId: pending.callId, answerChars: request.answer.length },
+    });
+    return { kind: "claimed", run: claimed, caller, pending };
+  });
+}
