@@ -139,7 +139,7 @@ describe("notices for parked runs (pglite, a real server)", () => {
       approvalPolicy: "read-only",
     });
     const sent = await a2a(server.url, peer.credential.secret, sendMessageBody("scenario:park"));
-    expect(sent.body.result?.task?.status?.state).toBe("TASK_STATE_AUTH_REQUIRED");
+    expect(sent.body.result?.task?.status?.state).toBe("TASK_STATE_WORKING");
     const runId = taskRunId(sent.body.result.task) as string;
 
     // The first POST is answered 500; the retry gets 200.
@@ -339,7 +339,7 @@ describe.skipIf(postgresSkipReason() !== undefined)(
           token,
           sendMessageBody(`scenario:park-${i}`),
         );
-        expect(sent.body.result?.task?.status?.state).toBe("TASK_STATE_AUTH_REQUIRED");
+        expect(sent.body.result?.task?.status?.state).toBe("TASK_STATE_WORKING");
         runIds.push(taskRunId(sent.body.result.task) as string);
       }
       const audited = await waitFor(
