@@ -315,7 +315,7 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
       }
     };
 
-    const publishTask = (runId: string | undefined) => {
+    const buildTask = (runId: string | undefined): Task => {
       const metadata = runId ? { [peergateMetaKey]: { runId } } : {};
       const existing = requestContext.task;
       // A follow-up resubmits its task: every run's stream starts with the task submitted.
@@ -334,6 +334,9 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
             history: [requestContext.userMessage],
             metadata,
           };
+      return task;
+    };
+    const publishTask = (runId: string | undefined, task = buildTask(runId)) => {
       bus.publish(AgentEvent.task(task));
       published = true;
       for (const event of pending.splice(0)) bus.publish(event);
@@ -341,6 +344,7 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
 
     try {
       let handle: Awaited<ReturnType<RunEngine["start"]>>;
+      let created: Task | undefined;
       try {
         const messages = await buildMessages(requestContext, caller.id);
         handle = await deps.runs.start(
@@ -350,6 +354,15 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
             messages,
             a2a: { taskId: ids.taskId, contextId: ids.contextId },
             ...(isStreaming(context) ? {} : { stream: false }),
+            // A new task is written with its run, in one transaction.
+            ...(requestContext.task
+              ? {}
+              : {
+                  inCreateTransaction: async (tx, runId) => {
+                    created = buildTask(runId);
+                    await deps.store.createInTransaction(tx, created, caller.id);
+                  },
+                }),
           },
           onEvent,
         );
@@ -378,7 +391,8 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
       }
 
       entry.runId = handle.runId;
-      publishTask(handle.runId);
+      if (created) deps.store.holdCreated(created, caller.id);
+      publishTask(handle.runId, created);
       bus.publish(statusEvent(ids, TaskStates.TASK_STATE_WORKING));
       if (entry.cancelRequested) void cancelRun(handle.runId, log);
 

@@ -11,6 +11,7 @@ import { admitRun, checkMessages } from "../../runs/admission.ts";
 import { readRunLimits, zeroUsage } from "../../runs/budgets.ts";
 import type { RunCore } from "../../runs/core.ts";
 import { outcomeOf } from "../../runs/outcome.ts";
+import { snapshotControls } from "../../runs/run-controls.ts";
 import { readCaller } from "../../runs/run-queries.ts";
 import { insertRun } from "../../runs/run-state.ts";
 import { executeSegment } from "../../runs/segment.ts";
@@ -45,7 +46,8 @@ export async function startRun({
         : await admitRun(tx, caller, at, ctx.concurrencyRetryAfterSeconds);
       const limits = readRunLimits(caller.budgets);
       const set = ctx.toolSetFor(caller);
-      const run = await insertRun(tx, {
+      // The run, its event and the request's own rows are independent: sent together (pipelined).
+      const inserting = insertRun(tx, {
         id: runId,
         callerId: caller.id,
         origin: request.origin,
@@ -65,9 +67,9 @@ export async function startRun({
         segmentStartedAt: failure ? null : at,
         createdAt: at,
         updatedAt: at,
-        ...(failure ? { error: failure, finishedAt: at } : {}),
+        ...(failure ? { error: failure, finishedAt: at } : { controls: snapshotControls(caller) }),
       });
-      await appendAuditEvent(tx, {
+      const auditing = appendAuditEvent(tx, {
         actor: `caller:${caller.name}`,
         kind: failure ? "run.failed" : "run.started",
         subject: `run:${runId}`,
@@ -77,12 +79,16 @@ export async function startRun({
           origin: request.origin,
           ...(request.a2a ? { a2aTaskId: request.a2a.taskId } : {}),
           approvalPolicy: caller.approvalPolicy,
-          toolSet: run.toolSet,
-          modelId: run.modelId,
+          toolSet: set.offered.map((t) => t.name),
+          modelId: model.ok ? model.id : null,
           ...(failure ? { error: { code: failure.code } } : {}),
         },
       });
-      await request.inCreateTransaction?.(tx, runId);
+      const [run] = await Promise.all([
+        inserting,
+        auditing,
+        request.inCreateTransaction?.(tx, runId),
+      ]);
       return { run, caller, set, ...(failure ? { failure } : {}) };
     });
   } catch (error) {
