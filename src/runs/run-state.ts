@@ -291,11 +291,13 @@ export async function parkRun(
 /**
  * Ends a working run this instance owns; false when another instance already moved it on.
  *
- * One statement, so one round trip and atomic without BEGIN/COMMIT: the compare-and-set of the
- * run, then from its returned row the slot given back, the daily usage and the share given back
- * (one upsert per day), the open tool calls closed and the audit event — each only when the
- * compare-and-set matched. The day's upsert reads the slot's result, so the slot row is locked
- * before the day row, as everywhere (see `settleRun`).
+ * One statement: the compare-and-set of the run, then from its returned row the slot given back,
+ * the daily usage and the share given back (one upsert per day), the open tool calls closed and
+ * the audit event — each only when the compare-and-set matched. The day's upsert reads the slot's
+ * result, so the slot row is locked before the day row, as everywhere (see `settleRun`). It runs
+ * in a transaction although it is atomic alone: a statement sent to a server that freezes runs
+ * when the server wakes, after its deadline told the request it failed; in a transaction, the
+ * deadline's ROLLBACK follows it (src/db/statement-deadline.ts), so a late finish never commits.
  */
 export async function finishRun(
   db: DbOrTx,
@@ -371,9 +373,7 @@ export async function finishRun(
       ...(input.error ? { error: { code: input.error.code, budget: input.error.budget } } : {}),
     },
   });
-  const rows = await selectRows<{ n: unknown }>(
-    db,
-    sql`with done as ${update},
+  const statement = sql`with done as ${update},
       slot as (
         insert into caller_slots as s (caller_id, running) select caller_id, 0 from done
         on conflict (caller_id) do update set running = greatest(0, s.running - 1)
@@ -410,9 +410,11 @@ export async function finishRun(
         returning 1
       )${closeCalls},
       event as (${audit})
-      select count(*)::int as n from done`,
-  );
-  return Number(rows[0]?.n ?? 0) > 0;
+      select count(*)::int as n from done`;
+  return db.transaction(async (tx) => {
+    const rows = await selectRows<{ n: unknown }>(tx, statement);
+    return Number(rows[0]?.n ?? 0) > 0;
+  });
 }
 
 /** Moves a parked run (locked by the caller) back to working, owned by this instance. */
