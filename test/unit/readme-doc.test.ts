@@ -13,7 +13,17 @@
 
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { cp, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import {
+  cp,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -153,6 +163,13 @@ describe("README.md", () => {
     const first = outputs[0] ?? "";
     expect(first).toContain('"TASK_STATE_COMPLETED"');
     expect(first).toContain(answer);
+    // The files holding a token are owner-only, as the README says.
+    for (const file of [
+      path.join(clone, "first-peer.json"),
+      path.join(dir, "home/.peergate-operator-token"),
+    ]) {
+      expect({ file, mode: (await stat(file)).mode & 0o777 }).toEqual({ file, mode: 0o600 });
+    }
     // The model was asked, under the name the README configured.
     expect(stub.requests.some((r) => `openai-compatible:${r.body.model}` === model)).toBe(true);
   }, 300_000);
