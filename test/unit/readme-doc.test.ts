@@ -1,11 +1,12 @@
 // README.md runs. In a scratch copy of this checkout (package.json, src, drizzle and node_modules
 // linked, policies copied) the test does what the quick start says: adds the ```yaml price line
-// under `models:` in policies/models.yaml, runs the first ```sh block (the `export` lines, then a
-// real `npm start`) with an OpenAI-compatible stub as the local model, then every other ```sh
-// block in order with bash in that directory (each must exit 0), and the ```js snippet with the
-// pinned Node against the same server. It also holds the README to the code: every variable
-// src/config.ts reads is in the configuration table with its real default, and every relative
-// link resolves to a file in the repository.
+// under `models:` in policies/models.yaml, runs the first ```sh block (its `export` lines as they
+// are but for the model's URL, which points at an OpenAI-compatible stub playing the local model,
+// and port 0; then a real `npm start`), then every other ```sh block in order with bash in that
+// directory (each must exit 0), and the ```js snippet with the pinned Node against the same
+// server. It also holds the README to the code: every PEERGATE_* variable src/ reads is in a
+// table with its real default, every command in the CLI table exists, and every relative link in
+// README.md and docs/ resolves to a file in the repository.
 //
 // The ```python snippet (the a2a-sdk client) cannot run here: there is no PyPI access on this
 // machine, so a2a-sdk is not installed. It is only parsed by python3 (when present), and the
@@ -116,10 +117,11 @@ describe("README.md", () => {
         PEERGATE_MODEL_BASE_URL: stubUrl,
         PEERGATE_PORT: "0",
       },
-      { wrap: () => ["sh", "-c", `cd "${clone}" && exec npm start`] },
+      // A loaded machine starts npm, then Node, then migrates the embedded database: slow, not stuck.
+      { wrap: () => ["sh", "-c", `cd "${clone}" && exec npm start`], readyMs: 240_000 },
     );
     shellEnv = base;
-  });
+  }, 300_000);
   afterAll(async () => {
     if (server) {
       server.signalGroup("SIGTERM");
@@ -127,7 +129,7 @@ describe("README.md", () => {
     }
     await stub?.close();
     await rm(dir, { recursive: true, force: true, maxRetries: 5 });
-  });
+  }, 120_000);
 
   it("prices the quick start's model at 0, which the shipped models.yaml does not", async () => {
     const priced = parsePriceTable(
