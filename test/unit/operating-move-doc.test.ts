@@ -3,7 +3,9 @@
 // callers export) against it; the server stopped; the first ```sh postgres block (migrate) with
 // DATABASE_URL naming a fresh throwaway database; the server started again on it, where it must
 // adopt <data dir>/admin-token; then the second ```sh postgres block, whose CLI calls succeed
-// only with that same admin token. Skipped without the test PostgreSQL cluster.
+// only with that same admin token; then a second instance on the same database, given that token
+// and the secret key in its environment as "Several instances" says. Skipped without the test
+// PostgreSQL cluster.
 
 import { spawn } from "node:child_process";
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
@@ -111,6 +113,32 @@ describe.skipIf(postgresSkipReason() !== undefined)(
       expect(after.out).toMatch(/^mover +peer +public +active/m);
       expect(after.out).toMatch(/^OK +admin token +from .*admin-token$/m);
       expect(after.out).toMatch(/^OK +database +reachable/m);
+
+      // "Several instances on one PostgreSQL": a second one, with its own data directory, given
+      // the first one's admin token and secret key in its environment, answers that admin token.
+      await mkdir(path.join(dir, "second"));
+      const second = await spawnServeChild(
+        {
+          ...moved,
+          PEERGATE_DATA_DIR: path.join(dir, "second/data"),
+          PEERGATE_WORKSPACE: path.join(dir, "second/workspace"),
+          PEERGATE_ADMIN_TOKEN: adminToken,
+          PEERGATE_SECRET_KEY: (await readFile(path.join(dir, "data/secret-key"), "utf8")).trim(),
+          PEERGATE_PORT: "0",
+        },
+        { readyMs: 180_000 },
+      );
+      try {
+        const listed = await runBash(
+          "peergate callers list",
+          { ...moved, PEERGATE_ADMIN_TOKEN: adminToken, PEERGATE_URL: second.url },
+          dir,
+        );
+        expect({ code: listed.code, out: listed.out }).toMatchObject({ code: 0 });
+        expect(listed.out).toMatch(/^mover +peer +public +active/m);
+      } finally {
+        await stop(second);
+      }
     }, 600_000);
   },
 );
