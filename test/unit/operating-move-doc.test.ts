@@ -4,7 +4,8 @@
 // DATABASE_URL naming a fresh throwaway database; the server started again on it, where it must
 // adopt <data dir>/admin-token; then the second ```sh postgres block, whose CLI calls succeed
 // only with that same admin token; then a second instance on the same database, given that token
-// and the secret key in its environment as "Several instances" says. Skipped without the test
+// and the secret key in its environment as "Several instances" says; last, with the servers
+// stopped, the ```sh postgres block of "Backups" (pg_dump, pg_restore). Skipped without the test
 // PostgreSQL cluster.
 
 import { spawn } from "node:child_process";
@@ -14,6 +15,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoPoliciesDir } from "../support/app.ts";
 import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { findPostgres } from "../support/postgres-cluster.ts";
 import { mainScript, type ServeChild, spawnServeChild } from "../support/serve-process.ts";
 
 const docFile = path.resolve(import.meta.dirname, "../../docs/operating.md");
@@ -42,11 +44,12 @@ describe.skipIf(postgresSkipReason() !== undefined)(
   () => {
     let dir: string;
     let section: string;
+    let doc: string;
     let drop: (() => Promise<void>) | undefined;
     let server: ServeChild | undefined;
     let env: Record<string, string>;
     beforeAll(async () => {
-      const doc = await readFile(docFile, "utf8");
+      doc = await readFile(docFile, "utf8");
       const start = doc.indexOf("## Moving from the embedded database to PostgreSQL");
       expect(start).toBeGreaterThan(0);
       section = doc.slice(start, doc.indexOf("\n## ", start + 1));
@@ -78,7 +81,7 @@ describe.skipIf(postgresSkipReason() !== undefined)(
       await rm(dir, { recursive: true, force: true, maxRetries: 5 });
     }, 120_000);
 
-    it("keeps the admin token and the callers across the move", async () => {
+    it("keeps the admin token and the callers across the move, serves a second instance, restores a dump", async () => {
       const sh = [...section.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((m) => m[1] ?? "");
       const pg = [...section.matchAll(/^```sh postgres\n([\s\S]*?)^```$/gm)].map((m) => m[1] ?? "");
       expect({ sh: sh.length, pg: pg.length }).toEqual({ sh: 1, pg: 2 });
@@ -139,6 +142,24 @@ describe.skipIf(postgresSkipReason() !== undefined)(
       } finally {
         await stop(second);
       }
+      await stop(server);
+      server = undefined;
+
+      // "Backups": pg_dump and pg_restore from the PostgreSQL installation the test cluster runs.
+      const backups = doc.slice(
+        doc.indexOf("## Backups"),
+        doc.indexOf("\n## ", doc.indexOf("## Backups") + 1),
+      );
+      const [backup] = [...backups.matchAll(/^```sh postgres\n([\s\S]*?)^```$/gm)].map(
+        (m) => m[1] ?? "",
+      );
+      const installation = findPostgres();
+      if (!("binDir" in installation)) throw new Error(installation.unavailable);
+      const withTools = { ...moved, PATH: `${installation.binDir}:${moved.PATH}` };
+      const restored = await runBash(backup as string, withTools, dir);
+      expect({ code: restored.code, out: restored.out }).toMatchObject({ code: 0 });
+      const checked = await runBash("peergate doctor --no-model-call", withTools, dir);
+      expect(checked.out).toMatch(/^OK +database +reachable, \d+ migrations applied/m);
     }, 600_000);
   },
 );
