@@ -155,7 +155,7 @@ describe.skipIf(postgresSkipReason() !== undefined)(
       );
       const installation = findPostgres();
       if (!("binDir" in installation)) throw new Error(installation.unavailable);
-      const withTools = { ...moved, PATH: `${installation.binDir}:${moved.PATH}` };
+      const withTools = { ...moved, PATH: `${installation.binDir}:${env.PATH}` };
       const restored = await runBash(backup as string, withTools, dir);
       expect({ code: restored.code, out: restored.out }).toMatchObject({ code: 0 });
       const checked = await runBash("peergate doctor --no-model-call", withTools, dir);
