@@ -87,3 +87,40 @@ describe("docs/operating.md", () => {
     // Each block starts the CLI anew (a Node start each): slow on a loaded machine, not stuck.
   }, 300_000);
 });
+
+describe("docs/peergate.service", () => {
+  it("starts this repository's server on its pinned Node, and reloads with SIGHUP", async () => {
+    const unit = await readFile(
+      path.resolve(import.meta.dirname, "../../docs/peergate.service"),
+      "utf8",
+    );
+    const keys = new Map<string, string>();
+    let section = "";
+    for (const line of unit.split("\n")) {
+      const header = /^\[(\w+)\]$/.exec(line);
+      if (header) section = header[1] as string;
+      const entry = /^(\w+)=(.*)$/.exec(line);
+      if (entry) keys.set(`${section}.${entry[1]}`, entry[2] as string);
+    }
+    const workdir = keys.get("Service.WorkingDirectory") as string;
+    const [node, script, verb] = (keys.get("Service.ExecStart") ?? "").split(" ");
+    // The checkout in WorkingDirectory: its pinned Node, its entry point, the serve command.
+    expect(node).toBe(`${workdir}/node_modules/.bin/node`);
+    const repo = path.resolve(import.meta.dirname, "../..");
+    await expect(
+      readFile(path.join(repo, path.relative(workdir, node as string))),
+    ).resolves.toBeDefined();
+    expect(script).toBe(mainScript.slice(repo.length + 1));
+    expect(verb).toBe("serve");
+    expect(keys.get("Service.ExecReload")).toBe("/bin/kill -HUP $MAINPID");
+    // Writable: the data directory the doc puts in the env file, and the default workspace.
+    expect(keys.get("Service.ReadWritePaths")?.split(" ")).toEqual([
+      "/var/lib/peergate",
+      `${workdir}/workspace`,
+    ]);
+    const doc = await readFile(docFile, "utf8");
+    expect(doc).toContain("`PEERGATE_DATA_DIR=/var/lib/peergate`");
+    expect(keys.get("Service.UMask")).toBe("0077");
+    expect(keys.get("Install.WantedBy")).toBe("multi-user.target");
+  });
+});
