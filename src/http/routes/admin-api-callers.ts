@@ -4,6 +4,7 @@
 import { createRoute, type RouteConfig } from "@hono/zod-openapi";
 import { z } from "zod";
 import { approvalPolicies, callerKinds, tiers } from "../../domain/caller.ts";
+import { nobodyThereModes } from "../../policy/overrides.ts";
 import { ceilingReasons } from "../../policy/reasons.ts";
 import { disclosureLevels, riskLevels, toolCategories } from "../../policy/tools.ts";
 import { createCallerSchema, updateCallerSchema } from "../../services/caller-input.ts";
@@ -46,6 +47,20 @@ export const callerViewSchema = z
     promptTemplate: z.string().nullable(),
     eventFilter: z.array(z.string()).nullable(),
     jwt: z.record(z.string(), z.unknown()).nullable(),
+    commands: z.array(z.string()).describe("command allowlist entries (`git status`)"),
+    toolOverrides: z.record(z.string(), z.string()).describe("tool name to allow, deny or prompt"),
+    urlGrants: z
+      .object({
+        hosts: z.array(z.string()).optional(),
+        suffixes: z.array(z.string()).optional(),
+        prefixes: z.array(z.string()).optional(),
+      })
+      .nullable()
+      .describe("web_fetch URL grants; null: web_fetch follows the approval policy"),
+    whenNobody: z.enum(nobodyThereModes).describe("a call that needs a person: park or decline"),
+    classifier: z
+      .enum(["on", "off"])
+      .describe("off: the command risk classifier never rates this caller's commands"),
     version: z.number().int(),
     createdAt: iso,
     updatedAt: iso,
