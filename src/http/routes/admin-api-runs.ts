@@ -71,10 +71,39 @@ export const runSummarySchema = z.object({
   updatedAt: iso,
 });
 
+const toolCallDecisionSchema = z
+  .object({
+    action: z.enum(["run", "park", "refuse", "decline"]),
+    rule: z.string(),
+    reason: z.string(),
+    risk: z.string().optional(),
+    floorReasons: z.array(z.string()).optional(),
+    coveredBy: z.string().optional(),
+    key: z.string().nullable().optional(),
+    urlReason: z.string().optional(),
+    classifier: z
+      .object({
+        model: z.string(),
+        verdict: z.string(),
+        failure: z.string().optional(),
+        reason: z.string(),
+        inputTokens: z.number().optional(),
+        outputTokens: z.number().optional(),
+        costUsd: z.number().optional(),
+        latencyMs: z.number(),
+      })
+      .optional(),
+  })
+  .describe("how the engine decided the call: rule, reason, floor reasons, coverage, classifier");
+
 export const runDetailSchema = runSummarySchema.extend({
   toolSet: z.array(z.string()),
   pending: pendingApprovalSchema
-    .extend({ args: z.unknown(), previewDiff: z.string().optional() })
+    .extend({
+      args: z.unknown(),
+      previewDiff: z.string().optional(),
+      reason: z.string().optional().describe("why it asks"),
+    })
     .nullable()
     .describe("the full pending call: what approving runs, with its arguments and preview"),
   text: z.string().nullable(),
@@ -88,6 +117,7 @@ export const runDetailSchema = runSummarySchema.extend({
       code: z.string().nullable(),
       segment: z.number().int(),
       outputTruncated: z.boolean(),
+      decision: toolCallDecisionSchema.nullable(),
       createdAt: iso,
       startedAt: iso.nullable(),
       finishedAt: iso.nullable(),
