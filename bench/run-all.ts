@@ -270,6 +270,10 @@ function judgeAuth(output: string, verdicts: Verdict[]): void {
 }
 
 function judgeA2a(output: string, verdicts: Verdict[]): void {
+  // Which of the four loads: "16 connections, 1 caller".
+  const connections = /(\d+) connections/.exec(output)?.[1] ?? "?";
+  const callers = /^\| peergate, (\d+ callers?)/m.exec(output)?.[1] ?? "? callers";
+  const load = `${connections} connections, ${callers}`;
   const ratio = Number(/peergate \/ reference: throughput ([\d.]+)×/.exec(output)?.[1]);
   const peergate = tableRows(output).find((r) => r[0]?.startsWith("peergate"));
   // | server | tasks/s | p50 | p99 | failed | RSS at 0/25/50/75/100 % | growth | heap 0/100 % |
@@ -277,6 +281,7 @@ function judgeA2a(output: string, verdicts: Verdict[]): void {
   const heap = (peergate?.[7] ?? "").split("/").map((n) => Number(n.trim()));
   const rssGrowth = ((rss[4] ?? Number.NaN) - (rss[1] ?? Number.NaN)) / (rss[1] ?? Number.NaN);
   const heapGrowth = ((heap[1] ?? Number.NaN) - (heap[0] ?? Number.NaN)) / (heap[0] ?? Number.NaN);
+  const first = verdicts.length;
   verdicts.push(
     {
       bench: "a2a",
@@ -286,7 +291,7 @@ function judgeA2a(output: string, verdicts: Verdict[]): void {
       note:
         ratio >= 1
           ? undefined
-          : "the reference answers from memory: no authentication, no database, no model call. Every peergate task authenticates the caller, computes its ceiling, runs the agent loop through @ai-sdk/openai-compatible against the stub and stores the run, its task and its audit events in PostgreSQL (about twenty statements, two under the audit chain's lock), on the same CPUs as PostgreSQL, the stub and the load generator. The target compares unlike work; a like-for-like reference would need the same persistence",
+          : "the reference answers from memory: no authentication, no database, no model call. Every peergate task authenticates the caller, computes its ceiling, runs the agent loop through @ai-sdk/openai-compatible against the stub and stores the run, its task and its audit events in PostgreSQL (8 round trips, docs/hot-path.md), on the same CPUs as PostgreSQL, the stub and the load generator. The target compares unlike work; a like-for-like reference would need the same persistence",
     },
     ...judgeHotPath(output),
     {
@@ -297,6 +302,7 @@ function judgeA2a(output: string, verdicts: Verdict[]): void {
       met: rssGrowth < 0.1 && heapGrowth < 0.1,
     },
   );
+  for (const verdict of verdicts.slice(first)) verdict.target += ` (${load})`;
 }
 
 /** Issue 16's push target, judged from one `a2a.ts --push` run. */
@@ -372,7 +378,7 @@ function judgeHotPath(output: string): Verdict[] {
   const rss = (peergate?.[5] ?? "").split("/").map((n) => Number(n.trim()));
   const rssGrowth = ((rss[4] ?? Number.NaN) - (rss[1] ?? Number.NaN)) / (rss[1] ?? Number.NaN);
   const perTask = `peergate ${cpu.toFixed(2)} ms server CPU, ${pgCpu.toFixed(2)} ms PostgreSQL CPU and ${trips.toFixed(1)} round trips per task`;
-  const miss = `what stands between: ${perTask}; the round trips are counted in test/a2a/round-trips.test.ts (start and finish transactions of 8 each, 3 of them per audit append; the SDK reading back the task it saved; two task saves)`;
+  const miss = `what stands between: ${perTask}. test/a2a/round-trips.test.ts pins one SendMessage at 8 (BEGIN, the caller's re-read with the admission, the run with its event and task, COMMIT; BEGIN, the finish in one statement, COMMIT; the SDK's COMPLETED save; docs/hot-path.md); the bench's count also holds the audit chainer's passes and the heartbeats. The CPU is spread thin (drizzle building each statement ~7 %, GC ~5 %, postgres.js ~4 %, the model call's fetch ~4 %, the A2A SDK and HTTP glue ~3 %)`;
   return [
     {
       bench: "a2a",

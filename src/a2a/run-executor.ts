@@ -341,7 +341,7 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
       }
     };
 
-    const publishTask = (runId: string | undefined) => {
+    const buildTask = (runId: string | undefined): Task => {
       const metadata = runId ? { [peergateMetaKey]: { runId } } : {};
       const existing = requestContext.task;
       // A follow-up resubmits its task: every run's stream starts with the task submitted.
@@ -360,6 +360,9 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
             history: [requestContext.userMessage],
             metadata,
           };
+      return task;
+    };
+    const publishTask = (runId: string | undefined, task = buildTask(runId)) => {
       bus.publish(AgentEvent.task(task));
       published = true;
       for (const event of pending.splice(0)) bus.publish(event);
@@ -368,6 +371,7 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
     try {
       let handle: Awaited<ReturnType<RunEngine["start"]>>;
       const waiting = waitingRunId(requestContext.task);
+      let created: Task | undefined;
       try {
         if (waiting !== undefined) {
           // The caller's answer to the run's question: the same run goes on, nothing new starts.
@@ -389,6 +393,15 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
               messages,
               a2a: { taskId: ids.taskId, contextId: ids.contextId },
               ...(isStreaming(context) ? {} : { stream: false }),
+              // A new task is written with its run, in one transaction.
+              ...(requestContext.task
+                ? {}
+                : {
+                    inCreateTransaction: async (tx, runId) => {
+                      created = buildTask(runId);
+                      await deps.store.createInTransaction(tx, created, caller.id);
+                    },
+                  }),
             },
             onEvent,
           );
@@ -433,7 +446,8 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
       }
 
       entry.runId = handle.runId;
-      publishTask(handle.runId);
+      if (created) deps.store.holdCreated(created, caller.id);
+      publishTask(handle.runId, created);
       bus.publish(statusEvent(ids, TaskStates.TASK_STATE_WORKING));
       if (entry.cancelRequested) void cancelRun(handle.runId, log);
 

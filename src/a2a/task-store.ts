@@ -23,7 +23,7 @@ import { Task, taskStateToJSON } from "@a2a-js/sdk";
 import { RequestMalformedError } from "@a2a-js/sdk/errors";
 import type { ServerCallContext, TaskStore } from "@a2a-js/sdk/server";
 import { and, asc, count, desc, eq, inArray, ne, type SQL, sql } from "drizzle-orm";
-import type { Db } from "../db/client.ts";
+import type { Db, DbOrTx, DbTransaction } from "../db/client.ts";
 import { a2aTasks } from "../db/schema.ts";
 import type { Logger } from "../log.ts";
 import { asUnavailableError } from "../services/db-errors.ts";
@@ -94,6 +94,14 @@ export type PostgresTaskStore = TaskStore & {
   ): Promise<Task[]>;
   /** The caller's tasks among `ids`, oldest first; ids it does not own are left out. */
   loadManyForCaller(callerId: string, ids: readonly string[]): Promise<Task[]>;
+  /**
+   * Writes a new task in `tx`, the transaction that creates its run. Once that committed,
+   * `holdCreated` makes it this instance's copy, so the SDK's load of the task about to be
+   * published and its save of that same SUBMITTED task cost no round trip.
+   */
+  createInTransaction(tx: DbTransaction, task: Task, callerId: string): Promise<void>;
+  /** Holds a task `createInTransaction` wrote, after its transaction committed. */
+  holdCreated(task: Task, callerId: string): void;
   /** Writes every pending progress copy. */
   flush(): Promise<void>;
   /** Writes pending progress and stops the idle sweeper (shutdown). */
@@ -154,8 +162,9 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
     callerId: string,
     contextId: string,
     json: Record<string, unknown>,
+    on: DbOrTx = db,
   ): Promise<void> {
-    const write = db
+    const write = on
       .insert(a2aTasks)
       .values({ id, callerId, contextId, task: json })
       .onConflictDoUpdate({
@@ -175,7 +184,7 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
       })
       .returning({ id: a2aTasks.id, callerId: a2aTasks.callerId, task: a2aTasks.task });
     // The same statement queues the update for the task's push configs (push-outbox.ts).
-    await writeWithPushOutbox(db, write);
+    await writeWithPushOutbox(on, write);
   }
 
   /** Chains a write of the held copy's current JSON after the writes before it. */
@@ -239,6 +248,32 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
           writing: Promise.resolve(),
         });
       }
+    });
+  }
+
+  async function createInTransaction(
+    tx: DbTransaction,
+    task: Task,
+    callerId: string,
+  ): Promise<void> {
+    await upsert(
+      task.id,
+      callerId,
+      task.contextId,
+      Task.toJSON(task) as Record<string, unknown>,
+      tx,
+    );
+  }
+
+  function holdCreated(task: Task, callerId: string): void {
+    if (progress.has(task.id)) return;
+    progress.set(task.id, {
+      callerId,
+      contextId: task.contextId,
+      json: Task.toJSON(task) as Record<string, unknown>,
+      dirty: false,
+      touchedAt: Date.now(),
+      writing: Promise.resolve(),
     });
   }
 
@@ -359,6 +394,8 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
     loadForCaller,
     listContextTasks,
     loadManyForCaller,
+    createInTransaction,
+    holdCreated,
     flush,
     close: async () => {
       clearInterval(sweeper);

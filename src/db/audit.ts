@@ -22,7 +22,7 @@
 // is chained (the append-only trigger still refuses it; verify reports how long the tail is).
 // Keep `lastHash` from a verify somewhere else (a log, a ticket) to anchor it.
 import { createHash } from "node:crypto";
-import { and, asc, gt, is, isNull, lt, sql } from "drizzle-orm";
+import { and, asc, gt, is, isNull, lt, type SQL, sql } from "drizzle-orm";
 import { PgTransaction } from "drizzle-orm/pg-core";
 import type { AuditActor, AuditKind } from "../domain/audit.ts";
 import { type Db, type DbOrTx, selectRows } from "./client.ts";
@@ -131,6 +131,22 @@ export async function appendAuditEvent(
     .returning({ id: auditEvents.id });
   if (!row) throw new Error("audit insert returned no row");
   return row;
+}
+
+/**
+ * The same event as `appendAuditEvent`, as an INSERT to embed in a bigger statement (a CTE): one
+ * event per row of `source` (a CTE name), so it is written exactly when the change that `source`
+ * returns was made — in that statement, so in its transaction.
+ *
+ * @example
+ * sql`with done as (${update}), ${auditInsertFrom(sql`done`, event)} select count(*) from done`
+ */
+export function auditInsertFrom(source: SQL, event: AuditEventInput): SQL {
+  const data = JSON.stringify(storableJson(JSON.parse(JSON.stringify(event.data))));
+  return sql`insert into ${auditEvents} (actor, kind, subject, data)
+    select ${storableText(event.actor)}::text, ${storableText(event.kind)}::text,
+      ${event.subject == null ? null : storableText(event.subject)}::text, ${data}::text::jsonb
+    from ${source}`;
 }
 
 export type ChainPassResult = {

@@ -19,31 +19,56 @@ export type RoundTripCounts = { roundTrips: number; statements: number };
 export type RoundTripCounter = {
   /** The counts so far. */
   read(): RoundTripCounts;
+  /**
+   * Records the text of every statement sent from now on, each marked with whether it started a
+   * round trip; the returned function stops recording and gives the list (tests, diagnosis).
+   */
+  record(): () => RecordedStatement[];
 };
+
+export type RecordedStatement = { sql: string; roundTrip: boolean };
 
 /** Wraps `sql` so that `counter.read()` tells its round trips and statements. */
 export function countRoundTrips(sql: AnySql): { sql: AnySql; counter: RoundTripCounter } {
-  const counts: RoundTripCounts = { roundTrips: 0, statements: 0 };
+  const counts: Counts = { roundTrips: 0, statements: 0, recording: undefined };
   return {
     sql: wrap(sql, counts, undefined),
-    counter: { read: () => ({ ...counts }) },
+    counter: {
+      read: () => ({ roundTrips: counts.roundTrips, statements: counts.statements }),
+      record() {
+        const list: RecordedStatement[] = [];
+        counts.recording = list;
+        return () => {
+          if (counts.recording === list) counts.recording = undefined;
+          return list;
+        };
+      },
+    },
   };
+}
+
+type Counts = RoundTripCounts & { recording: RecordedStatement[] | undefined };
+
+function note(counts: Counts, sql: string, roundTrip: boolean): void {
+  counts.statements += 1;
+  if (roundTrip) counts.roundTrips += 1;
+  counts.recording?.push({ sql, roundTrip });
 }
 
 type Scope = { inFlight: number };
 
-function wrap(sql: AnySql, counts: RoundTripCounts, scope: Scope | undefined): AnySql {
+function wrap(sql: AnySql, counts: Counts, scope: Scope | undefined): AnySql {
   return new Proxy(sql, {
     get(target, key) {
       if (key === "unsafe") {
         return (...args: Parameters<AnySql["unsafe"]>) => {
           const query = target.unsafe(...args);
-          counts.statements += 1;
+          const text = String(args[0]);
           if (!scope) {
-            counts.roundTrips += 1;
+            note(counts, text, true);
             return query;
           }
-          if (scope.inFlight === 0) counts.roundTrips += 1;
+          note(counts, text, scope.inFlight === 0);
           scope.inFlight += 1;
           // Starts the query (postgres.js runs it on the next tick, after the caller's
           // synchronous `.values()` and the like); the caller awaits it right away regardless.
@@ -64,12 +89,17 @@ function wrap(sql: AnySql, counts: RoundTripCounts, scope: Scope | undefined): A
         return (...args: unknown[]) => {
           const fn = args.at(-1) as (inner: AnySql) => unknown;
           // BEGIN (or SAVEPOINT), then at the end COMMIT (or RELEASE / ROLLBACK).
-          counts.roundTrips += 2;
-          counts.statements += 2;
+          note(counts, key === "begin" ? "BEGIN" : "SAVEPOINT", true);
           const inner: Scope = { inFlight: 0 };
           return open.apply(target, [
             ...args.slice(0, -1),
-            (tx: AnySql) => fn(wrap(tx, counts, inner)),
+            async (tx: AnySql) => {
+              try {
+                return await fn(wrap(tx, counts, inner));
+              } finally {
+                note(counts, key === "begin" ? "COMMIT" : "RELEASE", true);
+              }
+            },
           ]);
         };
       }

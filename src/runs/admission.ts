@@ -19,10 +19,11 @@
 import type { ModelMessage } from "ai";
 import { sql } from "drizzle-orm";
 import { type DbTransaction, selectRows } from "../db/client.ts";
-import type { Caller, RunBudgetLimits } from "../db/schema.ts";
-import { RateLimitedError, ValidationError } from "../errors.ts";
+import type { Caller, RunBudgetLimits, RunError } from "../db/schema.ts";
+import { RateLimitedError, UnauthenticatedError, ValidationError } from "../errors.ts";
+import { isCallerRevoked } from "../policy/caller-revoked.ts";
 import { formatUtcDay, secondsUntilNextUtcDay } from "./budgets.ts";
-import { readDailyTotals } from "./run-queries.ts";
+import { addDailyUsage, moveSlot, readCaller, readDailyTotals } from "./run-queries.ts";
 
 export function checkMessages(messages: readonly ModelMessage[]): void {
   if (!Array.isArray(messages) || messages.length === 0) {
@@ -48,32 +49,44 @@ type AdmitRow = {
 
 const noLimit = null;
 
-/**
- * Takes a concurrency slot and the day's share for one run of `caller`, in the transaction that
- * creates it; throws RateLimitedError (rolling both back) when a limit is reached. Returns the
- * reservation to record on the run (undefined without a daily token or cost limit).
- */
-export async function admitRun(
-  tx: DbTransaction,
-  caller: Caller,
-  at: Date,
-  concurrencyRetryAfterSeconds: number,
-): Promise<DailyReserve | undefined> {
+type AdmissionParams = {
+  day: string;
+  concurrent: number | null;
+  maxRuns: number | null;
+  maxTokens: number | null;
+  maxCost: number | null;
+  heldTokens: number;
+  heldCost: number;
+};
+
+/** What one admission statement took: the caller's limits it was judged by, and its row. */
+type Taken = { params: AdmissionParams; row: AdmitRow | undefined };
+
+function admissionParams(caller: Caller, at: Date): AdmissionParams {
   const budgets = caller.budgets;
-  const day = formatUtcDay(at);
   const concurrent = limitOf(budgets.concurrentRuns);
   const daily = budgets.daily ?? {};
-  const maxRuns = limitOf(daily.runs);
   const maxTokens = limitOf(daily.tokens);
   const maxCost = limitOf(daily.costUsd);
   const share = (dayLimit: number | null, runCap: number | null) =>
     dayLimit === null ? null : (runCap ?? (concurrent !== null ? dayLimit / concurrent : dayLimit));
   const tokenShare = share(maxTokens, limitOf(budgets.tokens));
   const costShare = share(maxCost, limitOf(budgets.costUsd));
+  return {
+    day: formatUtcDay(at),
+    concurrent,
+    maxRuns: limitOf(daily.runs),
+    maxTokens,
+    maxCost,
+    heldTokens: tokenShare === null ? 0 : Math.ceil(tokenShare),
+    heldCost: costShare === null ? 0 : Math.round(costShare * 1e6) / 1e6,
+  };
+}
 
-  const heldTokens = tokenShare === null ? 0 : Math.ceil(tokenShare);
-  const heldCost = costShare === null ? 0 : Math.round(costShare * 1e6) / 1e6;
-
+/** The one admission statement: takes what the limits allow and says what it took. */
+async function takeAdmission(tx: DbTransaction, callerId: string, at: Date, caller: Caller) {
+  const params = admissionParams(caller, at);
+  const { day, concurrent, maxRuns, maxTokens, maxCost, heldTokens, heldCost } = params;
   // One statement: the slot row, then the day row (the day's update waits on the slot, so both
   // are locked in the order every other path locks them, src/runs/run-state.ts). The day's
   // condition reads the totals as they are when the row is locked, after any concurrent
@@ -81,14 +94,14 @@ export async function admitRun(
   const [row] = await selectRows<AdmitRow>(
     tx,
     sql`with slot as (
-        insert into caller_slots as s (caller_id, running) values (${caller.id}, 1)
+        insert into caller_slots as s (caller_id, running) values (${callerId}, 1)
         on conflict (caller_id) do update set running = s.running + 1
         where ${concurrent}::int is null or s.running < ${concurrent}::int
         returning s.running
       ),
       taken as (
         insert into daily_usage as d (caller_id, day, runs, reserved_tokens, reserved_cost_usd)
-        select ${caller.id}, ${day}, 1, ${heldTokens}::bigint, ${heldCost}::numeric
+        select ${callerId}, ${day}, 1, ${heldTokens}::bigint, ${heldCost}::numeric
         where exists (select 1 from slot)
         on conflict (caller_id, day) do update set
           runs = d.runs + 1,
@@ -104,6 +117,30 @@ export async function admitRun(
         t.reserved_cost_usd
       from (select 1) one left join taken t on true`,
   );
+  return { params, row } satisfies Taken;
+}
+
+/** Gives back what `takeAdmission` took (the caller it was judged by had changed meanwhile). */
+async function undoAdmission(tx: DbTransaction, callerId: string, taken: Taken): Promise<void> {
+  if (!taken.row?.slot) return;
+  await moveSlot(tx, callerId, -1);
+  if (taken.row.tokens === null) return;
+  await addDailyUsage(tx, callerId, taken.params.day, {
+    runs: -1,
+    reservedTokens: -taken.params.heldTokens,
+    reservedCostUsd: -taken.params.heldCost,
+  });
+}
+
+/** Throws RateLimitedError for a refusal; otherwise the reservation to record on the run. */
+async function judgeAdmission(
+  tx: DbTransaction,
+  callerId: string,
+  at: Date,
+  concurrencyRetryAfterSeconds: number,
+  { params, row }: Taken,
+): Promise<DailyReserve | undefined> {
+  const { day, concurrent, maxRuns, maxTokens, maxCost, heldTokens, heldCost } = params;
   if (!row?.slot) {
     throw new RateLimitedError(
       `caller has ${concurrent} runs in progress; its limit is ${concurrent}`,
@@ -112,7 +149,7 @@ export async function admitRun(
   }
   if (row.tokens === null) {
     // Refused: the transaction rolls back; read why (in it, as the totals stand now).
-    const totals = await readDailyTotals(tx, caller.id, day);
+    const totals = await readDailyTotals(tx, callerId, day);
     const retryAfter = secondsUntilNextUtcDay(at);
     if (maxRuns !== null && totals.runs >= maxRuns) {
       throw new RateLimitedError(`caller used its ${maxRuns} runs for today (UTC)`, retryAfter);
@@ -149,6 +186,72 @@ export async function admitRun(
       : {}),
   };
 }
+
+/**
+ * Takes a concurrency slot and the day's share for one run of `caller`, in the transaction that
+ * creates it; throws RateLimitedError (rolling both back) when a limit is reached. Returns the
+ * reservation to record on the run (undefined without a daily token or cost limit).
+ */
+export async function admitRun(
+  tx: DbTransaction,
+  caller: Caller,
+  at: Date,
+  concurrencyRetryAfterSeconds: number,
+): Promise<DailyReserve | undefined> {
+  const taken = await takeAdmission(tx, caller.id, at, caller);
+  return judgeAdmission(tx, caller.id, at, concurrencyRetryAfterSeconds, taken);
+}
+
+export type CallerAdmission = {
+  /** The caller as it stands in this transaction. */
+  caller: Caller;
+  /** Why the run cannot start at all (it is recorded as failed, and nothing was admitted). */
+  failure?: RunError;
+  reserve?: DailyReserve;
+};
+
+/**
+ * Re-reads the caller in the run's transaction (revoked or deleted since it authenticated:
+ * UnauthenticatedError) and admits its run, in one round trip: the admission is taken for the
+ * caller as it authenticated (`expected`), pipelined with the re-read. When the re-read shows the
+ * caller changed meanwhile (another version), or its run cannot start, what was taken is given
+ * back in the same transaction and the caller as re-read decides, as if read first.
+ */
+export async function readCallerAndAdmit(
+  tx: DbTransaction,
+  input: {
+    expected: Caller;
+    at: Date;
+    checkStartable: (caller: Caller) => { error: RunError } | object;
+    concurrencyRetryAfterSeconds: number;
+  },
+): Promise<CallerAdmission> {
+  const { expected, at } = input;
+  const speculate = !isCallerRevoked(expected) && !("error" in input.checkStartable(expected));
+  const reading = readCaller(tx, expected.id);
+  const taking = speculate ? takeAdmission(tx, expected.id, at, expected) : undefined;
+  const [caller, taken] = await Promise.all([reading, taking]);
+  if (!caller || isCallerRevoked(caller)) {
+    throw new UnauthenticatedError("the caller is unknown or revoked");
+  }
+  const startable = input.checkStartable(caller);
+  const failure = "error" in startable ? startable.error : undefined;
+  if (taken && !failure && caller.version === expected.version) {
+    const reserve = await judgeAdmission(
+      tx,
+      caller.id,
+      at,
+      input.concurrencyRetryAfterSeconds,
+      taken,
+    );
+    return { caller, ...(reserve ? { reserve } : {}) };
+  }
+  if (taken) await undoAdmission(tx, caller.id, taken);
+  if (failure) return { caller, failure };
+  const reserve = await admitRun(tx, caller, at, input.concurrencyRetryAfterSeconds);
+  return { caller, ...(reserve ? { reserve } : {}) };
+}
+
 function limitOf(value: unknown): number | null {
   return typeof value === "number" && Number.isFinite(value) && value >= 0 ? value : noLimit;
 }

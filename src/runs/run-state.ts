@@ -8,8 +8,8 @@
 // reviewable side by side (reads live in run-queries.ts).
 
 import { and, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
-import { appendAuditEvent } from "../db/audit.ts";
-import type { DbOrTx, DbTransaction } from "../db/client.ts";
+import { appendAuditEvent, auditInsertFrom } from "../db/audit.ts";
+import { type DbOrTx, type DbTransaction, selectRows } from "../db/client.ts";
 import {
   type Caller,
   instances,
@@ -299,7 +299,17 @@ export async function parkRun(
   });
 }
 
-/** Ends a working run this instance owns; false when another instance already moved it on. */
+/**
+ * Ends a working run this instance owns; false when another instance already moved it on.
+ *
+ * One statement: the compare-and-set of the run, then from its returned row the slot given back,
+ * the daily usage and the share given back (one upsert per day), the open tool calls closed and
+ * the audit event — each only when the compare-and-set matched. The day's upsert reads the slot's
+ * result, so the slot row is locked before the day row, as everywhere (see `settleRun`). It runs
+ * in a transaction although it is atomic alone: a statement sent to a server that freezes runs
+ * when the server wakes, after its deadline told the request it failed; in a transaction, the
+ * deadline's ROLLBACK follows it (src/db/statement-deadline.ts), so a late finish never commits.
+ */
 export async function finishRun(
   db: DbOrTx,
   input: {
@@ -317,62 +327,104 @@ export async function finishRun(
     toolCallsOpen?: boolean;
   },
 ): Promise<boolean> {
+  const update = db
+    .update(runs)
+    .set({
+      status: input.status,
+      result: input.text === undefined ? null : { text: storableText(input.text) },
+      error: toStorableJson(input.error ?? null),
+      messages: toStorableJson(input.messages),
+      budgetUsed: input.used,
+      pendingApproval: null,
+      pendingBatch: null,
+      ownerInstanceId: null,
+      heartbeatAt: null,
+      finishedAt: input.at,
+      updatedAt: input.at,
+    })
+    .where(
+      and(
+        eq(runs.id, input.runId),
+        eq(runs.status, "working"),
+        eq(runs.ownerInstanceId, input.instanceId),
+      ),
+    )
+    .returning({ callerId: runs.callerId, budgetLimits: runs.budgetLimits });
+  const daily = input.daily;
+  const chargeDay = daily ? daily.day : null;
+  const chargeTokens = Math.round(daily?.delta.tokens ?? 0);
+  const chargeCost = (daily?.delta.costUsd ?? 0).toFixed(6);
+  // Calls still marked running belong to this run's stop: they were interrupted. Calls still
+  // waiting for an operator never ran.
+  const closeCalls =
+    input.toolCallsOpen === false
+      ? sql``
+      : sql`, calls as ${db
+          .update(toolCalls)
+          .set({
+            status: sql`case when ${toolCalls.status} = 'running' then 'interrupted' else 'not-started' end`,
+            code: sql`case when ${toolCalls.status} = 'running' then 'interrupted' else ${toolCalls.code} end`,
+            finishedAt: input.at,
+          })
+          .where(
+            and(
+              eq(toolCalls.runId, input.runId),
+              inArray(toolCalls.status, ["running", "parked"]),
+              sql`exists (select 1 from done)`,
+            ),
+          )}`;
+  const audit = auditInsertFrom(sql`done`, {
+    actor: `instance:${input.instanceId}`,
+    kind: `run.${input.status}`,
+    subject: `run:${input.runId}`,
+    data: {
+      runId: input.runId,
+      status: input.status,
+      used: input.used,
+      ...(input.error ? { error: { code: input.error.code, budget: input.error.budget } } : {}),
+    },
+  });
+  const statement = sql`with done as ${update},
+      slot as (
+        insert into caller_slots as s (caller_id, running) select caller_id, 0 from done
+        on conflict (caller_id) do update set running = greatest(0, s.running - 1)
+        returning s.caller_id
+      ),
+      charge as (
+        select x.caller_id, x.day, sum(x.tokens)::bigint as tokens, sum(x.cost)::numeric as cost,
+          sum(x.held_tokens)::bigint as held_tokens, sum(x.held_cost)::numeric as held_cost
+        from (
+          select d.caller_id, ${chargeDay}::date as day, ${chargeTokens}::bigint as tokens,
+            ${chargeCost}::numeric as cost, 0::bigint as held_tokens, 0::numeric as held_cost
+          from done d where ${chargeDay}::date is not null
+          union all
+          select d.caller_id, (d.budget_limits->'dailyReserve'->>'day')::date, 0, 0,
+            coalesce((d.budget_limits->'dailyReserve'->>'heldTokens')::numeric, 0)::bigint,
+            coalesce((d.budget_limits->'dailyReserve'->>'heldCostUsd')::numeric, 0)
+          from done d where d.budget_limits->'dailyReserve'->>'day' is not null
+        ) x
+        group by x.caller_id, x.day
+      ),
+      day as (
+        insert into daily_usage as u
+          (caller_id, day, tokens, cost_usd, runs, reserved_tokens, reserved_cost_usd)
+        select c.caller_id, c.day, c.tokens, c.cost, 0, 0, 0 from charge c
+        where exists (select 1 from slot)
+          and (c.tokens <> 0 or c.cost <> 0 or c.held_tokens <> 0 or c.held_cost <> 0)
+        on conflict (caller_id, day) do update set
+          tokens = u.tokens + excluded.tokens,
+          cost_usd = u.cost_usd + excluded.cost_usd,
+          reserved_tokens = greatest(0, u.reserved_tokens
+            - (select c.held_tokens from charge c where c.day = excluded.day)),
+          reserved_cost_usd = greatest(0, u.reserved_cost_usd
+            - (select c.held_cost from charge c where c.day = excluded.day))
+        returning 1
+      )${closeCalls},
+      event as (${audit})
+      select count(*)::int as n from done`;
   return db.transaction(async (tx) => {
-    const [row] = await tx
-      .update(runs)
-      .set({
-        status: input.status,
-        result: input.text === undefined ? null : { text: storableText(input.text) },
-        error: toStorableJson(input.error ?? null),
-        messages: toStorableJson(input.messages),
-        budgetUsed: input.used,
-        pendingApproval: null,
-        pendingBatch: null,
-        ownerInstanceId: null,
-        heartbeatAt: null,
-        finishedAt: input.at,
-        updatedAt: input.at,
-      })
-      .where(
-        and(
-          eq(runs.id, input.runId),
-          eq(runs.status, "working"),
-          eq(runs.ownerInstanceId, input.instanceId),
-        ),
-      )
-      .returning({ callerId: runs.callerId, budgetLimits: runs.budgetLimits });
-    if (!row) return false;
-    await settleRun(tx, {
-      callerId: row.callerId,
-      releaseSlot: true,
-      reserve: row.budgetLimits.dailyReserve,
-      daily: input.daily,
-    });
-    // Calls still marked running belong to this run's stop: they were interrupted. Calls still
-    // waiting for an operator never ran.
-    if (input.toolCallsOpen !== false)
-      await tx
-        .update(toolCalls)
-        .set({
-          status: sql`case when ${toolCalls.status} = 'running' then 'interrupted' else 'not-started' end`,
-          code: sql`case when ${toolCalls.status} = 'running' then 'interrupted' else ${toolCalls.code} end`,
-          finishedAt: input.at,
-        })
-        .where(
-          and(eq(toolCalls.runId, input.runId), inArray(toolCalls.status, ["running", "parked"])),
-        );
-    await appendAuditEvent(tx, {
-      actor: `instance:${input.instanceId}`,
-      kind: `run.${input.status}`,
-      subject: `run:${input.runId}`,
-      data: {
-        runId: input.runId,
-        status: input.status,
-        used: input.used,
-        ...(input.error ? { error: { code: input.error.code, budget: input.error.budget } } : {}),
-      },
-    });
-    return true;
+    const rows = await selectRows<{ n: unknown }>(tx, statement);
+    return Number(rows[0]?.n ?? 0) > 0;
   });
 }
 

@@ -4,14 +4,13 @@
 import { randomUUID } from "node:crypto";
 import { appendAuditEvent } from "../../db/audit.ts";
 import type { Caller, Run, RunError } from "../../db/schema.ts";
-import { UnauthenticatedError, UnavailableError } from "../../errors.ts";
-import { isCallerRevoked } from "../../policy/caller-revoked.ts";
+import { UnavailableError } from "../../errors.ts";
 import type { EffectiveToolSet } from "../../policy/effective-set.ts";
-import { admitRun, checkMessages } from "../../runs/admission.ts";
+import { checkMessages, readCallerAndAdmit } from "../../runs/admission.ts";
 import { readRunLimits, zeroUsage } from "../../runs/budgets.ts";
 import type { RunCore } from "../../runs/core.ts";
 import { outcomeOf } from "../../runs/outcome.ts";
-import { readCaller } from "../../runs/run-queries.ts";
+import { snapshotControls } from "../../runs/run-controls.ts";
 import { insertRun } from "../../runs/run-state.ts";
 import { executeSegment } from "../../runs/segment.ts";
 import type { RunEvent, RunHandle, StartRunRequest } from "../../runs/types.ts";
@@ -33,19 +32,17 @@ export async function startRun({
   let created: { run: Run; caller: Caller; set: EffectiveToolSet; failure?: RunError };
   try {
     created = await ctx.db.transaction(async (tx) => {
-      const caller = await readCaller(tx, request.caller.id);
-      if (!caller || isCallerRevoked(caller)) {
-        throw new UnauthenticatedError("the caller is unknown or revoked");
-      }
       const at = ctx.now();
-      const startable = ctx.checkStartable(caller);
-      const failure = "error" in startable ? startable.error : undefined;
-      const reserve = failure
-        ? undefined
-        : await admitRun(tx, caller, at, ctx.concurrencyRetryAfterSeconds);
+      const { caller, failure, reserve } = await readCallerAndAdmit(tx, {
+        expected: request.caller,
+        at,
+        checkStartable: (c) => ctx.checkStartable(c),
+        concurrencyRetryAfterSeconds: ctx.concurrencyRetryAfterSeconds,
+      });
       const limits = readRunLimits(caller.budgets);
       const set = ctx.toolSetFor(caller);
-      const run = await insertRun(tx, {
+      // The run, its event and the request's own rows are independent: sent together (pipelined).
+      const inserting = insertRun(tx, {
         id: runId,
         callerId: caller.id,
         origin: request.origin,
@@ -65,9 +62,9 @@ export async function startRun({
         segmentStartedAt: failure ? null : at,
         createdAt: at,
         updatedAt: at,
-        ...(failure ? { error: failure, finishedAt: at } : {}),
+        ...(failure ? { error: failure, finishedAt: at } : { controls: snapshotControls(caller) }),
       });
-      await appendAuditEvent(tx, {
+      const auditing = appendAuditEvent(tx, {
         actor: `caller:${caller.name}`,
         kind: failure ? "run.failed" : "run.started",
         subject: `run:${runId}`,
@@ -77,12 +74,16 @@ export async function startRun({
           origin: request.origin,
           ...(request.a2a ? { a2aTaskId: request.a2a.taskId } : {}),
           approvalPolicy: caller.approvalPolicy,
-          toolSet: run.toolSet,
-          modelId: run.modelId,
+          toolSet: set.offered.map((t) => t.name),
+          modelId: model.ok ? model.id : null,
           ...(failure ? { error: { code: failure.code } } : {}),
         },
       });
-      await request.inCreateTransaction?.(tx, runId);
+      const [run] = await Promise.all([
+        inserting,
+        auditing,
+        request.inCreateTransaction?.(tx, runId),
+      ]);
       return { run, caller, set, ...(failure ? { failure } : {}) };
     });
   } catch (error) {
