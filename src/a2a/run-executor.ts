@@ -24,6 +24,9 @@
 // The engine is asked for the run before the task is published. When it refuses with
 // RateLimitedError (or the database is down), nothing has been stored for a new task, and the
 // error is escalated through the call context so the HTTP layer answers 429 + Retry-After (503).
+//
+// One file over 500 lines on purpose: one execute() is one task's whole life, and the mapping of
+// engine events to A2A updates above reads against it in one place.
 import { randomUUID } from "node:crypto";
 import {
   type Artifact,

@@ -3,9 +3,10 @@
 // the admin token from PEERGATE_ADMIN_TOKEN or, on the server's own machine, `<data dir>/admin-token`. Errors from the API come back as problem+json and are
 // printed as the server phrased them, field problems included.
 //
-// Request and response types come from the admin API's contract (src/http/routes/admin-api.ts),
+// Request and response types come from the admin API's contract (src/http/routes/admin-api*.ts),
 // the schemas the server validates and documents with: `callAdmin(ctx, "getCaller", …)` is typed
-// end to end, and `AdminResponse<"listRuns">` names what a verb prints.
+// end to end, and `AdminResponse<"listRuns">` names what a verb prints. Every verb calls through
+// callAdmin (there is no untyped helper), so a changed response type fails to compile in the CLI.
 import { loadConfig } from "../config.ts";
 import {
   type AdminOperation,
@@ -109,17 +110,6 @@ function describeProblem(status: number, body: unknown): string {
     return lines.join("\n");
   }
   return `${status}: ${String(body).slice(0, 200)}`;
-}
-
-/** One admin API call with a client made from the context: the common case of every verb. */
-export async function requestAdmin<T = Record<string, unknown>>(
-  ctx: CliContext,
-  method: string,
-  path: string,
-  body?: unknown,
-  headers?: Record<string, string>,
-): Promise<T> {
-  return (await createAdminClient(ctx)).request<T>(method, path, body, headers);
 }
 
 export type { AdminOperation, AdminRequestBody, AdminResponse };

@@ -1,7 +1,7 @@
 // `peergate audit`: read the audit trail through the admin API, a page at a time.
 import { runStatuses } from "../domain/run.ts";
 import { isUuid } from "../runs/run-queries.ts";
-import { createAdminClient } from "./admin-client.ts";
+import { callAdmin, createAdminClient } from "./admin-client.ts";
 import { type Command, exitCodes, UsageError } from "./command.ts";
 import { printListing, queryFromOptions } from "./format-table.ts";
 import { escapeForTerminal } from "./terminal-text.ts";
@@ -44,16 +44,6 @@ const shellWord = (text: string) =>
 
 const cut = (text: string, max: number) => (text.length > max ? `${text.slice(0, max)}…` : text);
 
-type Event = {
-  /** Null while not chained yet. */
-  seq: number | null;
-  createdAt: string;
-  actor: string;
-  kind: string;
-  subject: string | null;
-  data: unknown;
-};
-
 export const auditListCommand: Command = {
   words: ["audit"],
   summary: "list audit events (see also: audit verify)",
@@ -88,9 +78,11 @@ export const auditListCommand: Command = {
     let subject = typeof args.values.subject === "string" ? args.values.subject : undefined;
     const callerName = subject?.startsWith("caller:") ? subject.slice("caller:".length) : undefined;
     if (callerName !== undefined && !isUuid(callerName)) {
-      const { caller } = await client.request<{ caller: { id: string } }>(
-        "GET",
-        `/callers/${encodeURIComponent(callerName)}`,
+      const { caller } = await callAdmin(
+        ctx,
+        "getCaller",
+        { params: { name: callerName } },
+        client,
       );
       subject = `caller:${caller.id}`;
     }
@@ -100,10 +92,7 @@ export const auditListCommand: Command = {
       "kind",
       "subject",
     ]);
-    const result = await client.request<{
-      events: Event[];
-      next: number | null;
-    }>("GET", `/audit?${query}`);
+    const result = await callAdmin(ctx, "listAudit", { query: Object.fromEntries(query) }, client);
     printListing(ctx.io.out, {
       json: args.values.json === true,
       value: result,

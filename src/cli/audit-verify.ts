@@ -1,15 +1,15 @@
 // `peergate audit verify`: walks the audit hash chain and reports the first broken link.
 import { loadConfig } from "../config.ts";
-import { type AuditChainVerification, verifyAuditChain } from "../db/audit.ts";
+import { verifyAuditChain } from "../db/audit.ts";
 import { openDatabase } from "../db/client.ts";
 import { migrationStatus } from "../db/migrate.ts";
 import { describeDatabase, resolveDatabaseOptions } from "../db/open-configured.ts";
 import { UnavailableError } from "../errors.ts";
-import { ApiError, requestAdmin } from "./admin-client.ts";
+import { type AdminResponse, ApiError, callAdmin } from "./admin-client.ts";
 import { type CliContext, type Command, exitCodes } from "./command.ts";
 import { toTerminalJson } from "./terminal-text.ts";
 
-function report(result: AuditChainVerification, json: boolean, ctx: CliContext): number {
+function report(result: AdminResponse<"verifyAudit">, json: boolean, ctx: CliContext): number {
   if (json) {
     ctx.io.out(toTerminalJson(result));
   } else if (result.ok) {
@@ -57,14 +57,12 @@ export const auditVerifyCommand: Command = {
     } catch (error) {
       // The embedded database is held by a running server: ask that server instead.
       if (!(error instanceof UnavailableError) || options.kind !== "pglite") throw error;
-      const result = await requestAdmin<AuditChainVerification>(ctx, "GET", "/audit/verify").catch(
-        (apiError: unknown) => {
-          if (apiError instanceof ApiError && apiError.status === 409) {
-            return apiError.body as AuditChainVerification;
-          }
-          throw apiError;
-        },
-      );
+      const result = await callAdmin(ctx, "verifyAudit").catch((apiError: unknown) => {
+        if (apiError instanceof ApiError && apiError.status === 409) {
+          return apiError.body as AdminResponse<"verifyAudit">;
+        }
+        throw apiError;
+      });
       return report(result, args.values.json === true, ctx);
     }
     try {

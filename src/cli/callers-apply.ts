@@ -17,7 +17,7 @@ import {
   updateCallerSchema,
 } from "../services/caller-input.ts";
 import { type AuthorityFields, describeWidening, floorCaller } from "../services/widening.ts";
-import { createAdminClient } from "./admin-client.ts";
+import { type AdminRequestBody, callAdmin, createAdminClient } from "./admin-client.ts";
 import { type CliContext, type Command, exitCodes, UsageError } from "./command.ts";
 import { operatorHeaders, operatorTokenHelp, operatorTokenOption } from "./operator-token.ts";
 import { escapeForTerminal, toTerminalJson } from "./terminal-text.ts";
@@ -252,7 +252,8 @@ export const callersApplyCommand: Command = {
     const desired = readDesired(await readFile(file, "utf8"), file);
     const client = await createAdminClient(ctx);
     const asOperator = await operatorHeaders(args, ctx);
-    const { callers: current } = await client.request<{ callers: Json[] }>("GET", "/callers");
+    // Read generically: the managed fields are compared by name, whatever the view carries.
+    const current: Json[] = (await callAdmin(ctx, "listCallers", {}, client)).callers;
     const byName = new Map(current.map((c) => [c.name as string, c]));
     const dryRun = args.values["dry-run"] === true;
     const credentials: { name: string; secret: string; usage: string; url?: string }[] = [];
@@ -280,16 +281,23 @@ export const callersApplyCommand: Command = {
       for (const write of ordered) {
         try {
           if (write.action === "create") {
-            const created = await client.request<{
-              credential: { secret: string; usage: string; url?: string };
-            }>("POST", "/callers", write.body, asOperator);
+            const created = await callAdmin(
+              ctx,
+              "createCaller",
+              { body: write.body as AdminRequestBody<"createCaller">, headers: asOperator },
+              client,
+            );
             credentials.push({ name: write.name, ...created.credential });
           } else {
-            await client.request(
-              "PATCH",
-              `/callers/${encodeURIComponent(write.name)}`,
-              write.body,
-              asOperator,
+            await callAdmin(
+              ctx,
+              "updateCaller",
+              {
+                params: { name: write.name },
+                body: write.body as AdminRequestBody<"updateCaller">,
+                headers: asOperator,
+              },
+              client,
             );
           }
           done.push(`${write.action}d ${write.name}`);

@@ -2,7 +2,7 @@
 // holds no secret (the API never returns one) and round-trips: applying it changes nothing.
 import { writeFile } from "node:fs/promises";
 import { stringify } from "yaml";
-import { requestAdmin } from "./admin-client.ts";
+import { callAdmin } from "./admin-client.ts";
 import { managedFields } from "./callers-apply.ts";
 import { type Command, exitCodes } from "./command.ts";
 
@@ -45,7 +45,7 @@ export const callersExportCommand: Command = {
   ].join("\n"),
   options: { output: { type: "string", short: "o" } },
   async run(args, ctx) {
-    const { callers } = await requestAdmin<{ callers: Json[] }>(ctx, "GET", "/callers");
+    const { callers } = await callAdmin(ctx, "listCallers");
     const text = exportCallersYaml(callers);
     if (typeof args.values.output === "string") {
       await writeFile(args.values.output, text, { mode: 0o600 });

@@ -1,17 +1,15 @@
 // The list of every `peergate` verb. Add a verb by adding its file and one line here.
 import { auditListCommand } from "./audit-list.ts";
 import { auditVerifyCommand } from "./audit-verify.ts";
-import {
-  callersAddCommand,
-  callersListCommand,
-  callersRestoreCommand,
-  callersRevokeCommand,
-  callersRotateCommand,
-  callersSetCommand,
-  callersShowCommand,
-} from "./callers.ts";
+import { callersAddCommand } from "./callers-add.ts";
 import { callersApplyCommand } from "./callers-apply.ts";
 import { callersExportCommand } from "./callers-export.ts";
+import { callersListCommand } from "./callers-list.ts";
+import { callersRestoreCommand } from "./callers-restore.ts";
+import { callersRevokeCommand } from "./callers-revoke.ts";
+import { callersRotateCommand } from "./callers-rotate.ts";
+import { callersSetCommand } from "./callers-set.ts";
+import { callersShowCommand } from "./callers-show.ts";
 import { ceilingCommand } from "./ceiling.ts";
 import type { Command } from "./command.ts";
 import { doctorCommand } from "./doctor.ts";

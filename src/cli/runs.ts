@@ -1,7 +1,5 @@
 // `peergate runs …`: what callers' runs did, and the operator's answers to parked ones.
-import type { RunDetail } from "../services/runs/get-run.ts";
-import type { RunSummary } from "../services/runs/list-runs.ts";
-import { requestAdmin } from "./admin-client.ts";
+import { type AdminRequestBody, type AdminResponse, callAdmin } from "./admin-client.ts";
 import {
   type CliContext,
   type Command,
@@ -13,10 +11,15 @@ import { formatTable, printListing, queryFromOptions } from "./format-table.ts";
 import { readOperatorToken } from "./operator-token.ts";
 import { escapeForTerminal, toTerminalJson } from "./terminal-text.ts";
 
-function runIdOf(args: ParsedArgs): string {
+/** A run as the admin API shows it, and one line of the list. */
+type RunDetail = AdminResponse<"getRun">["run"];
+type RunSummary = AdminResponse<"listRuns">["runs"][number];
+
+/** The path parameters naming the run the verb is about. */
+function runIdOf(args: ParsedArgs): { id: string } {
   const id = args.positionals[0];
   if (!id) throw new UsageError("expected a run id (see `peergate runs list`)");
-  return encodeURIComponent(id);
+  return { id };
 }
 
 /** One line of untrusted text, escaped for the terminal and cut at `max` characters. */
@@ -111,18 +114,10 @@ export const runsListCommand: Command = {
   },
   async run(args, ctx) {
     const query = queryFromOptions(args.values, ["caller", "status", "limit"]);
-    const { runs } = await requestAdmin<{ runs: RunSummary[] }>(ctx, "GET", `/runs?${query}`);
+    const { runs } = await callAdmin(ctx, "listRuns", { query: Object.fromEntries(query) });
     // A webhook run says which kind of webhook: github, ifttt or a plain webhook caller.
     const kinds = runs.some((r) => r.origin === "webhook")
-      ? new Map(
-          (
-            await requestAdmin<{ callers: { name: string; kind: string }[] }>(
-              ctx,
-              "GET",
-              "/callers",
-            )
-          ).callers.map((c) => [c.name, c.kind]),
-        )
+      ? new Map((await callAdmin(ctx, "listCallers")).callers.map((c) => [c.name, c.kind]))
       : new Map<string, string>();
     const originOf = (r: RunSummary) => {
       const kind = kinds.get(r.callerName);
@@ -153,7 +148,7 @@ export const runsShowCommand: Command = {
   positionals: { min: 1, max: 1, names: "a run id or A2A task id" },
   options: { json: { type: "boolean" } },
   async run(args, ctx) {
-    const { run } = await requestAdmin<{ run: RunDetail }>(ctx, "GET", `/runs/${runIdOf(args)}`);
+    const { run } = await callAdmin(ctx, "getRun", { params: runIdOf(args) });
     ctx.io.out(args.values.json ? toTerminalJson({ run }) : describeRun(run));
     return exitCodes.ok;
   },
@@ -194,13 +189,11 @@ export const runsApproveCommand: Command = {
       );
     }
     const token = await requireOperatorToken(args, ctx);
-    const result = await requestAdmin(
-      ctx,
-      "POST",
-      `/runs/${runIdOf(args)}/approve`,
-      { callId: call, argsDigest: digest },
-      { "x-peergate-operator-token": token },
-    );
+    const result = await callAdmin(ctx, "approveRun", {
+      params: runIdOf(args),
+      body: { callId: call, argsDigest: digest },
+      headers: { "x-peergate-operator-token": token },
+    });
     ctx.io.out(
       args.values.json ? toTerminalJson(result) : `approved; run ${args.positionals[0]} resumes`,
     );
@@ -215,10 +208,10 @@ export const runsRejectCommand: Command = {
   positionals: { min: 1, max: 1, names: "a run id" },
   options: { reason: { type: "string" }, call: { type: "string" }, json: { type: "boolean" } },
   async run(args, ctx) {
-    const body: Record<string, string> = {};
+    const body: AdminRequestBody<"rejectRun"> = {};
     if (typeof args.values.reason === "string") body.reason = args.values.reason;
     if (typeof args.values.call === "string") body.callId = args.values.call;
-    const result = await requestAdmin(ctx, "POST", `/runs/${runIdOf(args)}/reject`, body);
+    const result = await callAdmin(ctx, "rejectRun", { params: runIdOf(args), body });
     ctx.io.out(
       args.values.json
         ? toTerminalJson(result)
@@ -235,11 +228,7 @@ export const runsCancelCommand: Command = {
   positionals: { min: 1, max: 1, names: "a run id or A2A task id" },
   options: { json: { type: "boolean" } },
   async run(args, ctx) {
-    const result = await requestAdmin<{ stopped: boolean }>(
-      ctx,
-      "POST",
-      `/runs/${runIdOf(args)}/cancel`,
-    );
+    const result = await callAdmin(ctx, "cancelRun", { params: runIdOf(args) });
     ctx.io.out(
       args.values.json
         ? toTerminalJson(result)

@@ -3,6 +3,9 @@
 // answer (`input-required`), or taken over by another
 // instance that thought this one dead. The run is already registered as active and owned by this
 // instance in the database when a segment starts.
+//
+// Over 500 lines for now, and not split while the run core is being changed elsewhere: the seam is
+// the step loop (runSteps) apart from the recording of how a segment ended (runAndRecord).
 import type { ModelMessage } from "ai";
 import type {
   Caller,

@@ -13,6 +13,9 @@
 // planted in the workspace to a file outside it (a name check cannot tell), so it is refused
 // unless the operator opts in (`allowHardLinks`). The data directory is refused by identity
 // (device and inode) as well as by path, so a second name for it (a bind mount) is refused too.
+//
+// One file over 500 lines on purpose: createWorkspace is one closure over the root's descriptor,
+// and every check and open it makes has to be read beside the others to see the confinement hold.
 import { randomBytes } from "node:crypto";
 import { constants, existsSync, type Stats } from "node:fs";
 import { type FileHandle, lstat, mkdir, open, readlink, realpath, stat } from "node:fs/promises";

@@ -1,0 +1,37 @@
+// `peergate callers restore <name>`: bring a revoked caller back with a new credential, printed
+// once.
+import { type AdminRequestBody, callAdmin } from "./admin-client.ts";
+import { nameOf } from "./callers-options.ts";
+import { describeCaller, printCredential } from "./callers-output.ts";
+import { type Command, exitCodes, UsageError } from "./command.ts";
+import { operatorHeaders, operatorTokenOption } from "./operator-token.ts";
+import { toTerminalJson } from "./terminal-text.ts";
+
+export const callersRestoreCommand: Command = {
+  words: ["callers", "restore"],
+  summary: "bring a revoked caller back with a new credential",
+  help: [
+    "<name> --tier T [--operator-token-file F] [--json]",
+    "",
+    "Sets the tier and issues a new credential (old ones stay dead). A restore always widens,",
+    "so it needs the operator token as well as the admin token: PEERGATE_OPERATOR_TOKEN or",
+    "--operator-token-file.",
+  ].join("\n"),
+  positionals: { min: 1, max: 1, names: "a caller name" },
+  options: { tier: { type: "string" }, json: { type: "boolean" }, ...operatorTokenOption },
+  async run(args, ctx) {
+    if (typeof args.values.tier !== "string")
+      throw new UsageError("--tier is required: public, internal or private");
+    const result = await callAdmin(ctx, "restoreCaller", {
+      params: { name: nameOf(args) },
+      body: { tier: args.values.tier } as AdminRequestBody<"restoreCaller">,
+      headers: await operatorHeaders(args, ctx),
+    });
+    if (args.values.json) ctx.io.out(toTerminalJson(result));
+    else {
+      ctx.io.out(`restored ${describeCaller(result.caller)}`);
+      printCredential(ctx, result.credential);
+    }
+    return exitCodes.ok;
+  },
+};

@@ -1,0 +1,111 @@
+// The stage gate of a declared command tool: a stage not covered by the caller's allowlist asks
+// on its own, when the engine gates stages. Covered, approved before (by fingerprint) or approved
+// now, it runs; otherwise the call parks there (when the engine can park) or the stage is refused.
+// What the operator, the audit and the allowlist see of a stage has its secrets masked.
+
+import { canonicalJson } from "../../db/audit.ts";
+import { explainCoverage } from "../../policy/command-key.ts";
+import type { CommandToolPolicy } from "../../policy/policy-files.ts";
+import { quoteUntrusted } from "../../policy/quote.ts";
+import { argvKey } from "../shell/command-keys.ts";
+import type { StageEvent, StageRequest, ToolCallContext } from "../types.ts";
+import type { PlannedStage } from "./command-plan.ts";
+import { DeclaredToolError } from "./command-prepare.ts";
+import { sha256Hex } from "./declared-output.ts";
+
+/** Thrown by the stage gate when the engine parks the call before an uncovered stage. */
+export class StageParked extends Error {
+  readonly request: StageRequest;
+  constructor(request: StageRequest) {
+    super("stage parked");
+    this.request = request;
+  }
+}
+
+export type StageGate = {
+  /** Lets the stage run, or throws StageParked or a DeclaredToolError. */
+  gateStage(stage: PlannedStage, ctx: ToolCallContext): Promise<void>;
+  stageEvent(
+    ctx: ToolCallContext,
+    stage: PlannedStage,
+    event: StageEvent["event"],
+    extra?: { reason?: string; status?: Record<string, unknown> },
+  ): void;
+};
+
+export function createStageGate(tool: CommandToolPolicy, manifest: string): StageGate {
+  const fingerprint = (stage: PlannedStage) =>
+    sha256Hex(
+      canonicalJson({
+        manifest,
+        executable: stage.resolved.path,
+        sha256: stage.resolved.sha256,
+        argv: stage.shown,
+      }),
+    );
+
+  /** What the operator, the audit and the allowlist see of a stage: secrets masked. */
+  const stageRequest = (stage: PlannedStage, reason: string): StageRequest => ({
+    tool: tool.name,
+    argv: [stage.name, ...stage.shown],
+    executable: stage.resolved.path,
+    executableSha256: stage.resolved.sha256,
+    fingerprint: fingerprint(stage),
+    reason,
+  });
+
+  const stageEvent = (
+    ctx: ToolCallContext,
+    stage: PlannedStage,
+    event: StageEvent["event"],
+    extra: { reason?: string; status?: Record<string, unknown> } = {},
+  ) => {
+    if (ctx.onStage === undefined) return;
+    const request = stageRequest(stage, "");
+    ctx.onStage({
+      event,
+      tool: tool.name,
+      program: stage.name,
+      arguments: stage.shown,
+      executable: request.executable,
+      executableSha256: request.executableSha256,
+      fingerprint: request.fingerprint,
+      ...extra,
+    });
+  };
+
+  const gateStage = async (stage: PlannedStage, ctx: ToolCallContext) => {
+    const gate = ctx.commands;
+    if (gate === undefined) {
+      stageEvent(ctx, stage, "allowed", { reason: "the call's own decision covers every stage" });
+      return;
+    }
+    const coverage = explainCoverage(argvKey([stage.name, ...stage.shown]), gate.entries);
+    if (coverage.covered) {
+      stageEvent(ctx, stage, "allowed", {
+        reason: `covered by ${JSON.stringify(coverage.entry.text)}`,
+      });
+      return;
+    }
+    const request = stageRequest(stage, coverage.reason);
+    if (gate.approved?.includes(request.fingerprint) === true) {
+      stageEvent(ctx, stage, "allowed", { reason: "approved by an operator (this stage only)" });
+      return;
+    }
+    if (gate.approveStage !== undefined && (await gate.approveStage(request))) {
+      stageEvent(ctx, stage, "allowed", { reason: "approved (this stage only)" });
+      return;
+    }
+    if (gate.park === true) {
+      stageEvent(ctx, stage, "parked", { reason: coverage.reason });
+      throw new StageParked(request);
+    }
+    stageEvent(ctx, stage, "refused", { reason: `${coverage.reason}; not approved` });
+    throw new DeclaredToolError(
+      "stage-not-approved",
+      `The stage ${quoteUntrusted(request.argv.join(" "), 200)} is not covered by the caller's command allowlist (${coverage.reason}) and was not approved; it did not run.`,
+    );
+  };
+
+  return { gateStage, stageEvent };
+}
