@@ -10,9 +10,11 @@
 //      nothing), and before the services, so the default public URL names the port actually
 //      bound (PEERGATE_PORT=0). Until the app is in place every request is answered 503.
 //   4. notification hub → caller directory → auth-failure log → services → admin token →
-//      control socket (PGlite only) → model → sandbox → tools → run engine → A2A → reactions.
+//      control socket (PGlite only) → model → sandbox → tools → the policy-file watcher
+//      (src/policy-reload.ts: services, engine and A2A read the policies through it) → run
+//      engine → A2A → reactions.
 // `close()` undoes them in exactly the reverse order: the engine stops its runs (whose ends still
-// reach A2A), then the reactions are unwired, the A2A streams close, tools close, the control
+// reach A2A), then the reactions are unwired, the A2A streams close, the watcher stops and tools close, the control
 // socket, then the auth-failure log writes its last summaries while the database is still open,
 // the directory and the hub close, the port, the audit chainer's last pass, and last the database.
 import { randomBytes } from "node:crypto";

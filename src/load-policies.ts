@@ -170,6 +170,9 @@ export type LivePriceTable = {
 };
 
 /**
+ * The price file alone, watched. The server now watches every policy file together
+ * (`watchPolicies`, src/policy-reload.ts); this stays for callers that want prices only.
+ *
  * `policies/models.yaml`, read again when it changes or on SIGHUP, without a restart: an
  * operator who adds a price for a local model does not have to stop the runs in flight. The
  * new file is validated before it replaces the old one; a bad one keeps the old prices and is
