@@ -10,14 +10,15 @@
 //      nothing), and before the services, so the default public URL names the port actually
 //      bound (PEERGATE_PORT=0). Until the app is in place every request is answered 503.
 //   4. notification hub → caller directory → auth-failure log → services → admin token →
-//      control socket (PGlite only) → model → sandbox → tools → run engine → A2A → reactions.
+//      control socket (PGlite only) → model → sandbox → tools → the policy-file watcher
+//      (src/policy-reload.ts: services, engine and A2A read the policies through it) → run
+//      engine → A2A → reactions.
 // `close()` undoes them in exactly the reverse order: the engine stops its runs (whose ends still
-// reach A2A), then the reactions are unwired, the A2A streams close, tools close, the control
+// reach A2A), then the reactions are unwired, the A2A streams close, the watcher stops and tools close, the control
 // socket, then the auth-failure log writes its last summaries while the database is still open,
 // the directory and the hub close, the port, the audit chainer's last pass, and last the database.
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
-import path from "node:path";
 import { resolvePublicUrl } from "./a2a/agent-card.ts";
 import { deriveCardSigningKey } from "./a2a/card-signing.ts";
 import { createPushEgress } from "./a2a/push-targets.ts";
@@ -37,11 +38,12 @@ import {
   openConfiguredDatabase,
   resolveDatabaseOptions,
 } from "./db/open-configured.ts";
-import { loadPolicies, watchPriceTable } from "./load-policies.ts";
+import { type LoadedPolicies, loadPolicies } from "./load-policies.ts";
 import type { Logger } from "./log.ts";
 import { createModelCallLog, type ModelCallLog, timeModelCalls } from "./metrics-model.ts";
 import { readNotifyConfig, startParkedRunNotifier } from "./notify/parked-notifier.ts";
 import { createCeilingCache } from "./policy/ceiling-cache.ts";
+import { type LivePolicies, watchPolicies } from "./policy-reload.ts";
 import { createSignal, reactionsOf, wireReactions } from "./reactions.ts";
 import { resolveModel } from "./runs/resolve-model.ts";
 import { prepareSandbox, type SandboxStatus } from "./sandbox/prepare-sandbox.ts";
@@ -55,7 +57,7 @@ import type { ServiceContext } from "./services/context.ts";
 import { heldSecrets } from "./services/held-secrets.ts";
 import { createAuthFailureLog } from "./services/record-auth-failures.ts";
 import { createRunEngine, type PeergateRunEngine } from "./services/runs/engine.ts";
-import { createToolRuntime } from "./tools/runtime.ts";
+import { createToolRuntime, type ToolRuntimeOptions } from "./tools/runtime.ts";
 import { isSecretName } from "./tools/scrub-environment.ts";
 
 /** The HTTP port, bound by src/server.ts when the core asks for it (step 3 above). */
@@ -140,12 +142,17 @@ export async function openCore(
     });
     opened.push(() => authFailures.close());
     const committedHere = createSignal<CallerEvent>();
+    // The policy files are read again on change or SIGHUP (src/policy-reload.ts): until the
+    // watcher exists, the policies start-up loaded.
+    let live: LivePolicies | undefined;
     const services: ServiceContext = {
       database,
       db: database.db,
       now: () => new Date(),
       logger,
-      policies,
+      get policies() {
+        return live?.view ?? policies;
+      },
       ceilings: createCeilingCache(),
       secretKey,
       publicUrl: config.publicUrl ?? listening.url,
@@ -203,30 +210,45 @@ export async function openCore(
       }),
       { credentialShapes: true },
     );
-    const tools = await createToolRuntime({
-      policies,
+    const runtimeOptions = (loaded: LoadedPolicies): ToolRuntimeOptions => ({
+      policies: loaded,
       workspace: config.workspace,
       dataDir: config.dataDir,
       env,
-      envAllowlist: policies.agent.envAllowlist ?? [],
+      envAllowlist: loaded.agent.envAllowlist ?? [],
       allowHardLinks: config.workspaceHardLinks === "allow",
       sandbox: sandbox.backend,
       redactor,
       logger,
-      ...(policies.agent.webFetch === undefined ? {} : { webFetch: policies.agent.webFetch }),
+      ...(loaded.agent.webFetch === undefined ? {} : { webFetch: loaded.agent.webFetch }),
     });
-    opened.push(() => tools.close());
-    // Read again on change or SIGHUP; each run keeps the price it started with.
-    const prices = await watchPriceTable({
-      file: path.join(config.policiesDir, "models.yaml"),
+    // agent.yaml, tools.yaml and models.yaml, read again on change or SIGHUP and validated
+    // first; each run keeps the policies, tools and price it started with.
+    const initialTools = await createToolRuntime(runtimeOptions(policies));
+    opened.push(() => initialTools.close());
+    live = await watchPolicies({
+      dir: config.policiesDir,
+      initial: policies,
+      tools: initialTools,
       logger,
+      checkSandbox: async (next) => {
+        await prepareSandbox({
+          kind: config.sandbox,
+          policies: next,
+          logger,
+          dataDir: config.dataDir,
+        });
+      },
+      buildTools: (next) => createToolRuntime(runtimeOptions(next)),
     });
-    opened.push(() => prices.close());
+    const livePolicies = live;
+    opened.push(() => livePolicies.close());
+    const tools = live.tools;
     // Every model call timed for /metrics (peergate_model_call_duration_seconds).
     const modelCalls = createModelCallLog();
     const engine = await createRunEngine({
       database,
-      policies,
+      policies: live.view,
       ceilings: services.ceilings,
       tools,
       model: timeModelCalls(resolvedModel, modelCalls),
@@ -235,7 +257,7 @@ export async function openCore(
       // The runtime's resolved root (realpath): tools refuse a call made for any other root.
       workspace: tools.workspace ?? config.workspace,
       notifications,
-      priceTable: prices.table,
+      priceTable: live.prices,
       redactor,
       ...(policies.agent.classifier?.model === undefined
         ? {}
@@ -255,7 +277,7 @@ export async function openCore(
     const pushEgress = createPushEgress({ allowAddresses: config.push.allowAddresses });
     const a2a = createA2aService({
       database,
-      policies,
+      policies: live.view,
       publicUrl: services.publicUrl,
       runs: engine,
       logger,

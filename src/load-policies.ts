@@ -48,6 +48,18 @@ export type LoadedPolicies = {
   readonly agentVersion: string;
 };
 
+/** Where a live view of the policies (src/policy-reload.ts) keeps the policies in force. */
+export const policiesNowKey = Symbol("policies in force");
+
+/**
+ * The policies in force, as one value: what a run reads once and keeps to its end. A live view
+ * (src/policy-reload.ts) changes under a reload; any other LoadedPolicies is returned as it is.
+ */
+export function policiesNow(policies: LoadedPolicies): LoadedPolicies {
+  const now = (policies as { [policiesNowKey]?: () => LoadedPolicies })[policiesNowKey];
+  return now === undefined ? policies : now();
+}
+
 function hashJson(value: unknown): string {
   return createHash("sha256").update(JSON.stringify(value)).digest("hex");
 }
@@ -158,6 +170,9 @@ export type LivePriceTable = {
 };
 
 /**
+ * The price file alone, watched. The server now watches every policy file together
+ * (`watchPolicies`, src/policy-reload.ts); this stays for callers that want prices only.
+ *
  * `policies/models.yaml`, read again when it changes or on SIGHUP, without a restart: an
  * operator who adds a price for a local model does not have to stop the runs in flight. The
  * new file is validated before it replaces the old one; a bad one keeps the old prices and is

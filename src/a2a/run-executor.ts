@@ -6,13 +6,15 @@
 //   start() resolved                Task (submitted) then status WORKING
 //   tool-call event                 status WORKING, message "tool `x`: started" (progress)
 //   text-delta events               artifact "answer", appended in chunks (coalesced, ≤ 1 / flush)
-//   outcome completed               artifact "answer" replaced by the final text, status COMPLETED
-//                                   with the answer as its message (so history holds the turn)
-//   outcome failed / interrupted    status FAILED with the run's message
-//   outcome canceled                status CANCELED
-//   outcome rejected / expired      status REJECTED with the reason
-//   outcome input-required          status INPUT_REQUIRED, message: the model's question
-//   outcome parked                  status WORKING, message: an operator must approve
+//   outcome completed               the rest of the answer appended as the last chunk, status
+//                                   COMPLETED with the answer as its message (so history holds
+//                                   the turn)
+//
+// A stream carries the answer once: concatenating the answer artifact's updates gives it. The
+// last chunk (`lastChunk`) is the text not sent yet (the whole answer when nothing streamed, as
+// for a blocking SendMessage). Text the model streamed before a tool call was not its answer: the
+// next step's first chunk replaces it (`append: false`), so the stored artifact, and a client
+// honouring A2A's append semantics, hold the final answer alone.
 //
 // Parked → WORKING: the run waits for an operator, and the caller has nothing to send or do.
 // INPUT_REQUIRED would invite a reply that cannot approve anything, and AUTH_REQUIRED reads, to a
@@ -270,23 +272,48 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
     let fullText = "";
     let unsent = "";
     let sentChunks = 0;
+    /** The text sent since the model's current step began (a tool call ends a step). */
+    let stepSent = "";
+    /** A tool call ended a step whose text was sent: the next text replaces it. */
+    let replaceNext = false;
     let timer: NodeJS.Timeout | undefined;
-    const flushText = () => {
-      if (timer) clearTimeout(timer);
-      timer = undefined;
-      if (unsent === "") return;
+    const sendChunk = (text: string, append: boolean, lastChunk: boolean) => {
       emit(
         AgentEvent.artifactUpdate({
           taskId: ids.taskId,
           contextId: ids.contextId,
-          artifact: answerArtifact(answerId(), unsent),
-          append: sentChunks > 0,
-          lastChunk: false,
+          artifact: answerArtifact(answerId(), text),
+          append,
+          lastChunk,
           metadata: undefined,
         }),
       );
       sentChunks += 1;
+    };
+    /** Sends the text gathered so far; `last` marks the artifact done (possibly with no text). */
+    const flushText = (last = false) => {
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      if (unsent === "" && !(last && sentChunks > 0)) return;
+      const replace = replaceNext && unsent !== "";
+      sendChunk(unsent, sentChunks > 0 && !replace, last);
+      if (replace) replaceNext = false;
+      stepSent += unsent;
       unsent = "";
+    };
+    /** The answer's last update: what the stream has not sent of it yet. */
+    const finishAnswer = (answer: string) => {
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      if (answer === "") return flushText(true);
+      unsent = "";
+      if (answer.startsWith(stepSent)) {
+        sendChunk(answer.slice(stepSent.length), sentChunks > 0 && !replaceNext, true);
+      } else {
+        sendChunk(answer, false, true);
+      }
+      replaceNext = false;
+      stepSent = answer;
     };
 
     let parkedTool: string | undefined;
@@ -302,6 +329,9 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
           timer ??= setTimeout(flushText, flushMs);
         } else if (event.type === "tool-call") {
           flushText();
+          // The text before a tool call was the model thinking aloud, not its answer.
+          if (sentChunks > 0) replaceNext = true;
+          stepSent = "";
           if (event.state === "parked") parkedTool = event.tool;
           emit(
             statusEvent(
@@ -453,21 +483,11 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
 
       const outcome = await handle.outcome;
       settled = true;
-      flushText();
       const finalText = outcome.status === "completed" ? (outcome.text ?? fullText) : fullText;
       // A parked run is not done: its partial answer stays open for the resumed run to finish.
-      if (finalText !== "" && outcome.status !== "parked" && outcome.status !== "input-required") {
-        bus.publish(
-          AgentEvent.artifactUpdate({
-            taskId: ids.taskId,
-            contextId: ids.contextId,
-            artifact: answerArtifact(answerId(), finalText),
-            append: false,
-            lastChunk: true,
-            metadata: undefined,
-          }),
-        );
-      }
+      if (outcome.status === "parked" || outcome.status === "input-required") flushText();
+      else if (outcome.status === "completed") finishAnswer(finalText);
+      else flushText(true);
       // An input-required run's text is its question: that, not the text streamed before it, is
       // what the status message asks.
       const shown = outcome.status === "input-required" ? outcome.text : finalText || undefined;

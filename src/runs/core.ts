@@ -6,7 +6,7 @@ import { realpath } from "node:fs/promises";
 import type { Database } from "../db/client.ts";
 import type { Notifications } from "../db/notifications.ts";
 import type { Caller, RunError } from "../db/schema.ts";
-import type { LoadedPolicies } from "../load-policies.ts";
+import { type LoadedPolicies, policiesNow } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
 import type { CeilingCache } from "../policy/ceiling-cache.ts";
 import { type EffectiveToolSet, effectiveToolSet } from "../policy/effective-set.ts";
@@ -82,7 +82,12 @@ export type RunCore = {
   /** True once shutdown began: no run starts or resumes. */
   readonly stopping: () => boolean;
   /** The effective tool set for a caller now, never wider than `within` when given. */
-  toolSetFor(caller: Caller, within?: readonly string[]): EffectiveToolSet;
+  toolSetFor(
+    caller: Caller,
+    within?: readonly string[],
+    /** The policies the run keeps (policiesNow at its start); default: those in force. */
+    using?: LoadedPolicies,
+  ): EffectiveToolSet;
   /** Why a run cannot start at all, before any model call; else the model's price. */
   checkStartable(caller: Caller): { error: RunError } | { price: ModelPrice | undefined };
   /** Tells onRunSettled listeners; a listener that throws is logged, never propagated. */
@@ -123,8 +128,8 @@ export async function createRunCore(
     redactor: options.redactor,
     active: createActiveRuns(),
     stopping,
-    toolSetFor(caller, within) {
-      const ceiling = ceilings.get(policies.inventory, policies.agent, {
+    toolSetFor(caller, within, using = policiesNow(policies)) {
+      const ceiling = ceilings.get(using.inventory, using.agent, {
         // Keyed by id: a name can be reused by a later caller.
         name: caller.id,
         tier: caller.tier,
@@ -132,8 +137,8 @@ export async function createRunCore(
         version: caller.version,
       });
       return effectiveToolSet(
-        policies.inventory,
-        policies.agent,
+        using.inventory,
+        using.agent,
         ceiling,
         within ? { within: new Set(within) } : {},
       );

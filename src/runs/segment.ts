@@ -16,6 +16,7 @@ import type {
 } from "../db/schema.ts";
 import { storableText } from "../db/storable.ts";
 import { isWaitingStatus, type PendingInput } from "../domain/run.ts";
+import { type LoadedPolicies, policiesNow } from "../load-policies.ts";
 import { isCallerRevoked } from "../policy/caller-revoked.ts";
 import type { EffectiveToolSet } from "../policy/effective-set.ts";
 import type { ActiveRun, StopReason } from "./active-runs.ts";
@@ -267,6 +268,9 @@ async function runSteps(
   const { db, instanceId, now, model } = core;
   const { run, caller, set } = input;
   const { used, messages, unflushed } = state;
+  // Read once: a policy reload while the segment runs reaches the runs that start after it.
+  const policies = policiesNow(core.policies);
+  const tools = core.tools.tools;
   const startable = core.checkStartable(caller);
   if ("error" in startable || !model.ok) {
     return {
@@ -298,14 +302,16 @@ async function runSteps(
   // The caller's controls when the run first stepped: widening later never reaches it.
   const started = run.controls ?? snapshotControls(caller);
   if (run.controls === null) await saveRunControls(db, run.id, started);
-  const controls: RunControlsHolder = { current: runControlsFor(core, run, started, caller, set) };
+  const controls: RunControlsHolder = {
+    current: runControlsFor(policies, run, started, caller, set),
+  };
   const narrow = (current: Caller) => {
     controls.current = runControlsFor(
-      core,
+      policies,
       run,
       started,
       current,
-      core.toolSetFor(current, [...run.toolSet]),
+      core.toolSetFor(current, [...run.toolSet], policies),
     );
   };
   // A resumed run runs the answered call first: a cancel recorded while it was being claimed is
@@ -313,13 +319,13 @@ async function runSteps(
   if (input.resume) await checkBetweenSteps(core, entry, narrow);
   // A first segment has no calls yet; a resumed one keeps its rows' ids unique.
   const recordIds = new Set(input.resume ? await listCallIds(db, run.id) : []);
-  const reserved = new Set(core.policies.inventory.names.keys());
-  const modelTools = buildModelTools(set, core.tools.tools, reserved);
+  const reserved = new Set(policies.inventory.names.keys());
+  const modelTools = buildModelTools(set, tools, reserved);
   const batch: BatchDeps = {
     controls,
-    tools: core.tools.tools,
+    tools,
     decide: {
-      commandTools: commandToolShapes(core),
+      commandTools: commandToolShapes(policies),
       ...(core.classifierModel.ok
         ? {
             classify: (command: string) =>
@@ -359,7 +365,7 @@ async function runSteps(
     return await runSegment({
       model: model.model,
       price: startable.price,
-      instructions: core.policies.agent.instructions,
+      instructions: policies.agent.instructions,
       tools: modelTools.tools,
       renamed: modelTools.renamed,
       batch,
@@ -429,13 +435,13 @@ export async function checkBetweenSteps(
 
 /** The controls a run decides with: the stricter of how it started and its caller now. */
 function runControlsFor(
-  core: RunCore,
+  policies: LoadedPolicies,
   run: Run,
   started: RunControlsSnapshot,
   caller: Caller,
   set: EffectiveToolSet,
 ): RunControls {
-  const agent = core.policies.agent;
+  const agent = policies.agent;
   return buildRunControls({
     policy: stricterPolicy(run.approvalPolicy, caller.approvalPolicy),
     set,
@@ -467,9 +473,9 @@ function describeFixedArg(
 }
 
 /** The declared command tools, as the risk floor needs them. */
-function commandToolShapes(core: RunCore): ReadonlyMap<string, CommandToolShape> {
+function commandToolShapes(policies: LoadedPolicies): ReadonlyMap<string, CommandToolShape> {
   const shapes = new Map<string, CommandToolShape>();
-  for (const tool of core.policies.toolsPolicy.commands) {
+  for (const tool of policies.toolsPolicy.commands) {
     shapes.set(
       tool.name,
       tool.mode === "fixed"

@@ -1,0 +1,283 @@
+// The policy files (agent.yaml, tools.yaml, models.yaml) are read again while the server runs,
+// on change or SIGHUP: a new agent.yaml changes the ceilings at once; a bad file keeps the policy
+// in force and the log says which file, which field and what to do; a run started before a reload
+// finishes with the tools it started with; a reload that would let the agent start processes runs
+// the sandbox check first and is refused when it fails.
+import { cp, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.ts";
+import { loadPolicies } from "../../src/load-policies.ts";
+import { createLogger } from "../../src/log.ts";
+import { watchPolicies } from "../../src/policy-reload.ts";
+import { prepareSandbox } from "../../src/sandbox/prepare-sandbox.ts";
+import type { SandboxBackend } from "../../src/sandbox/types.ts";
+import { startServer } from "../../src/server.ts";
+import type { ToolRuntime } from "../../src/tools/types.ts";
+import { repoPoliciesDir } from "../support/app.ts";
+import {
+  countAssistantTurns,
+  createOpenAiStub,
+  type OpenAiStub,
+  readContent,
+} from "../support/openai-stub.ts";
+
+/** A logger whose lines can be awaited: `next("policies reloaded")` resolves at that message. */
+function awaitableLogger() {
+  const waiting: { msg: string; resolve: (line: Record<string, unknown>) => void }[] = [];
+  const lines: Record<string, unknown>[] = [];
+  const logger = createLogger({
+    level: "info",
+    write: (line) => {
+      const parsed = JSON.parse(line) as Record<string, unknown>;
+      lines.push(parsed);
+      for (const w of waiting.splice(0)) {
+        if (parsed.msg === w.msg) w.resolve(parsed);
+        else waiting.push(w);
+      }
+    },
+  });
+  const next = (msg: string) =>
+    new Promise<Record<string, unknown>>((resolve) => waiting.push({ msg, resolve }));
+  return { logger, next, lines };
+}
+
+/** As an editor saves: a new file renamed over the old one. */
+async function save(file: string, text: string) {
+  await writeFile(`${file}.tmp`, text);
+  await rename(`${file}.tmp`, file);
+}
+
+const reloaded = "policies reloaded";
+const refused = "policies not reloaded: a policy file is invalid; the policy in force stays";
+
+describe("policy reload in a running server", () => {
+  let dir: string;
+  let policies: string;
+  let agentFile: string;
+  let shipped: string;
+  let stub: OpenAiStub;
+  let server: Awaited<ReturnType<typeof startServer>>;
+  let adminToken: string;
+  let secret: string;
+  let log: ReturnType<typeof awaitableLogger>;
+  let releaseSlow: () => void = () => {};
+  const slowHeld = new Promise<void>((resolve) => {
+    releaseSlow = resolve;
+  });
+  let slowArrived: () => void = () => {};
+  const slowSeen = new Promise<void>((resolve) => {
+    slowArrived = resolve;
+  });
+
+  const admin = async (method: string, pathname: string, body?: unknown) => {
+    const res = await fetch(`${server.url}/admin/v1${pathname}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${adminToken}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  };
+  /** The tools a caller of `tier` would be admitted, as the admin API previews them. */
+  const ceilingTools = async (tier = "internal") => {
+    const preview = await admin("POST", "/ceiling/preview", { tier });
+    expect(preview.status).toBe(200);
+    return preview.body.admitted as string[];
+  };
+  const send = (text: string) =>
+    fetch(`${server.url}/a2a`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${secret}`,
+        "content-type": "application/json",
+        "a2a-version": "1.0",
+      },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "SendMessage",
+        params: {
+          message: { messageId: crypto.randomUUID(), role: "ROLE_USER", parts: [{ text }] },
+        },
+      }),
+    }).then(
+      async (res) =>
+        (await res.json()) as {
+          result: { task: { metadata: { peergate: { runId: string } } } };
+        },
+    );
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), "peergate-policy-reload-"));
+    policies = path.join(dir, "policies");
+    await cp(repoPoliciesDir, policies, { recursive: true });
+    agentFile = path.join(policies, "agent.yaml");
+    shipped = await readFile(agentFile, "utf8");
+    await save(
+      path.join(policies, "models.yaml"),
+      'models:\n  "openai-compatible:local": { inputUsdPerMillionTokens: 0, outputUsdPerMillionTokens: 0 }\n',
+    );
+    stub = createOpenAiStub();
+    const baseUrl = await stub.listen();
+    stub.respondWith(async (request) => {
+      const user = readContent(request.messages.find((m) => m.role === "user"));
+      if (user.startsWith("slow") && countAssistantTurns(request) === 0) {
+        slowArrived();
+        await slowHeld;
+        return { calls: [{ id: "call_time", name: "get_time", arguments: "{}" }] };
+      }
+      return { text: "done" };
+    });
+    log = awaitableLogger();
+    const env = {
+      PEERGATE_DATA_DIR: path.join(dir, "data"),
+      PEERGATE_WORKSPACE: path.join(dir, "workspace"),
+      PEERGATE_POLICIES_DIR: policies,
+      PEERGATE_PORT: "0",
+      PEERGATE_MODEL: "openai-compatible:local",
+      PEERGATE_MODEL_BASE_URL: baseUrl,
+      PEERGATE_SANDBOX: "none",
+    };
+    server = await startServer(loadConfig(env, dir), log.logger);
+    adminToken = (await readFile(path.join(dir, "data", "admin-token"), "utf8")).trim();
+    const created = await admin("POST", "/callers", { name: "reader", kind: "peer" });
+    secret = (created.body.credential as { secret: string }).secret;
+  });
+  afterAll(async () => {
+    releaseSlow();
+    await server?.stop();
+    await stub?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("a saved agent.yaml changes the ceiling at once, no restart", async () => {
+    expect(await ceilingTools()).toContain("ls");
+    const done = log.next(reloaded);
+    await save(agentFile, shipped.replace(/^deniedTools: \[\]$/m, "deniedTools: [ls]"));
+    const line = await done;
+    expect(line.files).toEqual([agentFile]);
+    expect(await ceilingTools()).not.toContain("ls");
+  });
+
+  it("a broken file keeps the policy in force and the log names the file, the field and the fix", async () => {
+    const before = await ceilingTools();
+    const why = log.next(refused);
+    await save(agentFile, `${shipped}\nunknownSetting: 1\n`);
+    const line = await why;
+    expect(line.file).toBe(agentFile);
+    expect(String(line.field)).toContain("unknownSetting");
+    expect(String(line.fix)).toContain("the policy in force stays");
+    expect(await ceilingTools()).toEqual(before);
+    expect(await ceilingTools()).not.toContain("ls");
+  });
+
+  it("SIGHUP reads the files again", async () => {
+    const done = log.next(reloaded);
+    await writeFile(agentFile, shipped);
+    process.kill(process.pid, "SIGHUP");
+    await done;
+    expect(await ceilingTools()).toContain("ls");
+  });
+
+  it("a run started before a reload finishes with the tools it started with", async () => {
+    const pending = send("slow: what time is it?");
+    await slowSeen;
+    // get_time is taken away while the run's model is thinking about calling it.
+    const done = log.next(reloaded);
+    await save(agentFile, shipped.replace(/^deniedTools: \[\]$/m, "deniedTools: [get_time]"));
+    await done;
+    expect(await ceilingTools("public")).not.toContain("get_time");
+    releaseSlow();
+    const answer = await pending;
+    const runId = answer.result.task.metadata.peergate.runId;
+    const run = await admin("GET", `/runs/${runId}`);
+    const record = run.body.run as {
+      status: string;
+      toolSet: string[];
+      toolCalls: { tool: string; status: string }[];
+    };
+    expect(record.status).toBe("completed");
+    expect(record.toolSet).toContain("get_time");
+    expect(record.toolCalls.map((c) => [c.tool, c.status])).toEqual([["get_time", "completed"]]);
+    // A run started after the reload is not offered it.
+    stub.requests.splice(0);
+    const later = await send("quick: and now?");
+    const laterRun = await admin("GET", `/runs/${later.result.task.metadata.peergate.runId}`);
+    expect((laterRun.body.run as { toolSet: string[] }).toolSet).not.toContain("get_time");
+    const offered = stub.requests.at(-1)?.body.tools?.map((t) => t.function.name) ?? [];
+    expect(stub.requests.length).toBeGreaterThan(0);
+    expect(offered).not.toContain("get_time");
+  });
+});
+
+describe("a reload that would start processes", () => {
+  /** A bwrap-kind backend whose probe always fails, as on a machine without bubblewrap. */
+  const brokenBackend: SandboxBackend = {
+    kind: "bwrap",
+    confines: true,
+    wrap: () => ({ command: "/nonexistent/bwrap", args: [], cwd: "/", env: {} }),
+  };
+  const noTools: ToolRuntime = { tools: new Map(), close: async () => {} };
+
+  it("runs the sandbox check first and is refused when it fails", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), "peergate-policy-sandbox-"));
+    try {
+      await cp(repoPoliciesDir, dir, { recursive: true });
+      const agentFile = path.join(dir, "agent.yaml");
+      const shipped = await readFile(agentFile, "utf8");
+      const { logger, lines } = awaitableLogger();
+      const initial = await loadPolicies(dir);
+      let checked = 0;
+      const live = await watchPolicies({
+        dir,
+        initial,
+        tools: noTools,
+        logger,
+        signals: false,
+        checkSandbox: async (next) => {
+          checked += 1;
+          await prepareSandbox({ kind: "bwrap", policies: next, logger, backend: brokenBackend });
+        },
+        buildTools: async () => noTools,
+      });
+      try {
+        await writeFile(agentFile, shipped.replace(/^tools: \[.*\]$/m, "tools: [files, shell]"));
+        const result = await live.reload();
+        expect(checked).toBe(1);
+        expect(result.ok).toBe(false);
+        if (result.ok) return;
+        expect(result.problems[0]?.file).toBe(agentFile);
+        expect(result.problems[0]?.problem).toContain("the sandbox does not work here");
+        expect(live.current).toBe(initial);
+        expect(live.view.agent).toBe(initial.agent);
+        expect(lines.some((l) => l.msg === refused && l.file === agentFile)).toBe(true);
+
+        // The same change with a working sandbox is applied, with a new agent identity.
+        await writeFile(agentFile, shipped);
+        const applied = await watchPolicies({
+          dir,
+          initial,
+          tools: noTools,
+          logger,
+          signals: false,
+          checkSandbox: async () => {},
+          buildTools: async () => noTools,
+        });
+        await writeFile(agentFile, shipped.replace(/^tools: \[.*\]$/m, "tools: [files, shell]"));
+        const ok = await applied.reload();
+        expect(ok.ok).toBe(true);
+        expect(applied.view.agent).not.toBe(initial.agent);
+        expect(applied.view.agent.version).not.toBe(initial.agent.version);
+        await applied.close();
+      } finally {
+        await live.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
