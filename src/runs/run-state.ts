@@ -428,12 +428,15 @@ export async function finishRun(
   });
 }
 
-/** Moves a parked run (locked by the caller) back to working, owned by this instance. */
-export async function claimParkedRun(
+/**
+ * Moves a waiting run (locked by the caller) back to working, owned by this instance: a parked run
+ * an operator approved, or an input-required run its caller answered. Clears what it waited on.
+ */
+export async function claimWaitingRun(
   tx: DbTransaction,
-  input: { run: Run; instanceId: string; at: Date },
+  input: { run: Run; instanceId: string; at: Date; from: "parked" | "input-required" },
 ): Promise<Run | undefined> {
-  const { run, at } = input;
+  const { run, at, from } = input;
   const [claimed] = await tx
     .update(runs)
     .set({
@@ -443,10 +446,10 @@ export async function claimParkedRun(
       segments: run.segments + 1,
       segmentStartedAt: at,
       parkedUntil: null,
-      pendingApproval: null,
+      ...(from === "parked" ? { pendingApproval: null } : { pendingInput: null }),
       updatedAt: at,
     })
-    .where(and(eq(runs.id, run.id), eq(runs.status, "parked")))
+    .where(and(eq(runs.id, run.id), eq(runs.status, from)))
     .returning();
   if (claimed) await moveSlot(tx, claimed.callerId, 1);
   return claimed;
@@ -511,30 +514,6 @@ export async function awaitCallerInput(
     });
     return { cancelReason: row.cancelRequestedAt ? (row.cancelReason ?? "canceled") : null };
   });
-}
-
-/** Moves an input-required run (locked by the caller) back to working, owned by this instance. */
-export async function claimInputRun(
-  tx: DbTransaction,
-  input: { run: Run; instanceId: string; at: Date },
-): Promise<Run | undefined> {
-  const { run, at } = input;
-  const [claimed] = await tx
-    .update(runs)
-    .set({
-      status: "working",
-      ownerInstanceId: input.instanceId,
-      heartbeatAt: at,
-      segments: run.segments + 1,
-      segmentStartedAt: at,
-      parkedUntil: null,
-      pendingInput: null,
-      updatedAt: at,
-    })
-    .where(and(eq(runs.id, run.id), eq(runs.status, "input-required")))
-    .returning();
-  if (claimed) await moveSlot(tx, claimed.callerId, 1);
-  return claimed;
 }
 
 /** How a parked run ends without resuming. */

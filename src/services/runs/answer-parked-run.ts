@@ -11,7 +11,7 @@ import { isCallerRevoked } from "../../policy/caller-revoked.ts";
 import type { RunCore } from "../../runs/core.ts";
 import { expiredError, outcomeOf, settledFromRun } from "../../runs/outcome.ts";
 import { lockRun, readCaller, readRun } from "../../runs/run-queries.ts";
-import { claimParkedRun, closeParkedRuns } from "../../runs/run-state.ts";
+import { claimWaitingRun, closeParkedRuns } from "../../runs/run-state.ts";
 import { executeSegment } from "../../runs/segment.ts";
 import type { ApprovalDecision } from "../../runs/tool-batch.ts";
 import type { RunHandle } from "../../runs/types.ts";
@@ -87,7 +87,12 @@ async function claimRun(ctx: RunCore, answer: ParkedRunAnswer): Promise<Claim> {
       });
       return { kind: "closed", why: "its caller was revoked: the run was rejected" };
     }
-    const claimed = await claimParkedRun(tx, { run, instanceId: ctx.instanceId, at });
+    const claimed = await claimWaitingRun(tx, {
+      run,
+      instanceId: ctx.instanceId,
+      at,
+      from: "parked",
+    });
     if (!claimed) throw new ConflictError("the run changed while it was being answered");
     await appendAuditEvent(tx, {
       actor: answer.actor,

@@ -17,7 +17,7 @@ import { isCallerRevoked } from "../../policy/caller-revoked.ts";
 import type { RunCore } from "../../runs/core.ts";
 import { expiredError, outcomeOf, settledFromRun } from "../../runs/outcome.ts";
 import { isUuid, lockRun, readCaller, readRun } from "../../runs/run-queries.ts";
-import { claimInputRun, closeParkedRuns } from "../../runs/run-state.ts";
+import { claimWaitingRun, closeParkedRuns } from "../../runs/run-state.ts";
 import { executeSegment } from "../../runs/segment.ts";
 import type { AnswerRunInputRequest, RunEvent, RunHandle } from "../../runs/types.ts";
 
@@ -96,7 +96,12 @@ async function claimRun(ctx: RunCore, request: AnswerRunInputRequest): Promise<C
       });
       return { kind: "closed", why: "its caller was revoked: the run was rejected" };
     }
-    const claimed = await claimInputRun(tx, { run, instanceId: ctx.instanceId, at });
+    const claimed = await claimWaitingRun(tx, {
+      run,
+      instanceId: ctx.instanceId,
+      at,
+      from: "input-required",
+    });
     if (!claimed) throw new ConflictError("the run changed while it was being answered");
     await appendAuditEvent(tx, {
       actor: `caller:${caller.name}`,
