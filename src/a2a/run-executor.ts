@@ -431,6 +431,8 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
                       created = buildTask(runId);
                       await deps.store.createInTransaction(tx, created, caller.id);
                     },
+                    // One upsert, sent at once: the COMMIT may follow it.
+                    inCreateTransactionStatements: 1,
                   }),
             },
             onEvent,

@@ -20,6 +20,12 @@ export type StartRunRequest = {
    */
   inCreateTransaction?: (tx: DbTransaction, runId: string) => Promise<void>;
   /**
+   * How many statements `inCreateTransaction` sends, when it sends them all without waiting for
+   * an answer (one independent write, say): the transaction's COMMIT then follows them in the same
+   * round trip (src/db/pipelined-transactions.ts). Leave it out for a hook that reads or decides.
+   */
+  inCreateTransactionStatements?: number;
+  /**
    * False when nobody reads the answer as it is written (a blocking A2A `SendMessage`): the model
    * is then called without streaming, which costs less, and the text arrives in one delta per
    * step. Default true.
