@@ -148,8 +148,7 @@ async function transaction(
     if (closed.command !== "COMMIT") {
       // The server rolled the transaction back: a statement in it failed.
       throw (
-        firstError?.error ??
-        new Error(`the transaction ended with ${closed.command}, not COMMIT`)
+        firstError?.error ?? new Error(`the transaction ended with ${closed.command}, not COMMIT`)
       );
     }
     return result;
