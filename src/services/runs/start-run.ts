@@ -109,6 +109,7 @@ export async function startRun({
     caller: created.caller,
     set: created.set,
     ...(request.stream === false ? { stream: false } : {}),
+    ...(request.inFinishTransaction ? { inFinishTransaction: request.inFinishTransaction } : {}),
     onEvent,
   }).then((result) => result.outcome);
   entry.done = outcome;
