@@ -103,13 +103,40 @@ async function resolveKey(
   const key = settings.publicKey;
   if (key === undefined) return undefined;
   const alg = settings.algorithms[0];
+  let imported: Awaited<ReturnType<typeof importJWK>>;
   if (typeof key === "string") {
     if (!alg) return undefined;
-    return importSPKI(key, alg);
+    imported = await importOnce(`${alg}\n${key}`, () => importSPKI(key, alg));
+  } else {
+    const jwkAlg = key.alg ?? alg;
+    imported = await importOnce(`${jwkAlg}\n${JSON.stringify(key)}`, () => importJWK(key, jwkAlg));
   }
-  const imported = await importJWK(key, key.alg ?? alg);
   if (imported instanceof Uint8Array) return undefined; // a symmetric key: refused by design
   return imported;
+}
+
+/**
+ * Public keys as imported, by algorithm and key text: importing a key costs more than checking a
+ * signature with it (bench/auth.ts), and a caller's key is the same on each request. The key text
+ * is the cache key, so a changed key is imported anew; a failed import is not kept.
+ */
+const importedKeys = new Map<string, Promise<Awaited<ReturnType<typeof importJWK>>>>();
+const maxImportedKeys = 256;
+
+function importOnce(
+  cacheKey: string,
+  load: () => Promise<Awaited<ReturnType<typeof importJWK>>>,
+): Promise<Awaited<ReturnType<typeof importJWK>>> {
+  const known = importedKeys.get(cacheKey);
+  if (known) return known;
+  const loading = load();
+  importedKeys.set(cacheKey, loading);
+  loading.catch(() => importedKeys.delete(cacheKey));
+  if (importedKeys.size > maxImportedKeys) {
+    const oldest = importedKeys.keys().next().value;
+    if (oldest !== undefined) importedKeys.delete(oldest);
+  }
+  return loading;
 }
 
 export async function verifyPeerJwt(

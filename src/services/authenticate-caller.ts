@@ -3,7 +3,7 @@
 // layer answers every failure with the same 401, so nothing tells a prober which names exist or
 // why a credential failed.
 import { createHmac } from "node:crypto";
-import { and, eq, isNull, lt, sql } from "drizzle-orm";
+import { and, eq, isNull, sql } from "drizzle-orm";
 import { decodeJwt } from "jose";
 import { readBearer } from "../auth/bearer.ts";
 import { verifyGithubSignature } from "../auth/github-signature.ts";
@@ -16,13 +16,7 @@ import {
 import { openSecret } from "../auth/sealed-secrets.ts";
 import { hashSecret, secretPattern } from "../auth/secrets.ts";
 import { appendAuditEvent } from "../db/audit.ts";
-import {
-  type Caller,
-  type CallerKind,
-  type Credential,
-  credentials,
-  jwtReplays,
-} from "../db/schema.ts";
+import { type Caller, type CallerKind, type Credential, credentials } from "../db/schema.ts";
 import { UnauthenticatedError } from "../errors.ts";
 import { isCallerRevoked } from "../policy/caller-revoked.ts";
 import type { CallerDirectory } from "./caller-directory.ts";
@@ -30,6 +24,7 @@ import { callerNamePattern } from "./caller-input.ts";
 import type { ServiceContext } from "./context.ts";
 import { isCredentialActive } from "./describe-caller.ts";
 import { sealContext } from "./issue-credential.ts";
+import { createJtiClaimer, type JtiClaimer } from "./jti-claims.ts";
 
 export type AuthenticatedCaller = {
   caller: Caller;
@@ -219,22 +214,22 @@ async function authenticatePeerJwt(
   return { caller, credentialId: null, method: "jwt" };
 }
 
-/** Claims (issuer, jti) once; expired claims are swept as they are passed. */
-async function claimJti(
+/** One claimer per database, so that concurrent requests' claims share a statement. */
+const jtiClaimers = new WeakMap<object, JtiClaimer>();
+
+/** Claims (issuer, jti) once, grouped with concurrent claims (src/services/jti-claims.ts). */
+function claimJti(
   ctx: ServiceContext,
   issuer: string,
   jti: string,
   expiresAt: Date,
 ): Promise<boolean> {
-  const inserted = await ctx.db
-    .insert(jwtReplays)
-    .values({ issuer, jti, expiresAt })
-    .onConflictDoNothing()
-    .returning({ jti: jwtReplays.jti });
-  if (Math.random() < 0.01) {
-    await ctx.db.delete(jwtReplays).where(lt(jwtReplays.expiresAt, ctx.now()));
+  let claimer = jtiClaimers.get(ctx.db);
+  if (!claimer) {
+    claimer = createJtiClaimer(ctx.db, ctx.now);
+    jtiClaimers.set(ctx.db, claimer);
   }
-  return inserted.length === 1;
+  return claimer.claim(issuer, jti, expiresAt);
 }
 
 /** Generic webhook: `POST /webhooks/:name` with a bearer token of that caller. */

@@ -92,6 +92,25 @@ describe("peer JWT: accepted", () => {
   });
 });
 
+describe("peer JWT: a changed key", () => {
+  it("verifies with the key configured now, not one imported before (keys are cached)", async () => {
+    // Both keys used once first, so each is in the import cache.
+    expect((await verifyPeerJwt(await signRs256(claims()), settings, deps())).ok).toBe(true);
+    const rotated = { ...settings, publicKey: await exportJWK(attacker.publicKey) };
+    const byNewKey = await signRs256(claims(), {}, attacker.privateKey);
+    expect((await verifyPeerJwt(byNewKey, rotated, deps())).ok).toBe(true);
+    // The caller's key was changed: a token of the old key is refused, and the other way round.
+    expect(await verifyPeerJwt(await signRs256(claims()), rotated, deps())).toMatchObject({
+      ok: false,
+      reason: "bad-signature",
+    });
+    const oldPem = { ...settings, publicKey: rsaPublicPem };
+    expect(
+      await verifyPeerJwt(await signRs256(claims(), {}, attacker.privateKey), oldPem, deps()),
+    ).toMatchObject({ ok: false, reason: "bad-signature" });
+  });
+});
+
 describe("peer JWT: RFC 8725 attacks", () => {
   it.each(["none", "None", "NONE", "nOnE"])("refuses alg %j", async (alg) => {
     const token = `${b64({ alg, typ: "JWT" })}.${b64(claims())}.`;
