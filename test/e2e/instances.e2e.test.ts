@@ -8,21 +8,19 @@ import path from "node:path";
 import { TaskState } from "@a2a-js/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
-import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { postgresSkipReason } from "../support/databases.ts";
 import {
   addCaller,
   asTask,
   collectStream,
   copyPolicies,
-  createSharedSecrets,
-  createWorkspace,
   type Peergate,
   readScenario,
   readTaskRunId,
   removeTempDirs,
   type ScriptedModel,
-  startPeergate,
   startScriptedModel,
+  startTwoInstances,
   textOf,
   userMessage,
   waitFor,
@@ -60,29 +58,23 @@ describe.skipIf(skip !== undefined)(
     let model: ScriptedModel;
     let a: Peergate;
     let b: Peergate;
-    let workspace: string;
-    let dropDatabase: (() => Promise<void>) | undefined;
+    let stopInstances: (() => Promise<void>) | undefined;
 
     beforeAll(async () => {
       model = await startScriptedModel(scenarios);
-      const database = await createPostgresTestDatabase({ migrate: false });
-      dropDatabase = database.drop;
-      workspace = await createWorkspace();
-      const shared = {
-        ...createSharedSecrets(),
-        databaseUrl: database.url,
-        policiesDir: await copyPolicies(),
-        workspace,
-        modelBaseUrl: model.baseUrl,
-      };
       // A migrates the empty database first; B then finds it migrated.
-      a = await startPeergate(shared);
-      b = await startPeergate(shared);
+      ({
+        a,
+        b,
+        stop: stopInstances,
+      } = await startTwoInstances({
+        policiesDir: await copyPolicies(),
+        modelBaseUrl: model.baseUrl,
+      }));
     });
     afterAll(async () => {
-      await Promise.allSettled([a?.stop(), b?.stop()]);
+      await stopInstances?.();
       await model?.close();
-      await dropDatabase?.();
       await removeTempDirs();
     });
 
@@ -106,7 +98,7 @@ describe.skipIf(skip !== undefined)(
       expect(textOf(parked.status?.message?.parts)).toMatch(
         /^Waiting for an operator to approve the call to `write_file`\. Nothing is needed from you/,
       );
-      const target = path.join(workspace, "approved.txt");
+      const target = path.join(a.workspace, "approved.txt");
       await expect(access(target)).rejects.toThrow();
 
       const runId = readTaskRunId(parked);

@@ -6,19 +6,17 @@ import { Task, TaskState } from "@a2a-js/sdk";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { a2aTasks } from "../../src/db/schema.ts";
-import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { postgresSkipReason } from "../support/databases.ts";
 import {
   addCaller,
   asTask,
   copyPolicies,
-  createSharedSecrets,
-  createWorkspace,
   type Peergate,
   readTaskRunId,
   removeTempDirs,
   type ScriptedModel,
-  startPeergate,
   startScriptedModel,
+  startTwoInstances,
   userMessage,
   waitFor,
   waitForRun,
@@ -47,26 +45,22 @@ describe.skipIf(skip !== undefined)(
     let model: ScriptedModel;
     let a: Peergate;
     let b: Peergate;
-    let dropDatabase: (() => Promise<void>) | undefined;
+    let stopInstances: (() => Promise<void>) | undefined;
 
     beforeAll(async () => {
       model = await startScriptedModel(scenarios);
-      const database = await createPostgresTestDatabase({ migrate: false });
-      dropDatabase = database.drop;
-      const shared = {
-        ...createSharedSecrets(),
-        databaseUrl: database.url,
+      ({
+        a,
+        b,
+        stop: stopInstances,
+      } = await startTwoInstances({
         policiesDir: await copyPolicies(),
-        workspace: await createWorkspace(),
         modelBaseUrl: model.baseUrl,
-      };
-      a = await startPeergate(shared);
-      b = await startPeergate(shared);
+      }));
     });
     afterAll(async () => {
-      await Promise.allSettled([a?.stop(), b?.stop()]);
+      await stopInstances?.();
       await model?.close();
-      await dropDatabase?.();
       await removeTempDirs();
     });
 
