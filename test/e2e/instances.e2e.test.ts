@@ -2,11 +2,17 @@
 // A run parks on instance A waiting for an operator; the operator approves it through instance B's
 // admin API (admin token + operator token, naming the call and its digest); the run resumes on B,
 // the file is written, and the A2A task the client follows on A completes. And a caller revoked
-// on B mid-run: its run on A stops, its open stream on A ends, and both instances refuse it.
+// on B mid-run: its run on A stops, its open stream on A ends, and both instances refuse it. And
+// a caller revoked on B while its run is parked, A2A task waiting on A: the revocation closes the
+// run through the one function that closes parked runs (the call closed, a run.rejected audit
+// event), and A learns it from the caller event, which names the runs it closed, and marks the
+// task REJECTED.
 import { access, readFile } from "node:fs/promises";
 import path from "node:path";
-import { TaskState } from "@a2a-js/sdk";
+import { Task, TaskState } from "@a2a-js/sdk";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { a2aTasks } from "../../src/db/schema.ts";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
 import { postgresSkipReason } from "../support/databases.ts";
 import {
@@ -45,6 +51,19 @@ const scenarios = {
       ],
     },
     { text: approvedText },
+  ],
+  // Parks, and is never approved: its caller is revoked while it waits.
+  "park-revoke": [
+    {
+      text: "I will write the file.",
+      calls: [
+        {
+          id: "call_park",
+          name: "write_file",
+          arguments: JSON.stringify({ path: "never.txt", content: "no\n" }),
+        },
+      ],
+    },
   ],
   // One tool call, then a model call that never finishes on its own.
   hang: [{ calls: [{ id: "call_first", name: "get_time", arguments: "{}" }] }, { hang: true }],
@@ -262,6 +281,56 @@ describe.skipIf(skip !== undefined)(
       expect(model.requestsOf("hang").filter((r) => readScenario(r) === "hang")).toHaveLength(
         before + 2,
       );
+    });
+
+    it("revoked on B while parked: the run is rejected, its call closed and audited, A's task REJECTED", async () => {
+      const peer = await addCaller(a, {
+        name: "parked-revokee",
+        kind: "peer",
+        tier: "public",
+        allow: ["write_file"],
+        approvalPolicy: "read-only",
+      });
+      const client = await a.client(peer.secret);
+      const parked = asTask(
+        await client.sendMessage({
+          message: userMessage("scenario:park-revoke Write never.txt, please."),
+        } as never),
+      );
+      expect(parked.status?.state).toBe(TaskState.TASK_STATE_WORKING);
+      const runId = readTaskRunId(parked);
+
+      const revoked = await b.admin("POST", "/callers/parked-revokee/revoke", { reason: "e2e" });
+      expect(revoked.status).toBe(200);
+      expect(revoked.body).toMatchObject({ parkedRunsRejected: 1 });
+
+      const run = await waitForRun(a, runId, ["rejected"]);
+      expect(run.error).toMatchObject({ code: "caller-revoked" });
+      expect(run.pending ?? null).toBeNull();
+      expect(
+        run.toolCalls.map((c: { callId: string; status: string }) => [c.callId, c.status]),
+      ).toEqual([["call_park", "not-started"]]);
+
+      const audit = await a.admin("GET", `/audit?subject=run:${runId}&limit=100`);
+      const kinds = (audit.body.events as { kind: string }[]).map((e) => e.kind);
+      expect(kinds.filter((k) => k === "run.rejected")).toHaveLength(1);
+
+      // The caller cannot read its task any more; the task itself is settled on A.
+      const state = await waitFor(
+        async () => {
+          const [row] = await a.server.database.db
+            .select({ task: a2aTasks.task })
+            .from(a2aTasks)
+            .where(eq(a2aTasks.id, parked.id));
+          const task = row ? Task.fromJSON(row.task) : undefined;
+          return task?.status?.state === TaskState.TASK_STATE_REJECTED
+            ? task.status.state
+            : undefined;
+        },
+        10_000,
+        "the A2A task to be rejected",
+      );
+      expect(state).toBe(TaskState.TASK_STATE_REJECTED);
     });
   },
 );
