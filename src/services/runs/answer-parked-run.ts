@@ -10,11 +10,10 @@ import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts"
 import type { RunCore } from "../../runs/core.ts";
 import { settledFromRun } from "../../runs/outcome.ts";
 import { lockRun } from "../../runs/run-queries.ts";
-import { claimWaitingRun } from "../../runs/run-state.ts";
 import { executeSegment } from "../../runs/segment.ts";
 import type { ApprovalDecision } from "../../runs/tool-batch.ts";
 import type { RunHandle } from "../../runs/types.ts";
-import { closeWaitingRun, refuseClosedRun } from "./close-waiting-run.ts";
+import { closeOrClaimWaitingRun, refuseClosedRun } from "./close-or-claim-waiting-run.ts";
 
 export type ParkedRunAnswer = {
   readonly runId: string;
@@ -62,23 +61,14 @@ async function claimRun(ctx: RunCore, answer: ParkedRunAnswer): Promise<Claim> {
     ) {
       return { kind: "stale" };
     }
-    const at = ctx.now();
-    const check = await closeWaitingRun(tx, ctx, {
+    const claim = await closeOrClaimWaitingRun(tx, ctx, {
       run,
-      at,
+      from: "parked",
       revokedBy: answer.actor,
       expiredWhy: "its approval window had closed: the run expired",
       revokedMessage: "the caller was revoked while this run was parked",
     });
-    if (check.kind === "closed") return check;
-    const { caller } = check;
-    const claimed = await claimWaitingRun(tx, {
-      run,
-      instanceId: ctx.instanceId,
-      at,
-      from: "parked",
-    });
-    if (!claimed) throw new ConflictError("the run changed while it was being answered");
+    if (claim.kind === "closed") return claim;
     await appendAuditEvent(tx, {
       actor: answer.actor,
       kind: answer.decision.approved ? "run.approved" : "run.call-rejected",
@@ -93,7 +83,7 @@ async function claimRun(ctx: RunCore, answer: ParkedRunAnswer): Promise<Claim> {
           : {}),
       },
     });
-    return { kind: "claimed", run: claimed, caller };
+    return claim;
   });
 }
 

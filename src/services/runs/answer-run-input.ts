@@ -15,10 +15,9 @@ import type { PendingInput } from "../../domain/run.ts";
 import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts";
 import type { RunCore } from "../../runs/core.ts";
 import { isUuid, lockRun } from "../../runs/run-queries.ts";
-import { claimWaitingRun } from "../../runs/run-state.ts";
 import { executeSegment } from "../../runs/segment.ts";
 import type { AnswerRunInputRequest, RunEvent, RunHandle } from "../../runs/types.ts";
-import { closeWaitingRun, refuseClosedRun } from "./close-waiting-run.ts";
+import { closeOrClaimWaitingRun, refuseClosedRun } from "./close-or-claim-waiting-run.ts";
 
 /** Bound on the answer the model reads (the same order as a conversation turn). */
 export const maxAnswerChars = 64 * 1024;
@@ -69,29 +68,21 @@ async function claimRun(ctx: RunCore, request: AnswerRunInputRequest): Promise<C
     if (run.status !== "input-required" || !pending) {
       throw new ConflictError(`the run is ${run.status}, not waiting for its caller's input`);
     }
-    const at = ctx.now();
-    const check = await closeWaitingRun(tx, ctx, {
+    const claim = await closeOrClaimWaitingRun(tx, ctx, {
       run,
-      at,
+      from: "input-required",
       revokedBy: `instance:${ctx.instanceId}`,
       expiredWhy: "no answer came in time: the run expired",
       revokedMessage: "the caller was revoked while its run waited",
     });
-    if (check.kind === "closed") return check;
-    const { caller } = check;
-    const claimed = await claimWaitingRun(tx, {
-      run,
-      instanceId: ctx.instanceId,
-      at,
-      from: "input-required",
-    });
-    if (!claimed) throw new ConflictError("the run changed while it was being answered");
+    if (claim.kind === "closed") return claim;
+    const { caller } = claim;
     await appendAuditEvent(tx, {
       actor: `caller:${caller.name}`,
       kind: "run.input-answered",
       subject: `run:${run.id}`,
       data: { runId: run.id, callId: pending.callId, answerChars: request.answer.length },
     });
-    return { kind: "claimed", run: claimed, caller, pending };
+    return { ...claim, pending };
   });
 }

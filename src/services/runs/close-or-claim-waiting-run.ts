@@ -1,7 +1,8 @@
-// What an answer checks before it resumes a waiting run (parked for an operator, or
-// input-required for its caller), shared by both answers so the two cannot drift: a run whose
-// window closed is expired, a run whose caller was revoked (or is gone) is rejected. Either way the
-// run is closed, not resumed, and the answer is refused with why.
+// What an answer does with the waiting run it names (parked for an operator, or input-required
+// for its caller) once it holds the row lock, shared by both answers so the two cannot drift: a
+// run whose window closed is expired, a run whose caller was revoked (or is gone) is rejected;
+// either way it is closed, not resumed, and the answer is refused with why. Otherwise the run is
+// claimed for this instance, to resume here.
 
 import type { DbTransaction } from "../../db/client.ts";
 import type { Caller, Run } from "../../db/schema.ts";
@@ -11,20 +12,24 @@ import { isCallerRevoked } from "../../policy/caller-revoked.ts";
 import type { RunCore } from "../../runs/core.ts";
 import { expiredError, outcomeOf, settledFromRun } from "../../runs/outcome.ts";
 import { readCaller, readRun } from "../../runs/run-queries.ts";
-import { closeParkedRuns } from "../../runs/run-state.ts";
+import { claimWaitingRun, closeParkedRuns } from "../../runs/run-state.ts";
 
-export type WaitingRunCheck = { kind: "open"; caller: Caller } | { kind: "closed"; why: string };
+export type WaitingRunClaim =
+  | { kind: "claimed"; run: Run; caller: Caller }
+  | { kind: "closed"; why: string };
 
 /**
  * Inside the transaction that holds the run's row lock: closes `run` if its window has closed or
- * its caller was revoked, else returns the caller it resumes under.
+ * its caller was revoked, else claims it and returns the claimed row and the caller it resumes
+ * under. A run that changed meanwhile is a ConflictError.
  */
-export async function closeWaitingRun(
+export async function closeOrClaimWaitingRun(
   tx: DbTransaction,
   ctx: RunCore,
   input: {
     readonly run: Run;
-    readonly at: Date;
+    /** The status the run waits in. */
+    readonly from: "parked" | "input-required";
     /** Who the rejection of a revoked caller's run is audited to. */
     readonly revokedBy: AuditActor;
     /** Why an expired run was not resumed, in the words of what it waited for. */
@@ -32,8 +37,9 @@ export async function closeWaitingRun(
     /** The error the rejected run of a revoked caller keeps. */
     readonly revokedMessage: string;
   },
-): Promise<WaitingRunCheck> {
-  const { run, at } = input;
+): Promise<WaitingRunClaim> {
+  const { run } = input;
+  const at = ctx.now();
   if (run.parkedUntil && run.parkedUntil.getTime() <= at.getTime()) {
     await closeParkedRuns(tx, {
       runs: [run],
@@ -55,7 +61,14 @@ export async function closeWaitingRun(
     });
     return { kind: "closed", why: "its caller was revoked: the run was rejected" };
   }
-  return { kind: "open", caller };
+  const claimed = await claimWaitingRun(tx, {
+    run,
+    instanceId: ctx.instanceId,
+    at,
+    from: input.from,
+  });
+  if (!claimed) throw new ConflictError("the run changed while it was being answered");
+  return { kind: "claimed", run: claimed, caller };
 }
 
 /**
