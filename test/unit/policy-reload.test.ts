@@ -54,6 +54,36 @@ async function save(file: string, text: string) {
 const priced = (model: string) =>
   `models:\n  "${model}": { inputUsdPerMillionTokens: 0, outputUsdPerMillionTokens: 0 }\n`;
 
+/** An A2A SendMessage of `text` with `params` beside the message; the run its task names. */
+async function sendMessage(
+  url: string,
+  secret: string,
+  text: string,
+  params: Record<string, unknown> = {},
+): Promise<string> {
+  const res = await fetch(`${url}/a2a`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${secret}`,
+      "content-type": "application/json",
+      "a2a-version": "1.0",
+    },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "SendMessage",
+      params: {
+        ...params,
+        message: { messageId: crypto.randomUUID(), role: "ROLE_USER", parts: [{ text }] },
+      },
+    }),
+  });
+  const answer = (await res.json()) as {
+    result: { task: { metadata: { peergate: { runId: string } } } };
+  };
+  return answer.result.task.metadata.peergate.runId;
+}
+
 /** A server on `policies` whose model is the stub at `baseUrl`, and its admin token. */
 async function startServerOn(input: {
   dir: string;
@@ -118,28 +148,7 @@ describe("policy reload in a running server", () => {
     expect(preview.status).toBe(200);
     return preview.body.admitted as string[];
   };
-  const send = (text: string) =>
-    fetch(`${server.url}/a2a`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${secret}`,
-        "content-type": "application/json",
-        "a2a-version": "1.0",
-      },
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "SendMessage",
-        params: {
-          message: { messageId: crypto.randomUUID(), role: "ROLE_USER", parts: [{ text }] },
-        },
-      }),
-    }).then(
-      async (res) =>
-        (await res.json()) as {
-          result: { task: { metadata: { peergate: { runId: string } } } };
-        },
-    );
+  const send = (text: string) => sendMessage(server.url, secret, text);
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(tmpdir(), "peergate-policy-reload-"));
@@ -215,8 +224,7 @@ describe("policy reload in a running server", () => {
     await done;
     expect(await ceilingTools("public")).not.toContain("get_time");
     releaseSlow();
-    const answer = await pending;
-    const runId = answer.result.task.metadata.peergate.runId;
+    const runId = await pending;
     const run = await admin("GET", `/runs/${runId}`);
     const record = run.body.run as {
       status: string;
@@ -229,7 +237,7 @@ describe("policy reload in a running server", () => {
     // A run started after the reload is not offered it.
     stub.requests.splice(0);
     const later = await send("quick: and now?");
-    const laterRun = await admin("GET", `/runs/${later.result.task.metadata.peergate.runId}`);
+    const laterRun = await admin("GET", `/runs/${later}`);
     expect((laterRun.body.run as { toolSet: string[] }).toolSet).not.toContain("get_time");
     const offered = stub.requests.at(-1)?.body.tools?.map((t) => t.function.name) ?? [];
     expect(stub.requests.length).toBeGreaterThan(0);
@@ -373,31 +381,9 @@ describe("price reload", () => {
         const secret = ((await created.json()) as { credential: { secret: string } }).credential
           .secret;
         const send = async () => {
-          const res = await fetch(`${server.url}/a2a`, {
-            method: "POST",
-            headers: {
-              authorization: `Bearer ${secret}`,
-              "content-type": "application/json",
-              "a2a-version": "1.0",
-            },
-            body: JSON.stringify({
-              jsonrpc: "2.0",
-              id: 1,
-              method: "SendMessage",
-              params: {
-                configuration: { returnImmediately: false },
-                message: {
-                  messageId: crypto.randomUUID(),
-                  role: "ROLE_USER",
-                  parts: [{ text: "hi" }],
-                },
-              },
-            }),
+          const runId = await sendMessage(server.url, secret, "hi", {
+            configuration: { returnImmediately: false },
           });
-          const answer = (await res.json()) as {
-            result: { task: { metadata: { peergate: { runId: string } } } };
-          };
-          const runId = answer.result.task.metadata.peergate.runId;
           const run = await fetch(`${server.url}/admin/v1/runs/${runId}`, {
             headers: { authorization: `Bearer ${token}` },
           });
