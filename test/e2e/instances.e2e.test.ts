@@ -97,19 +97,24 @@ describe.skipIf(skip !== undefined)(
       await removeTempDirs();
     });
 
-    it("parks on A, is approved on B with both tokens, resumes on B and completes on A", async () => {
+    /** A caller `name` whose writes wait for an operator, and its task on A, parked on a write. */
+    async function parkOnA(name: string, text: string) {
       const peer = await addCaller(a, {
-        name: "parker",
+        name,
         kind: "peer",
         tier: "public",
         allow: ["write_file"],
         approvalPolicy: "read-only",
       });
       const client = await a.client(peer.secret);
-      const parked = asTask(
-        await client.sendMessage({
-          message: userMessage("scenario:park Write approved.txt, please."),
-        } as never),
+      const parked = asTask(await client.sendMessage({ message: userMessage(text) } as never));
+      return { client, parked };
+    }
+
+    it("parks on A, is approved on B with both tokens, resumes on B and completes on A", async () => {
+      const { client, parked } = await parkOnA(
+        "parker",
+        "scenario:park Write approved.txt, please.",
       );
 
       // Not terminal: the task waits, and says for whom.
@@ -284,18 +289,9 @@ describe.skipIf(skip !== undefined)(
     });
 
     it("revoked on B while parked: the run is rejected, its call closed and audited, A's task REJECTED", async () => {
-      const peer = await addCaller(a, {
-        name: "parked-revokee",
-        kind: "peer",
-        tier: "public",
-        allow: ["write_file"],
-        approvalPolicy: "read-only",
-      });
-      const client = await a.client(peer.secret);
-      const parked = asTask(
-        await client.sendMessage({
-          message: userMessage("scenario:park-revoke Write never.txt, please."),
-        } as never),
+      const { parked } = await parkOnA(
+        "parked-revokee",
+        "scenario:park-revoke Write never.txt, please.",
       );
       expect(parked.status?.state).toBe(TaskState.TASK_STATE_WORKING);
       const runId = readTaskRunId(parked);
