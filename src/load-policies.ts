@@ -5,11 +5,9 @@
 // (optional), and computes the content-hash versions that key every cached ceiling. Any problem
 // stops start-up with a ConfigError naming the file; problems in both files are listed together.
 import { createHash } from "node:crypto";
-import { type FSWatcher, watch } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { ConfigError, type Problem } from "./errors.ts";
-import type { Logger } from "./log.ts";
 import {
   type AgentPolicy,
   listPolicyTools,
@@ -19,7 +17,6 @@ import {
   validateAgentTools,
 } from "./policy/policy-files.ts";
 import { createInventory, type Inventory } from "./policy/tools.ts";
-import { loadPriceTable, type PriceTable, parsePriceTable } from "./runs/prices.ts";
 import { builtinDescriptors, namedOptionalDescriptors } from "./tools/builtin-tools.ts";
 
 /** The agent as loaded: frozen, since ceilings derived from it are memoised on its identity. */
@@ -157,98 +154,5 @@ export async function loadPolicies(policiesDir: string): Promise<LoadedPolicies>
     toolsFile,
     inventoryVersion: inventory.version,
     agentVersion,
-  };
-}
-
-/** The price table as it is now: a view the run core reads at each run's start. */
-export type LivePriceTable = {
-  /** Read by the run core when a run starts; the run keeps the price it found. */
-  readonly table: PriceTable;
-  /** Reads the file again; a bad file keeps the table in force and says why. */
-  reload(): Promise<{ ok: true } | { ok: false; problem: string }>;
-  close(): Promise<void>;
-};
-
-/**
- * The price file alone, watched. The server now watches every policy file together
- * (`watchPolicies`, src/policy-reload.ts); this stays for callers that want prices only.
- *
- * `policies/models.yaml`, read again when it changes or on SIGHUP, without a restart: an
- * operator who adds a price for a local model does not have to stop the runs in flight. The
- * new file is validated before it replaces the old one; a bad one keeps the old prices and is
- * logged with the reason. A run's price is fixed when it starts (src/runs/core.ts).
- */
-export async function watchPriceTable({
-  file,
-  logger,
-  signals = true,
-}: {
-  file: string;
-  logger: Logger;
-  /** Reload on SIGHUP too (the server; tests that start many servers may turn it off). */
-  signals?: boolean;
-}): Promise<LivePriceTable> {
-  let current = await loadPriceTable(file);
-  let lastText = await readFile(file, "utf8").catch(() => "");
-  const table: PriceTable = {
-    get models() {
-      return current.models;
-    },
-    get fallback() {
-      return current.fallback;
-    },
-  };
-  let queue: Promise<unknown> = Promise.resolve();
-  const reload = () => {
-    const next = queue.then(async () => {
-      const text = await readFile(file, "utf8").catch((error: NodeJS.ErrnoException) =>
-        error.code === "ENOENT" ? "" : Promise.reject(error),
-      );
-      if (text === lastText) return { ok: true as const };
-      try {
-        current = parsePriceTable(text, file);
-        lastText = text;
-        logger.info("prices reloaded", { file, models: current.models.size });
-        return { ok: true as const };
-      } catch (error) {
-        const problem =
-          error instanceof ConfigError
-            ? error.problems.map((p) => p.message).join("; ")
-            : String(error);
-        logger.warn("prices not reloaded: the file is invalid; the prices in force stay", {
-          file,
-          problem,
-        });
-        return { ok: false as const, problem };
-      }
-    });
-    queue = next.catch(() => {});
-    return next;
-  };
-  // The directory, not the file: editors replace a file by renaming a new one over it.
-  let watcher: FSWatcher | undefined;
-  let settle: NodeJS.Timeout | undefined;
-  try {
-    // A write is several events (truncate, then data): read once they settle.
-    watcher = watch(path.dirname(file), (_event, name) => {
-      if (name !== null && name !== path.basename(file)) return;
-      clearTimeout(settle);
-      settle = setTimeout(() => void reload(), 200);
-    });
-    watcher.on("error", (error) => logger.warn("cannot watch the price file", { file, error }));
-  } catch (error) {
-    logger.warn("cannot watch the price file; send SIGHUP after editing it", { file, error });
-  }
-  const onSighup = () => void reload();
-  if (signals) process.on("SIGHUP", onSighup);
-  return {
-    table,
-    reload,
-    async close() {
-      watcher?.close();
-      clearTimeout(settle);
-      if (signals) process.off("SIGHUP", onSighup);
-      await queue;
-    },
   };
 }

@@ -147,20 +147,8 @@ async function runAndRecord(
       daily,
     });
     if (!waiting) return settleTakenOver(core, run, input);
-    // As for parking: a cancel or revocation that came meanwhile still ends it.
-    const reason: StopReason | undefined =
-      entry.reason?.kind === "cancel" || entry.reason?.kind === "revoked"
-        ? entry.reason
-        : waiting.cancelReason !== null
-          ? { kind: "cancel", message: waiting.cancelReason }
-          : undefined;
-    if (reason) {
-      const closed = await closeParkedRunNow(core, run.id, reason);
-      if (closed) {
-        core.emit(input.onEvent, { type: "status", status: closed.status });
-        return { outcome: closed };
-      }
-    }
+    const stopped = await closeIfStoppedMeanwhile(core, entry, input, waiting.cancelReason);
+    if (stopped) return stopped;
     core.emit(input.onEvent, {
       type: "status",
       status: "input-required",
@@ -197,22 +185,8 @@ async function runAndRecord(
       daily,
     });
     if (!parked) return settleTakenOver(core, run, input);
-    // A cancel or revocation that came while the run was parking still ends it (a cancel recorded
-    // in the database as well as one heard here). A shutdown or deadline does not: a parked run
-    // holds no instance and spends no wall time.
-    const reason: StopReason | undefined =
-      entry.reason?.kind === "cancel" || entry.reason?.kind === "revoked"
-        ? entry.reason
-        : parked.cancelReason !== null
-          ? { kind: "cancel", message: parked.cancelReason }
-          : undefined;
-    if (reason) {
-      const closed = await closeParkedRunNow(core, run.id, reason);
-      if (closed) {
-        core.emit(input.onEvent, { type: "status", status: closed.status });
-        return { outcome: closed };
-      }
-    }
+    const stopped = await closeIfStoppedMeanwhile(core, entry, input, parked.cancelReason);
+    if (stopped) return stopped;
     const pendingTool = pending.calledTool ?? pending.tool;
     core.emit(input.onEvent, {
       type: "status",
@@ -537,6 +511,31 @@ export async function closeParkedRunNow(
   if (!closed) return undefined;
   const current = await readRun(core.db, runId);
   return current ? outcomeOf(current) : undefined;
+}
+
+/**
+ * A cancel or revocation that came while the run was parking or starting to wait for its caller
+ * still ends it: one heard here (`entry.reason`) or a cancel recorded in the database
+ * (`cancelReason`). A shutdown or deadline does not: a waiting run holds no instance and spends
+ * no wall time. Undefined: the run waits on.
+ */
+async function closeIfStoppedMeanwhile(
+  core: RunCore,
+  entry: ActiveRun,
+  input: SegmentInput,
+  cancelReason: string | null,
+): Promise<SegmentResult | undefined> {
+  const reason: StopReason | undefined =
+    entry.reason?.kind === "cancel" || entry.reason?.kind === "revoked"
+      ? entry.reason
+      : cancelReason !== null
+        ? { kind: "cancel", message: cancelReason }
+        : undefined;
+  if (!reason) return undefined;
+  const closed = await closeParkedRunNow(core, input.run.id, reason);
+  if (!closed) return undefined;
+  core.emit(input.onEvent, { type: "status", status: closed.status });
+  return { outcome: closed };
 }
 
 /** Another instance moved the run on (it thought this one dead): report what it recorded. */

@@ -9,21 +9,19 @@ import path from "node:path";
 import { type StreamResponse, TaskState } from "@a2a-js/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { quoteUntrusted } from "../../src/policy/quote.ts";
-import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { postgresSkipReason } from "../support/databases.ts";
 import {
   addCaller,
   asTask,
   collectStream,
   copyPolicies,
-  createSharedSecrets,
-  createWorkspace,
   type Peergate,
   readTaskRunId,
   readToolResults,
   removeTempDirs,
   type ScriptedModel,
   snapshotTree,
-  startPeergate,
+  startPeergateOn,
   startScriptedModel,
   textOf,
   userMessage,
@@ -102,29 +100,11 @@ for (const kind of ["pglite", "postgres"] as const) {
     `a scripted model against the real server [${kind}]${skip ? ` — skipped: ${skip}` : ""}`,
     () => {
       let peergate: Peergate;
-      let workspace: string;
-      let dropDatabase: (() => Promise<void>) | undefined;
 
       beforeAll(async () => {
-        workspace = await createWorkspace();
-        let databaseUrl: string | undefined;
-        if (kind === "postgres") {
-          const created = await createPostgresTestDatabase({ migrate: false });
-          databaseUrl = created.url;
-          dropDatabase = created.drop;
-        }
-        peergate = await startPeergate({
-          ...createSharedSecrets(),
-          ...(databaseUrl ? { databaseUrl } : {}),
-          policiesDir,
-          workspace,
-          modelBaseUrl: model.baseUrl,
-        });
+        peergate = await startPeergateOn(kind, { policiesDir, modelBaseUrl: model.baseUrl });
       });
-      afterAll(async () => {
-        await peergate?.stop();
-        await dropDatabase?.();
-      });
+      afterAll(async () => peergate?.stop());
 
       it("runs only the tool inside the ceiling; every other name is refused alike", async () => {
         const peer = await addCaller(peergate, {
@@ -133,7 +113,7 @@ for (const kind of ["pglite", "postgres"] as const) {
           tier: "internal",
           allow: ["edit_file"],
         });
-        const before = await snapshotTree(workspace);
+        const before = await snapshotTree(peergate.workspace);
         const client = await peergate.client(peer.secret);
 
         const task = asTask(
@@ -145,7 +125,7 @@ for (const kind of ["pglite", "postgres"] as const) {
         expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
         expect(task.artifacts.map((a) => [a.name, textOf(a.parts)])).toEqual([["answer", answer]]);
         // The workspace is byte-for-byte what it was: no write, no edit ran.
-        expect(await snapshotTree(workspace)).toEqual(before);
+        expect(await snapshotTree(peergate.workspace)).toEqual(before);
 
         // What the model was offered, and what it read back.
         const [first, second] = model
@@ -230,7 +210,7 @@ for (const kind of ["pglite", "postgres"] as const) {
           tier: "internal",
           allow: ["edit_file"],
         });
-        const before = await snapshotTree(workspace);
+        const before = await snapshotTree(peergate.workspace);
         const client = await peergate.client(peer.secret);
         const { events, error } = await collectStream(
           client.sendMessageStream({
@@ -259,7 +239,7 @@ for (const kind of ["pglite", "postgres"] as const) {
         );
         expect(artifacts.at(-1)?.lastChunk).toBe(true);
         expect(textOf(artifacts.at(-1)?.artifact?.parts)).toBe(answer);
-        expect(await snapshotTree(workspace)).toEqual(before);
+        expect(await snapshotTree(peergate.workspace)).toEqual(before);
         // A streaming call streams the model's answer.
         const streamed = model
           .requestsOf("probe")
@@ -286,7 +266,7 @@ for (const kind of ["pglite", "postgres"] as const) {
         );
         expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
         expect(textOf(task.artifacts[0]?.parts)).toBe(wrote);
-        expect(await readFile(path.join(workspace, "auto.txt"), "utf8")).toBe(
+        expect(await readFile(path.join(peergate.workspace, "auto.txt"), "utf8")).toBe(
           "written under auto\n",
         );
         const run = await waitForRun(peergate, readTaskRunId(task), ["completed"]);

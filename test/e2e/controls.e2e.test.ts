@@ -13,7 +13,7 @@ import { commands as cliCommands } from "../../src/cli/commands.ts";
 import { runCli } from "../../src/cli/run-cli.ts";
 import { quoteUntrusted } from "../../src/policy/quote.ts";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
-import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { postgresSkipReason } from "../support/databases.ts";
 import {
   type ChatRequest,
   createOpenAiStub,
@@ -25,13 +25,11 @@ import {
   addCaller,
   asTask,
   copyPolicies,
-  createSharedSecrets,
-  createWorkspace,
   type Peergate,
   readTaskRunId,
   readToolResults,
   removeTempDirs,
-  startPeergate,
+  startPeergateOn,
   userMessage,
   waitForRun,
 } from "./support.ts";
@@ -116,31 +114,10 @@ for (const kind of ["pglite", "postgres"] as const) {
     () => {
       let peergate: Peergate;
 
-      let workspace: string;
-      let secrets: { adminToken: string; secretKey: string };
-      let dropDatabase: (() => Promise<void>) | undefined;
-
       beforeAll(async () => {
-        workspace = await createWorkspace();
-        secrets = createSharedSecrets();
-        let databaseUrl: string | undefined;
-        if (kind === "postgres") {
-          const created = await createPostgresTestDatabase({ migrate: false });
-          databaseUrl = created.url;
-          dropDatabase = created.drop;
-        }
-        peergate = await startPeergate({
-          ...secrets,
-          ...(databaseUrl ? { databaseUrl } : {}),
-          policiesDir,
-          workspace,
-          modelBaseUrl,
-        });
+        peergate = await startPeergateOn(kind, { policiesDir, modelBaseUrl });
       });
-      afterAll(async () => {
-        await peergate?.stop();
-        await dropDatabase?.();
-      });
+      afterAll(async () => peergate?.stop());
 
       async function send(secret: string, text: string) {
         const client = await peergate.client(secret);
@@ -349,8 +326,8 @@ for (const kind of ["pglite", "postgres"] as const) {
       it("every tool's output is redacted of the secrets peergate holds before the model reads it", async () => {
         // A file in the workspace that holds the admin token and the model key (as a leak would).
         await writeFile(
-          path.join(workspace, "leak.txt"),
-          `admin=${secrets.adminToken}\nmodel=e2e-model-key\n`,
+          path.join(peergate.workspace, "leak.txt"),
+          `admin=${peergate.adminToken}\nmodel=e2e-model-key\n`,
         );
         scenarios.redact = [
           {
@@ -372,7 +349,7 @@ for (const kind of ["pglite", "postgres"] as const) {
         for (const id of ["r_read", "r_grep"]) {
           const text = results.get(id) ?? "";
           expect(text, id).toContain("[redacted]");
-          expect(text, id).not.toContain(secrets.adminToken);
+          expect(text, id).not.toContain(peergate.adminToken);
           expect(text, id).not.toContain("e2e-model-key");
         }
       });

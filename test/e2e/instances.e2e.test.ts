@@ -2,27 +2,31 @@
 // A run parks on instance A waiting for an operator; the operator approves it through instance B's
 // admin API (admin token + operator token, naming the call and its digest); the run resumes on B,
 // the file is written, and the A2A task the client follows on A completes. And a caller revoked
-// on B mid-run: its run on A stops, its open stream on A ends, and both instances refuse it.
+// on B mid-run: its run on A stops, its open stream on A ends, and both instances refuse it. And
+// a caller revoked on B while its run is parked, A2A task waiting on A: the revocation closes the
+// run through the one function that closes parked runs (the call closed, a run.rejected audit
+// event), and A learns it from the caller event, which names the runs it closed, and marks the
+// task REJECTED.
 import { access, readFile } from "node:fs/promises";
 import path from "node:path";
-import { TaskState } from "@a2a-js/sdk";
+import { Task, TaskState } from "@a2a-js/sdk";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { a2aTasks } from "../../src/db/schema.ts";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
-import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { postgresSkipReason } from "../support/databases.ts";
 import {
   addCaller,
   asTask,
   collectStream,
   copyPolicies,
-  createSharedSecrets,
-  createWorkspace,
   type Peergate,
   readScenario,
   readTaskRunId,
   removeTempDirs,
   type ScriptedModel,
-  startPeergate,
   startScriptedModel,
+  startTwoInstances,
   textOf,
   userMessage,
   waitFor,
@@ -48,6 +52,19 @@ const scenarios = {
     },
     { text: approvedText },
   ],
+  // Parks, and is never approved: its caller is revoked while it waits.
+  "park-revoke": [
+    {
+      text: "I will write the file.",
+      calls: [
+        {
+          id: "call_park",
+          name: "write_file",
+          arguments: JSON.stringify({ path: "never.txt", content: "no\n" }),
+        },
+      ],
+    },
+  ],
   // One tool call, then a model call that never finishes on its own.
   hang: [{ calls: [{ id: "call_first", name: "get_time", arguments: "{}" }] }, { hang: true }],
 };
@@ -60,45 +77,44 @@ describe.skipIf(skip !== undefined)(
     let model: ScriptedModel;
     let a: Peergate;
     let b: Peergate;
-    let workspace: string;
-    let dropDatabase: (() => Promise<void>) | undefined;
+    let stopInstances: (() => Promise<void>) | undefined;
 
     beforeAll(async () => {
       model = await startScriptedModel(scenarios);
-      const database = await createPostgresTestDatabase({ migrate: false });
-      dropDatabase = database.drop;
-      workspace = await createWorkspace();
-      const shared = {
-        ...createSharedSecrets(),
-        databaseUrl: database.url,
-        policiesDir: await copyPolicies(),
-        workspace,
-        modelBaseUrl: model.baseUrl,
-      };
       // A migrates the empty database first; B then finds it migrated.
-      a = await startPeergate(shared);
-      b = await startPeergate(shared);
+      ({
+        a,
+        b,
+        stop: stopInstances,
+      } = await startTwoInstances({
+        policiesDir: await copyPolicies(),
+        modelBaseUrl: model.baseUrl,
+      }));
     });
     afterAll(async () => {
-      await Promise.allSettled([a?.stop(), b?.stop()]);
+      await stopInstances?.();
       await model?.close();
-      await dropDatabase?.();
       await removeTempDirs();
     });
 
-    it("parks on A, is approved on B with both tokens, resumes on B and completes on A", async () => {
+    /** A caller `name` whose writes wait for an operator, and its task on A, parked on a write. */
+    async function parkOnA(name: string, text: string) {
       const peer = await addCaller(a, {
-        name: "parker",
+        name,
         kind: "peer",
         tier: "public",
         allow: ["write_file"],
         approvalPolicy: "read-only",
       });
       const client = await a.client(peer.secret);
-      const parked = asTask(
-        await client.sendMessage({
-          message: userMessage("scenario:park Write approved.txt, please."),
-        } as never),
+      const parked = asTask(await client.sendMessage({ message: userMessage(text) } as never));
+      return { client, parked };
+    }
+
+    it("parks on A, is approved on B with both tokens, resumes on B and completes on A", async () => {
+      const { client, parked } = await parkOnA(
+        "parker",
+        "scenario:park Write approved.txt, please.",
       );
 
       // Not terminal: the task waits, and says for whom.
@@ -106,7 +122,7 @@ describe.skipIf(skip !== undefined)(
       expect(textOf(parked.status?.message?.parts)).toMatch(
         /^Waiting for an operator to approve the call to `write_file`\. Nothing is needed from you/,
       );
-      const target = path.join(workspace, "approved.txt");
+      const target = path.join(a.workspace, "approved.txt");
       await expect(access(target)).rejects.toThrow();
 
       const runId = readTaskRunId(parked);
@@ -270,6 +286,47 @@ describe.skipIf(skip !== undefined)(
       expect(model.requestsOf("hang").filter((r) => readScenario(r) === "hang")).toHaveLength(
         before + 2,
       );
+    });
+
+    it("revoked on B while parked: the run is rejected, its call closed and audited, A's task REJECTED", async () => {
+      const { parked } = await parkOnA(
+        "parked-revokee",
+        "scenario:park-revoke Write never.txt, please.",
+      );
+      expect(parked.status?.state).toBe(TaskState.TASK_STATE_WORKING);
+      const runId = readTaskRunId(parked);
+
+      const revoked = await b.admin("POST", "/callers/parked-revokee/revoke", { reason: "e2e" });
+      expect(revoked.status).toBe(200);
+      expect(revoked.body).toMatchObject({ parkedRunsRejected: 1 });
+
+      const run = await waitForRun(a, runId, ["rejected"]);
+      expect(run.error).toMatchObject({ code: "caller-revoked" });
+      expect(run.pending ?? null).toBeNull();
+      expect(
+        run.toolCalls.map((c: { callId: string; status: string }) => [c.callId, c.status]),
+      ).toEqual([["call_park", "not-started"]]);
+
+      const audit = await a.admin("GET", `/audit?subject=run:${runId}&limit=100`);
+      const kinds = (audit.body.events as { kind: string }[]).map((e) => e.kind);
+      expect(kinds.filter((k) => k === "run.rejected")).toHaveLength(1);
+
+      // The caller cannot read its task any more; the task itself is settled on A.
+      const state = await waitFor(
+        async () => {
+          const [row] = await a.server.database.db
+            .select({ task: a2aTasks.task })
+            .from(a2aTasks)
+            .where(eq(a2aTasks.id, parked.id));
+          const task = row ? Task.fromJSON(row.task) : undefined;
+          return task?.status?.state === TaskState.TASK_STATE_REJECTED
+            ? task.status.state
+            : undefined;
+        },
+        10_000,
+        "the A2A task to be rejected",
+      );
+      expect(state).toBe(TaskState.TASK_STATE_REJECTED);
     });
   },
 );

@@ -21,20 +21,18 @@ import {
 } from "@a2a-js/sdk/client";
 import type { JWK } from "jose";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { postgresSkipReason } from "../support/databases.ts";
 import {
   addCaller,
   asTask,
   collectStream,
   copyPolicies,
-  createSharedSecrets,
-  createWorkspace,
   type Peergate,
   readTaskRunId,
   readToolResults,
   removeTempDirs,
   type ScriptedModel,
-  startPeergate,
+  startPeergateOn,
   startScriptedModel,
   textOf,
   userMessage,
@@ -108,7 +106,6 @@ for (const kind of ["pglite", "postgres"] as const) {
     `multi-turn on one task against the real server [${kind}]${skip ? ` — skipped: ${skip}` : ""}`,
     () => {
       let peergate: Peergate;
-      let dropDatabase: (() => Promise<void>) | undefined;
       let secret: string;
       let otherSecret: string;
 
@@ -159,19 +156,7 @@ for (const kind of ["pglite", "postgres"] as const) {
       });
 
       beforeAll(async () => {
-        let databaseUrl: string | undefined;
-        if (kind === "postgres") {
-          const created = await createPostgresTestDatabase({ migrate: false });
-          databaseUrl = created.url;
-          dropDatabase = created.drop;
-        }
-        peergate = await startPeergate({
-          ...createSharedSecrets(),
-          ...(databaseUrl ? { databaseUrl } : {}),
-          policiesDir,
-          workspace: await createWorkspace(),
-          modelBaseUrl: model.baseUrl,
-        });
+        peergate = await startPeergateOn(kind, { policiesDir, modelBaseUrl: model.baseUrl });
         secret = (
           await addCaller(peergate, { name: `asker-${kind}`, kind: "peer", tier: "public" })
         ).secret;
@@ -179,10 +164,7 @@ for (const kind of ["pglite", "postgres"] as const) {
           await addCaller(peergate, { name: `stranger-${kind}`, kind: "peer", tier: "public" })
         ).secret;
       });
-      afterAll(async () => {
-        await peergate?.stop();
-        await dropDatabase?.();
-      });
+      afterAll(async () => peergate?.stop());
 
       it("a2a-js (1.0): INPUT_REQUIRED with the question, then the answer resumes the same run", async () => {
         const client = await peergate.client(secret);

@@ -10,19 +10,17 @@ import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
-import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { postgresSkipReason } from "../support/databases.ts";
 import { createOpenAiStub, readScenario, type StubStep } from "../support/openai-stub.ts";
 import {
   addCaller,
   asTask,
   copyPolicies,
-  createSharedSecrets,
-  createWorkspace,
   type Peergate,
   readTaskRunId,
   readToolResults,
   removeTempDirs,
-  startPeergate,
+  startPeergateOn,
   userMessage,
   waitFor,
   waitForRun,
@@ -95,23 +93,11 @@ for (const kind of ["pglite", "postgres"] as const) {
     `per-stage approval through the real server [${kind}]${skip ? ` — skipped: ${skip}` : ""}`,
     () => {
       let peergate: Peergate;
-      let workspace: string;
-      let dropDatabase: (() => Promise<void>) | undefined;
       let secret: string;
 
       beforeAll(async () => {
-        workspace = await createWorkspace();
-        let databaseUrl: string | undefined;
-        if (kind === "postgres") {
-          const created = await createPostgresTestDatabase({ migrate: false });
-          databaseUrl = created.url;
-          dropDatabase = created.drop;
-        }
-        peergate = await startPeergate({
-          ...createSharedSecrets(),
-          ...(databaseUrl ? { databaseUrl } : {}),
+        peergate = await startPeergateOn(kind, {
           policiesDir,
-          workspace,
           modelBaseUrl,
           env: { PATH: `${bin}:/usr/bin:/bin` },
         });
@@ -124,10 +110,7 @@ for (const kind of ["pglite", "postgres"] as const) {
           commands: ["count", "false"],
         }));
       });
-      afterAll(async () => {
-        await peergate?.stop();
-        await dropDatabase?.();
-      });
+      afterAll(async () => peergate?.stop());
 
       const operator = async () => ({
         "x-peergate-operator-token": await createOperatorToken({
@@ -154,7 +137,7 @@ for (const kind of ["pglite", "postgres"] as const) {
         expect(res.status).toBe(202);
       }
       const lines = async (file: string) =>
-        (await readFile(path.join(workspace, file), "utf8")).split("\n").filter(Boolean);
+        (await readFile(path.join(peergate.workspace, file), "utf8")).split("\n").filter(Boolean);
       const lastResult = (scenario: string, id: string) =>
         readToolResults(
           stub.requests
@@ -176,7 +159,7 @@ for (const kind of ["pglite", "postgres"] as const) {
         expect(parked.pending.summary).toContain("this stage only");
         // The covered stage before it ran; the uncovered one did not.
         expect(await lines("c1.txt")).toEqual(["ran"]);
-        expect(existsSync(path.join(workspace, "one"))).toBe(false);
+        expect(existsSync(path.join(peergate.workspace, "one"))).toBe(false);
 
         await answer(runId, parked.pending, "approve");
         const done = await waitForRun(peergate, runId, ["completed"]);
@@ -184,7 +167,7 @@ for (const kind of ["pglite", "postgres"] as const) {
           status: "completed",
           decision: { action: "run", rule: "stages" },
         });
-        expect(existsSync(path.join(workspace, "one"))).toBe(true);
+        expect(existsSync(path.join(peergate.workspace, "one"))).toBe(true);
         // The first stage ran once, before the park; the last once, after it.
         expect(await lines("c1.txt")).toEqual(["ran", "ran"]);
         const result = JSON.parse(lastResult(`ok-${kind}`, "s_ok") ?? "{}");
@@ -239,8 +222,8 @@ for (const kind of ["pglite", "postgres"] as const) {
         expect(second.pending.stage.argv).toEqual(["mark", "four"]);
         expect(second.pending.stage.approved).toEqual([first.pending.stage.fingerprint]);
         expect(second.pending.argsDigest).not.toBe(first.pending.argsDigest);
-        expect(existsSync(path.join(workspace, "three"))).toBe(true);
-        expect(existsSync(path.join(workspace, "four"))).toBe(false);
+        expect(existsSync(path.join(peergate.workspace, "three"))).toBe(true);
+        expect(existsSync(path.join(peergate.workspace, "four"))).toBe(false);
         // The first stage's approval does not answer the second.
         const stale = await peergate.admin(
           "POST",
@@ -253,7 +236,7 @@ for (const kind of ["pglite", "postgres"] as const) {
         await answer(runId, second.pending, "reject");
         const done = await waitForRun(peergate, runId, ["completed"]);
         expect(done.toolCalls.find((c: any) => c.callId === "s_two")?.status).toBe("rejected");
-        expect(existsSync(path.join(workspace, "four"))).toBe(false);
+        expect(existsSync(path.join(peergate.workspace, "four"))).toBe(false);
         const text = lastResult(`two-${kind}`, "s_two") ?? "";
         expect(text).toContain("marked three");
         expect(text).toContain("mark four");
@@ -270,8 +253,8 @@ for (const kind of ["pglite", "postgres"] as const) {
         await answer(runId, parked.pending, "reject");
         const done = await waitForRun(peergate, runId, ["completed"]);
         expect(done.toolCalls.find((c: any) => c.callId === "s_no")?.status).toBe("rejected");
-        expect(existsSync(path.join(workspace, "two"))).toBe(false);
-        expect(existsSync(path.join(workspace, "c3.txt"))).toBe(false);
+        expect(existsSync(path.join(peergate.workspace, "two"))).toBe(false);
+        expect(existsSync(path.join(peergate.workspace, "c3.txt"))).toBe(false);
         expect(await lines("c2.txt")).toEqual(["ran"]);
         const text = lastResult(`no-${kind}`, "s_no") ?? "";
         expect(text).toContain("counted c2.txt");
@@ -305,7 +288,7 @@ for (const kind of ["pglite", "postgres"] as const) {
         const runId = await start(`skip-${kind}`);
         const done = await waitForRun(peergate, runId, ["completed", "parked"]);
         expect(done.status).toBe("completed");
-        expect(existsSync(path.join(workspace, "skipped"))).toBe(false);
+        expect(existsSync(path.join(peergate.workspace, "skipped"))).toBe(false);
         expect(await lines("c4.txt")).toEqual(["ran"]);
       });
     },

@@ -6,18 +6,16 @@
 // answer itself still arrives once.
 import { parseSseStream, type StreamResponse } from "@a2a-js/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { postgresSkipReason } from "../support/databases.ts";
 import {
   addCaller,
   asTask,
   collectStream,
   copyPolicies,
-  createSharedSecrets,
-  createWorkspace,
   type Peergate,
   removeTempDirs,
   type ScriptedModel,
-  startPeergate,
+  startPeergateOn,
   startScriptedModel,
   textOf,
   userMessage,
@@ -61,29 +59,13 @@ for (const kind of ["pglite", "postgres"] as const) {
     `a stream carries the answer once [${kind}]${skip ? ` — skipped: ${skip}` : ""}`,
     () => {
       let peergate: Peergate;
-      let dropDatabase: (() => Promise<void>) | undefined;
       let secret: string;
 
       beforeAll(async () => {
-        let databaseUrl: string | undefined;
-        if (kind === "postgres") {
-          const created = await createPostgresTestDatabase({ migrate: false });
-          databaseUrl = created.url;
-          dropDatabase = created.drop;
-        }
-        peergate = await startPeergate({
-          ...createSharedSecrets(),
-          ...(databaseUrl ? { databaseUrl } : {}),
-          policiesDir,
-          workspace: await createWorkspace(),
-          modelBaseUrl: model.baseUrl,
-        });
+        peergate = await startPeergateOn(kind, { policiesDir, modelBaseUrl: model.baseUrl });
         secret = (await addCaller(peergate, { name: `reader-${kind}`, kind: "peer" })).secret;
       });
-      afterAll(async () => {
-        await peergate?.stop();
-        await dropDatabase?.();
-      });
+      afterAll(async () => peergate?.stop());
 
       /** A raw SSE client: POSTs the streaming call, returns each event's JSON-RPC result. */
       const rawStream = async (text: string, version: "1.0" | "0.3") => {

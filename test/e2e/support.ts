@@ -26,6 +26,7 @@ import { createLogger } from "../../src/log.ts";
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
 import { repoPoliciesDir } from "../support/app.ts";
+import { createPostgresTestDatabase } from "../support/databases.ts";
 import {
   type ChatRequest,
   countAssistantTurns,
@@ -160,6 +161,8 @@ export type Peergate = {
   url: string;
   server: RunningServer;
   adminToken: string;
+  /** The directory the agent works in (PEERGATE_WORKSPACE). */
+  workspace: string;
   /** Log lines at warn and above, for a failing test to print. */
   logs: string[];
   /** Calls the admin API with the admin token; the body is parsed JSON (or undefined). */
@@ -237,6 +240,7 @@ export async function startPeergate(options: PeergateOptions): Promise<Peergate>
     url: server.url,
     server,
     adminToken: options.adminToken,
+    workspace: options.workspace,
     logs,
     admin,
     client,
@@ -245,6 +249,77 @@ export async function startPeergate(options: PeergateOptions): Promise<Peergate>
       await rm(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** What a suite's server is started with; each suite gets its own secrets and database. */
+export type SuitePeergateOptions = Omit<
+  PeergateOptions,
+  "databaseUrl" | "adminToken" | "secretKey" | "workspace"
+> & {
+  /** Without one, a fresh workspace (createWorkspace). */
+  workspace?: string;
+};
+
+/**
+ * The server one suite runs against, on the database `kind` names: the embedded PGlite, or a new
+ * database on the test PostgreSQL, which `stop()` drops once the server has stopped.
+ */
+export async function startPeergateOn(
+  kind: "pglite" | "postgres",
+  options: SuitePeergateOptions,
+): Promise<Peergate> {
+  const database =
+    kind === "postgres" ? await createPostgresTestDatabase({ migrate: false }) : undefined;
+  try {
+    const peergate = await startPeergate({
+      ...createSharedSecrets(),
+      ...options,
+      ...(database ? { databaseUrl: database.url } : {}),
+      workspace: options.workspace ?? (await createWorkspace()),
+    });
+    return {
+      ...peergate,
+      async stop() {
+        await peergate.stop();
+        await database?.drop();
+      },
+    };
+  } catch (error) {
+    await database?.drop();
+    throw error;
+  }
+}
+
+/**
+ * Two instances on one new PostgreSQL database, sharing secrets, policies and workspace: `a`
+ * migrates the empty database first, `b` then finds it migrated. `stop()` stops both, then drops
+ * the database.
+ */
+export async function startTwoInstances(
+  options: SuitePeergateOptions,
+): Promise<{ a: Peergate; b: Peergate; stop(): Promise<void> }> {
+  const database = await createPostgresTestDatabase({ migrate: false });
+  const started: Peergate[] = [];
+  const stop = async () => {
+    await Promise.allSettled(started.map((p) => p.stop()));
+    await database.drop();
+  };
+  try {
+    const shared = {
+      ...createSharedSecrets(),
+      ...options,
+      databaseUrl: database.url,
+      workspace: options.workspace ?? (await createWorkspace()),
+    };
+    const a = await startPeergate(shared);
+    started.push(a);
+    const b = await startPeergate(shared);
+    started.push(b);
+    return { a, b, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
 }
 
 /** Adds a caller through the admin API; returns its secret (a peer's bearer token). */

@@ -7,12 +7,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   addCaller,
   copyPolicies,
-  createSharedSecrets,
-  createWorkspace,
   type Peergate,
   removeTempDirs,
   type ScriptedModel,
-  startPeergate,
+  startPeergateOn,
   startScriptedModel,
   waitForRun,
 } from "./support.ts";
@@ -25,10 +23,8 @@ describe("a GitHub webhook through the real server", () => {
 
   beforeAll(async () => {
     model = await startScriptedModel({ webhook: [{ text: triage }] });
-    peergate = await startPeergate({
-      ...createSharedSecrets(),
+    peergate = await startPeergateOn("pglite", {
       policiesDir: await copyPolicies(),
-      workspace: await createWorkspace(),
       modelBaseUrl: model.baseUrl,
     });
   });

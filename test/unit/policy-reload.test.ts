@@ -2,15 +2,17 @@
 // on change or SIGHUP: a new agent.yaml changes the ceilings at once; a bad file keeps the policy
 // in force and the log says which file, which field and what to do; a run started before a reload
 // finishes with the tools it started with; a reload that would let the agent start processes runs
-// the sandbox check first and is refused when it fails.
+// the sandbox check first and is refused when it fails. Prices (models.yaml) reload the same way:
+// a bad price file keeps the prices in force, and a run keeps the price it started with.
 import { cp, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
 import { loadPolicies } from "../../src/load-policies.ts";
-import { createLogger } from "../../src/log.ts";
+import { createLogger, type Logger } from "../../src/log.ts";
 import { watchPolicies } from "../../src/policy-reload.ts";
+import { findModelPrice } from "../../src/runs/prices.ts";
 import { prepareSandbox } from "../../src/sandbox/prepare-sandbox.ts";
 import type { SandboxBackend } from "../../src/sandbox/types.ts";
 import { startServer } from "../../src/server.ts";
@@ -43,11 +45,69 @@ function awaitableLogger() {
   return { logger, next, lines };
 }
 
-/** As an editor saves: a new file renamed over the old one. */
+/** As an editor saves: a new file renamed over the old one, so no reader sees half of it. */
 async function save(file: string, text: string) {
   await writeFile(`${file}.tmp`, text);
   await rename(`${file}.tmp`, file);
 }
+
+const priced = (model: string) =>
+  `models:\n  "${model}": { inputUsdPerMillionTokens: 0, outputUsdPerMillionTokens: 0 }\n`;
+
+/** An A2A SendMessage of `text` with `params` beside the message; the run its task names. */
+async function sendMessage(
+  url: string,
+  secret: string,
+  text: string,
+  params: Record<string, unknown> = {},
+): Promise<string> {
+  const res = await fetch(`${url}/a2a`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${secret}`,
+      "content-type": "application/json",
+      "a2a-version": "1.0",
+    },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "SendMessage",
+      params: {
+        ...params,
+        message: { messageId: crypto.randomUUID(), role: "ROLE_USER", parts: [{ text }] },
+      },
+    }),
+  });
+  const answer = (await res.json()) as {
+    result: { task: { metadata: { peergate: { runId: string } } } };
+  };
+  return answer.result.task.metadata.peergate.runId;
+}
+
+/** A server on `policies` whose model is the stub at `baseUrl`, and its admin token. */
+async function startServerOn(input: {
+  dir: string;
+  policies: string;
+  model: string;
+  baseUrl: string;
+  logger: Logger;
+}) {
+  const { dir } = input;
+  const env = {
+    PEERGATE_DATA_DIR: path.join(dir, "data"),
+    PEERGATE_WORKSPACE: path.join(dir, "workspace"),
+    PEERGATE_POLICIES_DIR: input.policies,
+    PEERGATE_PORT: "0",
+    PEERGATE_MODEL: input.model,
+    PEERGATE_MODEL_BASE_URL: input.baseUrl,
+    PEERGATE_SANDBOX: "none",
+  };
+  const server = await startServer(loadConfig(env, dir), input.logger);
+  const adminToken = (await readFile(path.join(dir, "data", "admin-token"), "utf8")).trim();
+  return { server, adminToken };
+}
+
+const noTools: ToolRuntime = { tools: new Map(), close: async () => {} };
 
 const reloaded = "policies reloaded";
 const refused = "policies not reloaded: a policy file is invalid; the policy in force stays";
@@ -88,28 +148,7 @@ describe("policy reload in a running server", () => {
     expect(preview.status).toBe(200);
     return preview.body.admitted as string[];
   };
-  const send = (text: string) =>
-    fetch(`${server.url}/a2a`, {
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${secret}`,
-        "content-type": "application/json",
-        "a2a-version": "1.0",
-      },
-      body: JSON.stringify({
-        jsonrpc: "2.0",
-        id: 1,
-        method: "SendMessage",
-        params: {
-          message: { messageId: crypto.randomUUID(), role: "ROLE_USER", parts: [{ text }] },
-        },
-      }),
-    }).then(
-      async (res) =>
-        (await res.json()) as {
-          result: { task: { metadata: { peergate: { runId: string } } } };
-        },
-    );
+  const send = (text: string) => sendMessage(server.url, secret, text);
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(tmpdir(), "peergate-policy-reload-"));
@@ -117,10 +156,7 @@ describe("policy reload in a running server", () => {
     await cp(repoPoliciesDir, policies, { recursive: true });
     agentFile = path.join(policies, "agent.yaml");
     shipped = await readFile(agentFile, "utf8");
-    await save(
-      path.join(policies, "models.yaml"),
-      'models:\n  "openai-compatible:local": { inputUsdPerMillionTokens: 0, outputUsdPerMillionTokens: 0 }\n',
-    );
+    await save(path.join(policies, "models.yaml"), priced("openai-compatible:local"));
     stub = createOpenAiStub();
     const baseUrl = await stub.listen();
     stub.respondWith(async (request) => {
@@ -133,17 +169,13 @@ describe("policy reload in a running server", () => {
       return { text: "done" };
     });
     log = awaitableLogger();
-    const env = {
-      PEERGATE_DATA_DIR: path.join(dir, "data"),
-      PEERGATE_WORKSPACE: path.join(dir, "workspace"),
-      PEERGATE_POLICIES_DIR: policies,
-      PEERGATE_PORT: "0",
-      PEERGATE_MODEL: "openai-compatible:local",
-      PEERGATE_MODEL_BASE_URL: baseUrl,
-      PEERGATE_SANDBOX: "none",
-    };
-    server = await startServer(loadConfig(env, dir), log.logger);
-    adminToken = (await readFile(path.join(dir, "data", "admin-token"), "utf8")).trim();
+    ({ server, adminToken } = await startServerOn({
+      dir,
+      policies,
+      model: "openai-compatible:local",
+      baseUrl,
+      logger: log.logger,
+    }));
     const created = await admin("POST", "/callers", { name: "reader", kind: "peer" });
     secret = (created.body.credential as { secret: string }).secret;
   });
@@ -192,8 +224,7 @@ describe("policy reload in a running server", () => {
     await done;
     expect(await ceilingTools("public")).not.toContain("get_time");
     releaseSlow();
-    const answer = await pending;
-    const runId = answer.result.task.metadata.peergate.runId;
+    const runId = await pending;
     const run = await admin("GET", `/runs/${runId}`);
     const record = run.body.run as {
       status: string;
@@ -206,7 +237,7 @@ describe("policy reload in a running server", () => {
     // A run started after the reload is not offered it.
     stub.requests.splice(0);
     const later = await send("quick: and now?");
-    const laterRun = await admin("GET", `/runs/${later.result.task.metadata.peergate.runId}`);
+    const laterRun = await admin("GET", `/runs/${later}`);
     expect((laterRun.body.run as { toolSet: string[] }).toolSet).not.toContain("get_time");
     const offered = stub.requests.at(-1)?.body.tools?.map((t) => t.function.name) ?? [];
     expect(stub.requests.length).toBeGreaterThan(0);
@@ -221,7 +252,6 @@ describe("a reload that would start processes", () => {
     confines: true,
     wrap: () => ({ command: "/nonexistent/bwrap", args: [], cwd: "/", env: {} }),
   };
-  const noTools: ToolRuntime = { tools: new Map(), close: async () => {} };
 
   it("runs the sandbox check first and is refused when it fails", async () => {
     const dir = await mkdtemp(path.join(tmpdir(), "peergate-policy-sandbox-"));
@@ -279,5 +309,95 @@ describe("a reload that would start processes", () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("price reload", () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), "peergate-prices-"));
+  });
+  afterAll(async () => rm(dir, { recursive: true, force: true }));
+
+  it("reloads on SIGHUP; a bad file keeps the old prices", async () => {
+    const policiesDir = path.join(dir, "watched");
+    await cp(repoPoliciesDir, policiesDir, { recursive: true });
+    const file = path.join(policiesDir, "models.yaml");
+    await writeFile(file, priced("a:one"));
+    const { logger, next } = awaitableLogger();
+    const live = await watchPolicies({
+      dir: policiesDir,
+      initial: await loadPolicies(policiesDir),
+      tools: noTools,
+      logger,
+      checkSandbox: async () => {},
+      buildTools: async () => noTools,
+    });
+    try {
+      expect(findModelPrice(live.prices, "a:one")).toBeDefined();
+      const reloaded = next("prices reloaded");
+      await save(file, priced("a:two"));
+      process.kill(process.pid, "SIGHUP");
+      await reloaded;
+      expect(findModelPrice(live.prices, "a:two")).toBeDefined();
+      expect(findModelPrice(live.prices, "a:one")).toBeUndefined();
+
+      await save(file, "models:\n  a:three: { inputUsdPerMillionTokens: -1 }\n");
+      const refused = await live.reload();
+      expect(refused.ok).toBe(false);
+      expect(findModelPrice(live.prices, "a:two")).toBeDefined();
+    } finally {
+      await live.close();
+    }
+  });
+
+  describe("in a running server", () => {
+    let stub: OpenAiStub;
+    let baseUrl: string;
+    beforeAll(async () => {
+      stub = createOpenAiStub();
+      baseUrl = await stub.listen();
+      stub.respondWith(() => ({ text: "done" }));
+    });
+    afterAll(async () => stub?.close());
+
+    it("an unpriced local model stops refusing runs once a price line is added, no restart", async () => {
+      const policies = path.join(dir, "policies");
+      await cp(repoPoliciesDir, policies, { recursive: true });
+      const { logger, next } = awaitableLogger();
+      const { server, adminToken: token } = await startServerOn({
+        dir,
+        policies,
+        model: "openai-compatible:local-qwen",
+        baseUrl,
+        logger,
+      });
+      try {
+        const created = await fetch(`${server.url}/admin/v1/callers`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: JSON.stringify({ name: "local", kind: "peer" }),
+        });
+        const secret = ((await created.json()) as { credential: { secret: string } }).credential
+          .secret;
+        const send = async () => {
+          const runId = await sendMessage(server.url, secret, "hi", {
+            configuration: { returnImmediately: false },
+          });
+          const run = await fetch(`${server.url}/admin/v1/runs/${runId}`, {
+            headers: { authorization: `Bearer ${token}` },
+          });
+          return JSON.stringify(await run.json());
+        };
+        expect(await send()).toContain("cost-unknown");
+        const reloaded = next("prices reloaded");
+        const file = path.join(policies, "models.yaml");
+        await save(file, priced("openai-compatible:local-qwen"));
+        await reloaded;
+        expect(await send()).not.toContain("cost-unknown");
+      } finally {
+        await server.stop();
+      }
+    });
   });
 });

@@ -7,14 +7,13 @@ import { appendAuditEvent } from "../../db/audit.ts";
 import type { Caller, Run, RunStatus } from "../../db/schema.ts";
 import type { AuditActor } from "../../domain/audit.ts";
 import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts";
-import { isCallerRevoked } from "../../policy/caller-revoked.ts";
 import type { RunCore } from "../../runs/core.ts";
-import { expiredError, outcomeOf, settledFromRun } from "../../runs/outcome.ts";
-import { lockRun, readCaller, readRun } from "../../runs/run-queries.ts";
-import { claimWaitingRun, closeParkedRuns } from "../../runs/run-state.ts";
+import { settledFromRun } from "../../runs/outcome.ts";
+import { lockRun } from "../../runs/run-queries.ts";
 import { executeSegment } from "../../runs/segment.ts";
 import type { ApprovalDecision } from "../../runs/tool-batch.ts";
 import type { RunHandle } from "../../runs/types.ts";
+import { closeOrClaimWaitingRun, refuseClosedRun } from "./close-or-claim-waiting-run.ts";
 
 export type ParkedRunAnswer = {
   readonly runId: string;
@@ -62,38 +61,14 @@ async function claimRun(ctx: RunCore, answer: ParkedRunAnswer): Promise<Claim> {
     ) {
       return { kind: "stale" };
     }
-    const at = ctx.now();
-    if (run.parkedUntil && run.parkedUntil.getTime() <= at.getTime()) {
-      await closeParkedRuns(tx, {
-        runs: [run],
-        status: "expired",
-        error: expiredError(run),
-        actor: `instance:${ctx.instanceId}`,
-        at,
-      });
-      return { kind: "closed", why: "its approval window had closed: the run expired" };
-    }
-    const caller = await readCaller(tx, run.callerId);
-    if (!caller || isCallerRevoked(caller)) {
-      await closeParkedRuns(tx, {
-        runs: [run],
-        status: "rejected",
-        error: {
-          code: "caller-revoked",
-          message: "the caller was revoked while this run was parked",
-        },
-        actor: answer.actor,
-        at,
-      });
-      return { kind: "closed", why: "its caller was revoked: the run was rejected" };
-    }
-    const claimed = await claimWaitingRun(tx, {
+    const claim = await closeOrClaimWaitingRun(tx, ctx, {
       run,
-      instanceId: ctx.instanceId,
-      at,
       from: "parked",
+      revokedBy: answer.actor,
+      expiredWhy: "its approval window had closed: the run expired",
+      revokedMessage: "the caller was revoked while this run was parked",
     });
-    if (!claimed) throw new ConflictError("the run changed while it was being answered");
+    if (claim.kind === "closed") return claim;
     await appendAuditEvent(tx, {
       actor: answer.actor,
       kind: answer.decision.approved ? "run.approved" : "run.call-rejected",
@@ -108,7 +83,7 @@ async function claimRun(ctx: RunCore, answer: ParkedRunAnswer): Promise<Claim> {
           : {}),
       },
     });
-    return { kind: "claimed", run: claimed, caller };
+    return claim;
   });
 }
 
@@ -117,11 +92,7 @@ async function refuse(
   answer: ParkedRunAnswer,
   claim: Exclude<Claim, { kind: "claimed" }>,
 ): Promise<never> {
-  if (claim.kind === "closed") {
-    const current = await readRun(ctx.db, answer.runId);
-    if (current) ctx.notifySettled(settledFromRun(current, outcomeOf(current)));
-    throw new ConflictError(`the run was not resumed: ${claim.why}`);
-  }
+  if (claim.kind === "closed") return await refuseClosedRun(ctx, answer.runId, claim.why);
   // A refused answer is audited like any refusal: an approval that arrives after the run was
   // rejected (its caller revoked), answered or expired leaves a trace, not only a 409.
   await appendAuditEvent(ctx.db, {

@@ -13,13 +13,11 @@ import { appendAuditEvent } from "../../db/audit.ts";
 import type { Caller, Run } from "../../db/schema.ts";
 import type { PendingInput } from "../../domain/run.ts";
 import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts";
-import { isCallerRevoked } from "../../policy/caller-revoked.ts";
 import type { RunCore } from "../../runs/core.ts";
-import { expiredError, outcomeOf, settledFromRun } from "../../runs/outcome.ts";
-import { isUuid, lockRun, readCaller, readRun } from "../../runs/run-queries.ts";
-import { claimWaitingRun, closeParkedRuns } from "../../runs/run-state.ts";
+import { isUuid, lockRun } from "../../runs/run-queries.ts";
 import { executeSegment } from "../../runs/segment.ts";
 import type { AnswerRunInputRequest, RunEvent, RunHandle } from "../../runs/types.ts";
+import { closeOrClaimWaitingRun, refuseClosedRun } from "./close-or-claim-waiting-run.ts";
 
 /** Bound on the answer the model reads (the same order as a conversation turn). */
 export const maxAnswerChars = 64 * 1024;
@@ -41,11 +39,7 @@ export async function answerRunInput({
   ctx.active.claiming.add(request.runId);
   try {
     const claim = await claimRun(ctx, request);
-    if (claim.kind === "closed") {
-      const current = await readRun(ctx.db, request.runId);
-      if (current) ctx.notifySettled(settledFromRun(current, outcomeOf(current)));
-      throw new ConflictError(`the run was not resumed: ${claim.why}`);
-    }
+    if (claim.kind === "closed") return await refuseClosedRun(ctx, request.runId, claim.why);
     const { run, caller, pending } = claim;
     const entry = ctx.active.register(run.id, caller.id);
     ctx.emit(onEvent, { type: "status", status: "working" });
@@ -74,41 +68,21 @@ async function claimRun(ctx: RunCore, request: AnswerRunInputRequest): Promise<C
     if (run.status !== "input-required" || !pending) {
       throw new ConflictError(`the run is ${run.status}, not waiting for its caller's input`);
     }
-    const at = ctx.now();
-    if (run.parkedUntil && run.parkedUntil.getTime() <= at.getTime()) {
-      await closeParkedRuns(tx, {
-        runs: [run],
-        status: "expired",
-        error: expiredError(run),
-        actor: `instance:${ctx.instanceId}`,
-        at,
-      });
-      return { kind: "closed", why: "no answer came in time: the run expired" };
-    }
-    const caller = await readCaller(tx, run.callerId);
-    if (!caller || isCallerRevoked(caller)) {
-      await closeParkedRuns(tx, {
-        runs: [run],
-        status: "rejected",
-        error: { code: "caller-revoked", message: "the caller was revoked while its run waited" },
-        actor: `instance:${ctx.instanceId}`,
-        at,
-      });
-      return { kind: "closed", why: "its caller was revoked: the run was rejected" };
-    }
-    const claimed = await claimWaitingRun(tx, {
+    const claim = await closeOrClaimWaitingRun(tx, ctx, {
       run,
-      instanceId: ctx.instanceId,
-      at,
       from: "input-required",
+      revokedBy: `instance:${ctx.instanceId}`,
+      expiredWhy: "no answer came in time: the run expired",
+      revokedMessage: "the caller was revoked while its run waited",
     });
-    if (!claimed) throw new ConflictError("the run changed while it was being answered");
+    if (claim.kind === "closed") return claim;
+    const { caller } = claim;
     await appendAuditEvent(tx, {
       actor: `caller:${caller.name}`,
       kind: "run.input-answered",
       subject: `run:${run.id}`,
       data: { runId: run.id, callId: pending.callId, answerChars: request.answer.length },
     });
-    return { kind: "claimed", run: claimed, caller, pending };
+    return { ...claim, pending };
   });
 }

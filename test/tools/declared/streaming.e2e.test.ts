@@ -9,12 +9,10 @@ import {
   addCaller,
   collectStream,
   copyPolicies,
-  createSharedSecrets,
-  createWorkspace,
   type Peergate,
   removeTempDirs,
   type ScriptedModel,
-  startPeergate,
+  startPeergateOn,
   startScriptedModel,
   textOf,
   userMessage,
@@ -60,12 +58,7 @@ beforeAll(async () => {
       "mcpServers: []",
     ].join("\n"),
   );
-  peergate = await startPeergate({
-    ...createSharedSecrets(),
-    policiesDir,
-    workspace: await createWorkspace(),
-    modelBaseUrl: model.baseUrl,
-  });
+  peergate = await startPeergateOn("pglite", { policiesDir, modelBaseUrl: model.baseUrl });
 });
 
 afterAll(async () => {
