@@ -109,6 +109,27 @@ export async function moveSlot(db: DbOrTx, callerId: string, by: 1 | -1): Promis
     });
 }
 
+/**
+ * Takes one concurrency slot if the caller has fewer than `limit` runs in progress (any number
+ * when `limit` is null); false when it has not.
+ */
+export async function takeSlotWithin(
+  db: DbOrTx,
+  callerId: string,
+  limit: number | null,
+): Promise<boolean> {
+  const taken = await db
+    .insert(callerSlots)
+    .values({ callerId, running: 1 })
+    .onConflictDoUpdate({
+      target: callerSlots.callerId,
+      set: { running: sql`${callerSlots.running} + 1` },
+      setWhere: sql`${limit}::int is null or ${callerSlots.running} < ${limit}::int`,
+    })
+    .returning({ running: callerSlots.running });
+  return taken.length === 1;
+}
+
 /** A caller's slots in use (tests and diagnostics). */
 export async function readRunningSlots(db: DbOrTx, callerId: string): Promise<number> {
   const [row] = await db

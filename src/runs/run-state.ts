@@ -29,7 +29,14 @@ import {
 import { storableText, toStorableJson } from "../db/storable.ts";
 import type { AuditActor } from "../domain/audit.ts";
 import { waitingStatuses } from "../domain/run.ts";
-import { activeStatuses, addDailyUsage, lockRun, moveSlot, readCaller } from "./run-queries.ts";
+import {
+  activeStatuses,
+  addDailyUsage,
+  lockRun,
+  moveSlot,
+  readCaller,
+  takeSlotWithin,
+} from "./run-queries.ts";
 import type { CallEnd, OpenedCall, ToolCallRecorder } from "./tool-batch.ts";
 
 export async function insertRun(tx: DbTransaction, values: NewRun): Promise<Run> {
@@ -459,9 +466,23 @@ export async function finishRun(
  */
 export async function claimWaitingRun(
   tx: DbTransaction,
-  input: { run: Run; instanceId: string; at: Date; from: "parked" | "input-required" },
-): Promise<Run | undefined> {
+  input: {
+    run: Run;
+    instanceId: string;
+    at: Date;
+    from: "parked" | "input-required";
+    /**
+     * The caller's concurrency limit, when the resume must respect it (a caller's answer: else
+     * runs asking questions would let a caller run more at once than its limit). Undefined: the
+     * slot is taken whatever the count (an operator's approval is not refused for concurrency).
+     */
+    slotLimit?: number | null;
+  },
+): Promise<Run | "no-slot" | undefined> {
   const { run, at, from } = input;
+  if (input.slotLimit !== undefined && !(await takeSlotWithin(tx, run.callerId, input.slotLimit))) {
+    return "no-slot";
+  }
   const [claimed] = await tx
     .update(runs)
     .set({
@@ -476,7 +497,8 @@ export async function claimWaitingRun(
     })
     .where(and(eq(runs.id, run.id), eq(runs.status, from)))
     .returning();
-  if (claimed) await moveSlot(tx, claimed.callerId, 1);
+  // The slot taken above stays taken only with the claim: the caller's transaction rolls back.
+  if (claimed && input.slotLimit === undefined) await moveSlot(tx, claimed.callerId, 1);
   return claimed;
 }
 

@@ -22,12 +22,14 @@ import {
 import type { JWK } from "jose";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { postgresSkipReason } from "../support/databases.ts";
+import { countAssistantTurns, type StubStep } from "../support/openai-stub.ts";
 import {
   addCaller,
   asTask,
   collectStream,
   copyPolicies,
   type Peergate,
+  readScenario,
   readTaskRunId,
   readToolResults,
   removeTempDirs,
@@ -67,7 +69,22 @@ const scenarios = {
   ],
   // Asks twice; its caller has a budget of two steps.
   "ask-budget": [askStep, askStep, { text: "never reached" }],
+  "ask-slot": [askStep, { text: finalAnswer }],
 };
+
+/** Plays `scenarios`, except that "hold-slot" answers only once `gate` opens. */
+function holdSlotScript(gate: Promise<void>) {
+  return async (request: Parameters<Parameters<ScriptedModel["stub"]["respondWith"]>[0]>[0]) => {
+    const name = readScenario(request) ?? "";
+    if (name === "hold-slot") {
+      await gate;
+      return { text: "Busy work done." };
+    }
+    const steps = (scenarios as Record<string, StubStep[]>)[name];
+    if (!steps || steps.length === 0) return { text: "no script for this conversation" };
+    return steps[Math.min(countAssistantTurns(request), steps.length - 1)] as StubStep;
+  };
+}
 
 let model: ScriptedModel;
 let policiesDir: string;
@@ -289,6 +306,51 @@ for (const kind of ["pglite", "postgres"] as const) {
           rawMessage("More?", { taskId: task.id, contextId: task.contextId }),
         );
         expect(again.body.error?.code).toBe(-32004);
+      });
+
+      it("an answer resumes its run only within the caller's concurrency limit", async () => {
+        const single = await addCaller(peergate, {
+          name: `one-at-a-time-${kind}`,
+          kind: "peer",
+          tier: "public",
+          budgets: { concurrentRuns: 1 },
+        });
+        // The question gives the run's slot back, so the caller can start another run…
+        const asked = await rpc(single.secret, "SendMessage", rawMessage("scenario:ask-slot Go."));
+        const task = asked.body.result.task;
+        expect(task.status.state).toBe("TASK_STATE_INPUT_REQUIRED");
+        let open = () => {};
+        const gate = new Promise<void>((resolve) => {
+          open = resolve;
+        });
+        model.stub.respondWith(holdSlotScript(gate));
+        try {
+          const holding = rpc(single.secret, "SendMessage", rawMessage("scenario:hold-slot Busy."));
+          // …which now holds the one slot (its model call waits at the gate).
+          while (model.requestsOf("hold-slot").length === 0) {
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+          // Answering the question now would make two runs at once: refused, the run still waits.
+          const refused = await rpc(
+            single.secret,
+            "SendMessage",
+            rawMessage("Teal.", { taskId: task.id, contextId: task.contextId }),
+          );
+          expect(refused.status).toBe(429);
+          await waitForRun(peergate, task.metadata.peergate.runId, ["input-required"]);
+          open();
+          expect((await holding).body.result.task.status.state).toBe("TASK_STATE_COMPLETED");
+          // The slot is free again: the same answer resumes the run.
+          const done = await rpc(
+            single.secret,
+            "SendMessage",
+            rawMessage("Teal.", { taskId: task.id, contextId: task.contextId }),
+          );
+          expect(done.body.result.task.status.state).toBe("TASK_STATE_COMPLETED");
+        } finally {
+          open();
+          model.stub.respondWith(holdSlotScript(Promise.resolve()));
+        }
       });
 
       it("a resumed run keeps what is left of its budgets, not fresh ones", async () => {

@@ -7,7 +7,7 @@
 import type { DbTransaction } from "../../db/client.ts";
 import type { Caller, Run } from "../../db/schema.ts";
 import type { AuditActor } from "../../domain/audit.ts";
-import { ConflictError } from "../../errors.ts";
+import { ConflictError, RateLimitedError } from "../../errors.ts";
 import { isCallerRevoked } from "../../policy/caller-revoked.ts";
 import type { RunCore } from "../../runs/core.ts";
 import { expiredError, outcomeOf, settledFromRun } from "../../runs/outcome.ts";
@@ -61,14 +61,29 @@ export async function closeOrClaimWaitingRun(
     });
     return { kind: "closed", why: "its caller was revoked: the run was rejected" };
   }
+  // A caller's answer resumes its run only within its concurrency limit: runs that ask questions
+  // give their slots back, so answering many at once would otherwise run more than the limit.
+  const slotLimit = input.from === "input-required" ? concurrencyLimit(caller) : undefined;
   const claimed = await claimWaitingRun(tx, {
     run,
     instanceId: ctx.instanceId,
     at,
     from: input.from,
+    ...(slotLimit !== undefined ? { slotLimit } : {}),
   });
+  if (claimed === "no-slot") {
+    throw new RateLimitedError(
+      `caller has ${slotLimit} runs in progress; its limit is ${slotLimit}`,
+      ctx.concurrencyRetryAfterSeconds,
+    );
+  }
   if (!claimed) throw new ConflictError("the run changed while it was being answered");
   return { kind: "claimed", run: claimed, caller };
+}
+
+function concurrencyLimit(caller: Caller): number | null {
+  const limit = caller.budgets.concurrentRuns;
+  return typeof limit === "number" && Number.isFinite(limit) && limit >= 0 ? limit : null;
 }
 
 /**
