@@ -1,7 +1,9 @@
 // A2A `SendMessage` benchmark: `npm exec -- node bench/a2a.ts [--tasks N] [--concurrency C]`
 // (defaults 50000 and 16; `--warmup W`; `--callers K` spreads peergate's connections over K peer
 // callers, default 1; `--only reference|peergate`; `--cpu-prof DIR` writes a V8 CPU profile of
-// each server child; `--push [--rate R] [--seconds S]` the push load below).
+// each server child, `--cpu-prof-measured DIR` one of the measured tasks only; `--compare DIR`
+// adds the server of another checkout (e.g. a `git worktree` of main) as a second peergate,
+// taking turns with this one; `--push [--rate R] [--seconds S]` the push load below).
 //
 // Three servers, each in its own child process (so each RSS is that server's alone):
 //   reference  the a2a-js SDK's own stack: its express adapter (`jsonRpcHandler`), its in-memory
@@ -40,7 +42,7 @@
 // machines.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
@@ -85,8 +87,10 @@ function serveChild(
     return user + system;
   };
   let forcedGcMicros = 0;
+  const profile = measuredProfile(process.env.BENCH_PROFILE_MEASURED);
   process.on("message", (message: ParentMessage) => {
     if (message.type === "sample") {
+      void profile.start();
       const cpuMicros = cpuNow() - forcedGcMicros;
       const before = cpuNow();
       (globalThis as { gc?: () => void }).gc?.();
@@ -101,10 +105,41 @@ function serveChild(
         roundTrips: roundTrips(),
       } satisfies ChildMessage);
     } else if (message.type === "stop") {
-      void stop().finally(() => process.exit(0));
+      void profile
+        .stop()
+        .then(stop)
+        .finally(() => process.exit(0));
     }
   });
   process.send?.({ type: "ready", url } satisfies ChildMessage);
+}
+
+/**
+ * `--cpu-prof-measured DIR`: a V8 CPU profile of the measured tasks only, from the first sample
+ * (after the warm-up) to the stop, so start-up and migrations do not dilute it.
+ */
+function measuredProfile(dir: string | undefined) {
+  let session: import("node:inspector/promises").Session | undefined;
+  return {
+    async start() {
+      if (!dir || session) return;
+      const { Session } = await import("node:inspector/promises");
+      session = new Session();
+      session.connect();
+      await session.post("Profiler.enable");
+      await session.post("Profiler.setSamplingInterval", { interval: 500 });
+      await session.post("Profiler.start");
+    },
+    async stop() {
+      if (!dir || !session) return;
+      const { profile } = await session.post("Profiler.stop");
+      await writeFile(
+        path.join(dir, `${process.argv.at(-1)}-${process.pid}.cpuprofile`),
+        JSON.stringify(profile),
+      );
+      session.disconnect();
+    },
+  };
 }
 
 async function runReference(): Promise<void> {
@@ -289,11 +324,13 @@ async function startChild(
   role: "reference" | "peergate" | "model" | "diy",
   env: Record<string, string> = {},
   profileDir?: string,
+  /** The bench script whose role runs (another checkout's, for `--compare`). */
+  script: string = self,
 ): Promise<Child> {
   const flags = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [];
   const child: ChildProcess = spawn(
     process.execPath,
-    ["--expose-gc", ...flags, self, "--serve", role],
+    ["--expose-gc", ...flags, script, "--serve", role],
     {
       env: { ...process.env, ...env },
       stdio: ["ignore", "ignore", "inherit", "ipc"],
@@ -612,6 +649,8 @@ async function startPeergateTarget(
   callers: number,
   profileDir?: string,
   pushOrigin?: string,
+  /** Another checkout whose server runs instead of this one's (`--compare DIR`). */
+  checkout?: string,
 ): Promise<Target> {
   const { startPostgresCluster } = await import("../test/support/postgres-cluster.ts");
   const cluster = await startPostgresCluster();
@@ -650,6 +689,7 @@ async function startPeergateTarget(
         ...(pushOrigin ? { PEERGATE_PUSH_ALLOW_ADDRESSES: "127.0.0.1" } : {}),
       },
       profileDir,
+      checkout ? path.join(checkout, "bench/a2a.ts") : self,
     );
     const tokens: string[] = [];
     // Budgets above the defaults widen a caller: they need the operator token, which the
@@ -706,7 +746,7 @@ async function startPeergateTarget(
       }
     }
     return {
-      name: `peergate, ${callers === 1 ? "1 caller" : `${callers} callers`} (bearer, ceiling, PostgreSQL, openai-compatible stub)`,
+      name: `peergate${checkout ? ` from ${checkout}` : ""}, ${callers === 1 ? "1 caller" : `${callers} callers`} (bearer, ceiling, PostgreSQL, openai-compatible stub)`,
       child: peergate,
       headers: (connection) => ({ authorization: `Bearer ${tokens[connection % callers]}` }),
       pgCpuMicros: () => readPgCpuMicros(watcher),
@@ -1022,6 +1062,8 @@ async function main(): Promise<void> {
       only: { type: "string" },
       callers: { type: "string", default: "1" },
       "cpu-prof": { type: "string" },
+      "cpu-prof-measured": { type: "string" },
+      compare: { type: "string" },
       push: { type: "boolean", default: false },
       rate: { type: "string", default: "200" },
       seconds: { type: "string", default: "10" },
@@ -1033,6 +1075,11 @@ async function main(): Promise<void> {
   if (values.serve === "diy") return runDiy();
 
   const profileDir = values["cpu-prof"] ? path.resolve(values["cpu-prof"]) : undefined;
+  if (values["cpu-prof-measured"]) {
+    // Read by each server child (serveChild), which inherits this environment.
+    process.env.BENCH_PROFILE_MEASURED = path.resolve(values["cpu-prof-measured"]);
+    await mkdir(process.env.BENCH_PROFILE_MEASURED, { recursive: true });
+  }
   if (values.push) {
     const rate = Number(values.rate);
     const seconds = Number(values.seconds);
@@ -1066,6 +1113,11 @@ async function main(): Promise<void> {
     }
     if (only === undefined || only === "peergate") {
       targets.push(await startPeergateTarget(callers, profileDir));
+      if (values.compare) {
+        // The same load on another checkout's server, taking turns with this one (A/B).
+        const checkout = path.resolve(values.compare);
+        targets.push(await startPeergateTarget(callers, profileDir, undefined, checkout));
+      }
     }
     printTables(await measureInterleaved(targets, options), options);
   } finally {

@@ -46,10 +46,13 @@ import {
   UnsupportedOperationError,
 } from "@a2a-js/sdk/errors";
 import {
+  type AgentExecutionEvent,
   type AgentExecutor,
   type DefaultExecutionEventBusManager,
   DefaultRequestHandler,
+  type ExecutionEventQueue,
   type ExtendedAgentCardProvider,
+  type ResultManager,
   type ServerCallContext,
 } from "@a2a-js/sdk/server";
 import type { Logger } from "../log.ts";
@@ -293,6 +296,11 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     return super.listTasks(params, context);
   }
 
+  /** The event loop's failure, which the SDK wrote to the console (processEvents below). */
+  reportEventLoopFailure(taskId: string, error: unknown): void {
+    this.#logger.error("A2A event processing failed", { taskId, error });
+  }
+
   override async cancelTask(params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
     if (params.id && !this.#buses.getByTaskId(params.id, context)) {
       const task = await this.#store.load(params.id, context);
@@ -309,3 +317,98 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     return super.cancelTask(params, context);
   }
 }
+
+// The SDK's loop that drains one request's events into the task store, without its push step.
+// For every event the SDK also built the stream response (loading the task again for a `task`
+// event) and took a structuredClone of the whole task, only to hand both to its push sender;
+// peergate's is `outboxOnly` (deliveries go through the outbox) or none, so that was all waste on
+// every blocking SendMessage and cancel. Everything else is the SDK's own loop (@a2a-js/sdk
+// 1.3.0, DefaultRequestHandler#_processEvents): the first result, the AUTH_REQUIRED snapshot,
+// the error handling, stopping the queue.
+
+type EventLoopOptions = {
+  firstResultResolver?: (result: Message | Task) => void;
+  firstResultRejector?: (error: unknown) => void;
+  authRequiredSnapshotResolver?: (task: Task) => void;
+};
+
+type HandlerInternals = {
+  _handleProcessingError(
+    error: unknown,
+    results: ResultManager,
+    firstResultSent: boolean,
+    taskId: string,
+    rejector: EventLoopOptions["firstResultRejector"],
+  ): Promise<void>;
+  reportEventLoopFailure(taskId: string, error: unknown): void;
+};
+
+async function processEvents(
+  this: HandlerInternals,
+  taskId: string,
+  results: ResultManager,
+  queue: ExecutionEventQueue,
+  _context: ServerCallContext,
+  options?: EventLoopOptions,
+): Promise<void> {
+  let firstResultSent = false;
+  let authRequiredSnapshotSent = false;
+  try {
+    for await (const event of queue.events() as AsyncIterable<AgentExecutionEvent>) {
+      await results.processEvent(event);
+      if (options?.firstResultResolver && !firstResultSent) {
+        let first: Message | Task | undefined;
+        if (event.kind === "message" || event.kind === "task") first = event.data;
+        else {
+          const final = results.getFinalResult();
+          if (final && ("messageId" in final || "id" in final)) first = final;
+        }
+        if (first) {
+          options.firstResultResolver(first);
+          firstResultSent = true;
+        }
+      }
+      if (
+        options?.authRequiredSnapshotResolver &&
+        !authRequiredSnapshotSent &&
+        event.kind === "statusUpdate" &&
+        event.data.status?.state === TaskState.TASK_STATE_AUTH_REQUIRED
+      ) {
+        const current = results.getCurrentTask();
+        if (current) {
+          options.authRequiredSnapshotResolver(structuredClone(current));
+          authRequiredSnapshotSent = true;
+          firstResultSent = true;
+        }
+      }
+    }
+    if (options?.firstResultResolver && options.firstResultRejector && !firstResultSent) {
+      options.firstResultRejector(
+        new RequestMalformedError("Execution finished before a message or task was produced."),
+      );
+    }
+  } catch (error) {
+    this.reportEventLoopFailure(taskId, error);
+    await this._handleProcessingError(
+      error,
+      results,
+      firstResultSent,
+      taskId,
+      options?.firstResultRejector,
+    );
+  } finally {
+    queue.stop();
+  }
+}
+
+// Checked here so that an SDK upgrade that moves the loop fails at start-up, not silently.
+if (typeof Reflect.get(DefaultRequestHandler.prototype, "_processEvents") !== "function") {
+  throw new Error(
+    "@a2a-js/sdk: DefaultRequestHandler#_processEvents is gone; see request-handler.ts",
+  );
+}
+Object.defineProperty(PeergateRequestHandler.prototype, "_processEvents", {
+  value: processEvents,
+  writable: true,
+  configurable: true,
+});

@@ -47,6 +47,7 @@ function isOwnPage(c: Context, origin: string): boolean {
 
 export function refuseQueryCredentials(): MiddlewareHandler {
   return async function refuseQuery(c, next) {
+    if (!c.req.url.includes("?")) return next();
     const url = new URL(c.req.url);
     for (const name of url.searchParams.keys()) {
       if (credentialParameter.test(name)) {

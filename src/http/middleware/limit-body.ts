@@ -41,13 +41,14 @@ function countBytes(
 
 export function limitBody(maxBytes: number): MiddlewareHandler {
   return async function limitBodySize(c, next) {
+    // A declared length within the limit binds the body (the HTTP parser reads no further), so
+    // the body is not looked at: on the Node server, touching `raw.body` turns the lightweight
+    // request into a full one with a web stream, which the handler's read then goes through.
+    const declared = declaredLength(c.req.raw);
+    if (declared !== undefined && declared <= maxBytes) return next();
     const body = c.req.raw.body;
     if (!body) return next();
-    const declared = declaredLength(c.req.raw);
-    if (declared !== undefined) {
-      if (declared > maxBytes) throw new PayloadTooLargeError(maxBytes);
-      return next();
-    }
+    if (declared !== undefined) throw new PayloadTooLargeError(maxBytes);
     c.req.raw = new Request(c.req.raw, { body: countBytes(body, maxBytes), duplex: "half" });
     await next();
   };
