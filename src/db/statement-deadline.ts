@@ -6,11 +6,13 @@
 //
 // - a statement that has not settled within `timeoutMs` rejects with UnavailableError, and is
 //   cancelled (dropped if still queued in the pool; a CancelRequest if it was sent);
-// - a transaction gets the same deadline for each part the server must answer: BEGIN (including
-//   the wait for a pooled connection), every statement inside, and the COMMIT or ROLLBACK. Time
-//   spent in the caller's own code between statements is not counted. A transaction whose BEGIN
-//   came too late is rolled back before any of its statements run, so work the caller was told
-//   had failed cannot happen later behind its back;
+// - a transaction gets the same deadline for each part the server must answer: its start (the
+//   wait for a pooled connection; BEGIN itself is answered with the first statements, see
+//   pipelined-transactions.ts), every statement inside, and the COMMIT or ROLLBACK. Time spent in
+//   the caller's own code between statements is not counted. A transaction that started too late
+//   is rolled back before any of its statements run, and one whose statement did not answer in
+//   time is rolled back behind it, so work the caller was told had failed cannot happen later
+//   behind its back;
 // - a deadline on COMMIT means the outcome is unknown (the server may still commit when it
 //   wakes), as with any lost connection; everything written that way is consistent on its own.
 import type postgres from "postgres";
