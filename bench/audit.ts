@@ -158,13 +158,19 @@ async function parent(): Promise<void> {
 
     // The monitor: when each event is first seen chained (seq > the last seen).
     const monitor = postgres(url, { max: 1, onnotice: () => {} });
+    // Where the measured code keeps the links: their own table, or (before it) the event row.
+    const [split] = await monitor<{ name: string | null }[]>`
+      select to_regclass('audit_chain')::text as name`;
+    const links = monitor(split?.name ? "audit_chain" : "audit_events");
+    const linkedId = monitor(split?.name ? "event_id" : "id");
     const seenAt = new Map<number, number>();
     let lastSeq = 0;
     let watching = chained;
     const watch = (async () => {
       while (watching) {
         const rows = await monitor<{ id: string; seq: string }[]>`
-          select id, seq from audit_events where seq > ${lastSeq} order by seq limit 100000`;
+          select ${linkedId} as id, seq from ${links} where seq > ${lastSeq}
+           order by seq limit 100000`;
         const t = now();
         for (const r of rows) seenAt.set(Number(r.id), t);
         if (rows.length > 0) lastSeq = Number(rows.at(-1)?.seq);
