@@ -23,7 +23,7 @@
 // hash, or who drops events from the very end — nor anything done to the unchained tail before it
 // is chained (the append-only trigger still refuses it; verify reports how long the tail is).
 // Keep `lastHash` from a verify somewhere else (a log, a ticket) to anchor it.
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { is, type SQL, sql } from "drizzle-orm";
 import { PgTransaction } from "drizzle-orm/pg-core";
 import type { AuditActor, AuditKind } from "../domain/audit.ts";
@@ -119,7 +119,8 @@ export function computeAuditHash(prevHash: string, content: HashedContent): stri
     `,"seq":${JSON.stringify(content.seq)}` +
     `,"subject":${JSON.stringify(content.subject)}` +
     `,"v":${contentVersion}}`;
-  return createHash("sha256").update(prevHash).update(text).digest("hex");
+  // One-shot: the same bytes as updating a Hash with both, without creating one per event.
+  return hash("sha256", prevHash + text, "hex");
 }
 
 /**
