@@ -291,7 +291,7 @@ function judgeA2a(output: string, verdicts: Verdict[]): void {
       note:
         ratio >= 1
           ? undefined
-          : "the reference answers from memory: no authentication, no database, no model call. Every peergate task authenticates the caller, computes its ceiling, runs the agent loop through @ai-sdk/openai-compatible against the stub and stores the run, its task and its audit events in PostgreSQL (8 round trips, docs/hot-path.md), on the same CPUs as PostgreSQL, the stub and the load generator. The target compares unlike work; a like-for-like reference would need the same persistence",
+          : "the reference answers from memory: no authentication, no database, no model call. Every peergate task authenticates the caller, computes its ceiling, runs the agent loop through @ai-sdk/openai-compatible against the stub and stores the run, its task and its audit events in PostgreSQL (4 round trips, docs/hot-path.md), on the same CPUs as PostgreSQL, the stub and the load generator. The target compares unlike work; a like-for-like reference would need the same persistence",
     },
     ...judgeHotPath(output),
     {
@@ -378,7 +378,7 @@ function judgeHotPath(output: string): Verdict[] {
   const rss = (peergate?.[5] ?? "").split("/").map((n) => Number(n.trim()));
   const rssGrowth = ((rss[4] ?? Number.NaN) - (rss[1] ?? Number.NaN)) / (rss[1] ?? Number.NaN);
   const perTask = `peergate ${cpu.toFixed(2)} ms server CPU, ${pgCpu.toFixed(2)} ms PostgreSQL CPU and ${trips.toFixed(1)} round trips per task`;
-  const miss = `what stands between: ${perTask}. test/a2a/round-trips.test.ts pins one SendMessage at 8 (BEGIN, the caller's re-read with the admission, the run with its event and task, COMMIT; BEGIN, the finish in one statement, COMMIT; the SDK's COMPLETED save; docs/hot-path.md); the bench's count also holds the audit chainer's passes and the heartbeats. The CPU is spread thin (drizzle building each statement ~7 %, GC ~5 %, postgres.js ~4 %, the model call's fetch ~4 %, the A2A SDK and HTTP glue ~3 %)`;
+  const miss = `what stands between: ${perTask}. test/a2a/round-trips.test.ts pins one SendMessage at 4 (BEGIN with the caller's re-read and the admission; the run, its event and task with the COMMIT behind them; BEGIN with the finish and the settled task; COMMIT: docs/hot-path.md); the bench's count also holds the audit chainer's passes and the heartbeats. The CPU is spread thin (drizzle building each statement ~7 %, GC ~5 %, postgres.js ~4 %, the model call's fetch ~4 %, the A2A SDK and HTTP glue ~3 %)`;
   return [
     {
       bench: "a2a",

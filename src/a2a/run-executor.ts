@@ -46,10 +46,11 @@ import {
   type ExecutionEventBus,
   type RequestContext,
 } from "@a2a-js/sdk/server";
+import type { DbTransaction } from "../db/client.ts";
 import type { RunStatus } from "../domain/run.ts";
 import { ConflictError, NotFoundError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import type { RunEngine, RunEvent, RunOutcome } from "../runs/types.ts";
+import type { RunEnd, RunEngine, RunEvent, RunOutcome } from "../runs/types.ts";
 import { escalate, isFreshContext, isStreaming, readCaller, toEscalated } from "./call-context.ts";
 import {
   buildConversation,
@@ -143,6 +144,17 @@ const operatorMessage = (tool: string | undefined) =>
  * caller sees only a reference to the run, whose record keeps the text for the operator.
  */
 const callerFacingFailures: ReadonlySet<string> = new Set(["budget-exceeded", "timeout"]);
+
+/** Whether two ends tell the same: a planned end is published only for the end it planned. */
+function sameEnd(a: RunEnd, b: RunEnd): boolean {
+  return (
+    a.runId === b.runId &&
+    a.status === b.status &&
+    a.text === b.text &&
+    a.error?.code === b.error?.code &&
+    a.error?.message === b.error?.message
+  );
+}
 
 /** The final events for an outcome (after the answer artifact, if any). */
 export function describeOutcome(
@@ -277,8 +289,8 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
     /** A tool call ended a step whose text was sent: the next text replaces it. */
     let replaceNext = false;
     let timer: NodeJS.Timeout | undefined;
-    const sendChunk = (text: string, append: boolean, lastChunk: boolean) => {
-      emit(
+    const sendChunk = (text: string, append: boolean, lastChunk: boolean, out = emit) => {
+      out(
         AgentEvent.artifactUpdate({
           taskId: ids.taskId,
           contextId: ids.contextId,
@@ -291,29 +303,69 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
       sentChunks += 1;
     };
     /** Sends the text gathered so far; `last` marks the artifact done (possibly with no text). */
-    const flushText = (last = false) => {
+    const flushText = (last = false, out = emit) => {
       if (timer) clearTimeout(timer);
       timer = undefined;
       if (unsent === "" && !(last && sentChunks > 0)) return;
       const replace = replaceNext && unsent !== "";
-      sendChunk(unsent, sentChunks > 0 && !replace, last);
+      sendChunk(unsent, sentChunks > 0 && !replace, last, out);
       if (replace) replaceNext = false;
       stepSent += unsent;
       unsent = "";
     };
     /** The answer's last update: what the stream has not sent of it yet. */
-    const finishAnswer = (answer: string) => {
+    const finishAnswer = (answer: string, out = emit) => {
       if (timer) clearTimeout(timer);
       timer = undefined;
-      if (answer === "") return flushText(true);
+      if (answer === "") return flushText(true, out);
       unsent = "";
       if (answer.startsWith(stepSent)) {
-        sendChunk(answer.slice(stepSent.length), sentChunks > 0 && !replaceNext, true);
+        sendChunk(answer.slice(stepSent.length), sentChunks > 0 && !replaceNext, true, out);
       } else {
-        sendChunk(answer, false, true);
+        sendChunk(answer, false, true, out);
       }
       replaceNext = false;
       stepSent = answer;
+    };
+    /** The end's events, through `out`: what is left of the answer, then the end status. */
+    const endRun = (outcome: RunEnd, out: (event: AgentExecutionEvent) => void) => {
+      const finalText = outcome.status === "completed" ? (outcome.text ?? fullText) : fullText;
+      // A parked run is not done: its partial answer stays open for the resumed run to finish.
+      if (outcome.status === "parked" || outcome.status === "input-required") flushText(false, out);
+      else if (outcome.status === "completed") finishAnswer(finalText, out);
+      else flushText(true, out);
+      // An input-required run's text is its question: that, not the text streamed before it, is
+      // what the status message asks.
+      const shown = outcome.status === "input-required" ? outcome.text : finalText || undefined;
+      out(describeOutcome(ids, { ...outcome, text: shown }, parkedTool));
+    };
+    /**
+     * The end as planned inside the transaction that records it (the task written there, in the
+     * same round trip), published as planned once that committed with the same end.
+     */
+    let planned:
+      | { end: RunEnd; events: AgentExecutionEvent[]; committed: boolean; undo: () => void }
+      | undefined;
+    const planEnd = async (tx: DbTransaction, end: RunEnd) => {
+      if (!published || settled) return undefined;
+      const kept = { unsent, sentChunks, stepSent, replaceNext };
+      const undo = () => {
+        ({ unsent, sentChunks, stepSent, replaceNext } = kept);
+      };
+      const events: AgentExecutionEvent[] = [];
+      endRun(end, (event) => events.push(event));
+      const plan = deps.store.planSettle(ids.taskId, caller.id, events);
+      if (!plan) {
+        undo();
+        return undefined;
+      }
+      const entry = { end, events, committed: false, undo };
+      planned = entry;
+      await deps.store.writeSettled(tx, plan);
+      return () => {
+        entry.committed = true;
+        deps.store.settled(plan);
+      };
     };
 
     let parkedTool: string | undefined;
@@ -431,6 +483,10 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
                       created = buildTask(runId);
                       await deps.store.createInTransaction(tx, created, caller.id);
                     },
+                    // One upsert, sent at once: the COMMIT may follow it.
+                    inCreateTransactionStatements: 1,
+                    // The settled task is written with the run's end.
+                    inFinishTransaction: planEnd,
                   }),
             },
             onEvent,
@@ -483,15 +539,12 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
 
       const outcome = await handle.outcome;
       settled = true;
-      const finalText = outcome.status === "completed" ? (outcome.text ?? fullText) : fullText;
-      // A parked run is not done: its partial answer stays open for the resumed run to finish.
-      if (outcome.status === "parked" || outcome.status === "input-required") flushText();
-      else if (outcome.status === "completed") finishAnswer(finalText);
-      else flushText(true);
-      // An input-required run's text is its question: that, not the text streamed before it, is
-      // what the status message asks.
-      const shown = outcome.status === "input-required" ? outcome.text : finalText || undefined;
-      bus.publish(describeOutcome(ids, { ...outcome, text: shown }, parkedTool));
+      if (planned?.committed && sameEnd(planned.end, outcome)) {
+        for (const event of planned.events) emit(event);
+      } else {
+        planned?.undo();
+        endRun(outcome, emit);
+      }
     } catch (error) {
       // Never let the SDK write its own failure: its message would carry internal details.
       log.error("the A2A run bridge failed", { error });

@@ -21,7 +21,7 @@
 import type { ListTasksRequest, ListTasksResponse } from "@a2a-js/sdk";
 import { Task, taskStateToJSON } from "@a2a-js/sdk";
 import { RequestMalformedError } from "@a2a-js/sdk/errors";
-import type { ServerCallContext, TaskStore } from "@a2a-js/sdk/server";
+import type { AgentExecutionEvent, ServerCallContext, TaskStore } from "@a2a-js/sdk/server";
 import { and, asc, count, desc, eq, inArray, ne, type SQL, sql } from "drizzle-orm";
 import type { Db, DbOrTx, DbTransaction } from "../db/client.ts";
 import { a2aTasks } from "../db/schema.ts";
@@ -29,6 +29,7 @@ import type { Logger } from "../log.ts";
 import { asUnavailableError } from "../services/db-errors.ts";
 import { escalate, readCallerId } from "./call-context.ts";
 import { writeWithPushOutbox } from "./push-outbox.ts";
+import { applyEndEvents } from "./task-settle.ts";
 
 /** Interrupted states: the run stopped and waits for someone; written at once, like terminal ones. */
 const interruptedStateNames = ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"];
@@ -102,12 +103,38 @@ export type PostgresTaskStore = TaskStore & {
   createInTransaction(tx: DbTransaction, task: Task, callerId: string): Promise<void>;
   /** Holds a task `createInTransaction` wrote, after its transaction committed. */
   holdCreated(task: Task, callerId: string): void;
+  /**
+   * The task this instance holds, with a run's last events applied as the SDK will apply them
+   * (task-settle.ts); undefined when no copy is held here.
+   */
+  planSettle(
+    taskId: string,
+    callerId: string,
+    events: readonly AgentExecutionEvent[],
+  ): SettlePlan | undefined;
+  /** Writes a planned task in `tx`, the transaction that ends its run. */
+  writeSettled(tx: DbTransaction, plan: SettlePlan): Promise<void>;
+  /**
+   * After that transaction committed: the SDK's save of exactly the planned task is then already
+   * written and costs nothing; any other save is written as usual.
+   */
+  settled(plan: SettlePlan): void;
   /** Writes every pending progress copy. */
   flush(): Promise<void>;
   /** Writes pending progress and stops the idle sweeper (shutdown). */
   close(): Promise<void>;
   /** Progress copies held (for tests). */
   pendingCount(): number;
+};
+
+/** A task as it will settle, planned by `planSettle`. */
+export type SettlePlan = {
+  readonly taskId: string;
+  readonly callerId: string;
+  readonly contextId: string;
+  readonly json: Record<string, unknown>;
+  /** `json` as text: how the SDK's save is recognised as the same task. */
+  readonly text: string;
 };
 
 /** This instance's copy of a running task, and the write that carries it to the database. */
@@ -120,6 +147,8 @@ type Progress = {
   timer?: NodeJS.Timeout;
   /** The latest write in flight; writes of one task are chained so they land in order. */
   writing: Promise<void>;
+  /** The settled task the run's end already wrote (`settled`), as text. */
+  settledText?: string;
 };
 
 /**
@@ -229,6 +258,15 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
       scheduleFlush(task.id, held);
       return;
     }
+    if (held && owned && settles && held.settledText !== undefined) {
+      // Written with the run's end, in its transaction: the same task needs no second write.
+      if (JSON.stringify(json) === held.settledText) {
+        progress.delete(task.id);
+        if (held.timer) clearTimeout(held.timer);
+        return;
+      }
+      held.settledText = undefined;
+    }
     await guard(context, async () => {
       if (held && owned) {
         held.json = json;
@@ -275,6 +313,27 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
       touchedAt: Date.now(),
       writing: Promise.resolve(),
     });
+  }
+
+  function planSettle(
+    taskId: string,
+    callerId: string,
+    events: readonly AgentExecutionEvent[],
+  ): SettlePlan | undefined {
+    const held = progress.get(taskId);
+    if (!held || held.callerId !== callerId) return undefined;
+    const task = applyEndEvents(Task.fromJSON(held.json), events);
+    const json = Task.toJSON(task) as Record<string, unknown>;
+    return { taskId, callerId, contextId: task.contextId, json, text: JSON.stringify(json) };
+  }
+
+  async function writeSettled(tx: DbTransaction, plan: SettlePlan): Promise<void> {
+    await upsert(plan.taskId, plan.callerId, plan.contextId, plan.json, tx);
+  }
+
+  function settled(plan: SettlePlan): void {
+    const held = progress.get(plan.taskId);
+    if (held && held.callerId === plan.callerId) held.settledText = plan.text;
   }
 
   // A run that never reaches an end state would keep its copy forever; idle copies are written
@@ -396,6 +455,9 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
     loadManyForCaller,
     createInTransaction,
     holdCreated,
+    planSettle,
+    writeSettled,
+    settled,
     flush,
     close: async () => {
       clearInterval(sweeper);

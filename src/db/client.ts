@@ -14,6 +14,7 @@ import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
 import { UnavailableError } from "../errors.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
+import { pipelineTransactions } from "./pipelined-transactions.ts";
 import { usePreparedStatements } from "./prepared-statements.ts";
 import { countRoundTrips, type RoundTripCounter } from "./round-trips.ts";
 import * as schema from "./schema.ts";
@@ -207,7 +208,10 @@ async function openPostgres(url: string, statementTimeoutMs: number): Promise<Da
   const client = postgres(url, postgresOptions);
   const counted = countRoundTrips(client);
   const db: Db = drizzlePostgres({
-    client: withStatementDeadline(usePreparedStatements(counted.sql), statementTimeoutMs),
+    client: withStatementDeadline(
+      usePreparedStatements(pipelineTransactions(counted.sql)),
+      statementTimeoutMs,
+    ),
     schema,
   });
   let closing: Promise<void> | undefined;

@@ -3,10 +3,12 @@
 // prepared-statement and deadline wrappers), so it sees each statement as it is sent:
 //
 // - a statement outside a transaction is one round trip;
-// - a transaction's BEGIN and its COMMIT (or ROLLBACK) are one each, as postgres.js sends them;
-// - inside a transaction, a statement sent while none of the transaction's is waiting for its
-//   answer starts a round trip; one sent while another is still in flight is pipelined behind it
-//   on the same connection and adds a statement, not a round trip.
+// - inside a transaction (postgres.js's `begin()`, or a reserved connection, which is how
+//   src/db/pipelined-transactions.ts runs one), a statement sent while none of the transaction's
+//   is waiting for its answer starts a round trip; one sent while another is still in flight is
+//   pipelined behind it on the same connection and adds a statement, not a round trip. BEGIN and
+//   COMMIT count as statements: postgres.js's `begin()` sends each alone (one round trip each); a
+//   pipelined transaction's BEGIN carries its first statements.
 //
 // Two counters per client, always on: the bookkeeping is a few increments per statement.
 import type postgres from "postgres";
@@ -82,6 +84,11 @@ function wrap(sql: AnySql, counts: Counts, scope: Scope | undefined): AnySql {
           );
           return query;
         };
+      }
+      if (key === "reserve") {
+        // A reserved connection is a transaction's (src/db/pipelined-transactions.ts): its BEGIN
+        // and COMMIT are statements like the others, pipelined or not.
+        return async () => wrap(await target.reserve(), counts, { inFlight: 0 }) as never;
       }
       if (key === "begin" || key === "savepoint") {
         const open = Reflect.get(target, key, target) as ScopeOpener | undefined;

@@ -325,6 +325,11 @@ export async function finishRun(
     daily?: DailyCharge;
     /** False when the segment recorded no tool call (nothing to close). */
     toolCallsOpen?: boolean;
+    /**
+     * Writes that must commit with the end and only with it, sent right behind its statement;
+     * returns what to run once the end committed (StartRunRequest.inFinishTransaction).
+     */
+    alongside?: (tx: DbTransaction) => Promise<(() => void) | undefined> | undefined;
   },
 ): Promise<boolean> {
   const update = db
@@ -422,10 +427,30 @@ export async function finishRun(
       )${closeCalls},
       event as (${audit})
       select count(*)::int as n from done`;
-  return db.transaction(async (tx) => {
-    const rows = await selectRows<{ n: unknown }>(tx, statement);
-    return Number(rows[0]?.n ?? 0) > 0;
-  });
+  const alongside = input.alongside;
+  if (!alongside) {
+    return db.transaction(async (tx) => {
+      const rows = await selectRows<{ n: unknown }>(tx, statement);
+      return Number(rows[0]?.n ?? 0) > 0;
+    });
+  }
+  const notOurs = new Error("another instance ended the run first");
+  try {
+    const committed = await db.transaction(async (tx) => {
+      const [rows, then] = await Promise.all([
+        selectRows<{ n: unknown }>(tx, statement),
+        alongside(tx),
+      ]);
+      // Nothing of the end was written: what was sent alongside must not commit either.
+      if (Number(rows[0]?.n ?? 0) === 0) throw notOurs;
+      return then;
+    });
+    committed?.();
+    return true;
+  } catch (error) {
+    if (error === notOurs) return false;
+    throw error;
+  }
 }
 
 /**

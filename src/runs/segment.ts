@@ -7,6 +7,7 @@
 // Over 500 lines for now, and not split while the run core is being changed elsewhere: the seam is
 // the step loop (runSteps) apart from the recording of how a segment ended (runAndRecord).
 import type { ModelMessage } from "ai";
+import type { DbTransaction } from "../db/client.ts";
 import type {
   Caller,
   PendingApproval,
@@ -49,7 +50,7 @@ import {
   saveRunControls,
 } from "./run-state.ts";
 import type { ApprovalDecision, BatchDeps, ToolCallRecorder } from "./tool-batch.ts";
-import type { RunEvent, RunOutcome } from "./types.ts";
+import type { RunEnd, RunEvent, RunOutcome, StartRunRequest } from "./types.ts";
 
 export type SegmentInput = {
   readonly run: Run;
@@ -62,6 +63,8 @@ export type SegmentInput = {
   /** False: the model is called without streaming (see StartRunRequest.stream). */
   readonly stream?: boolean;
   readonly onEvent: (event: RunEvent) => void;
+  /** Writes of the request's own that commit with the run's end (StartRunRequest). */
+  readonly inFinishTransaction?: StartRunRequest["inFinishTransaction"];
 };
 
 export type SegmentResult = {
@@ -223,6 +226,12 @@ async function runAndRecord(
     limits: run.budgetLimits,
     daily: caller.budgets.daily,
   });
+  const ended: RunEnd = {
+    runId: run.id,
+    status,
+    ...(text !== undefined && text !== "" ? { text } : {}),
+    ...(error ? { error } : {}),
+  };
   const finished = await finishRun(db, {
     runId: run.id,
     instanceId,
@@ -234,6 +243,9 @@ async function runAndRecord(
     at,
     daily,
     toolCallsOpen: input.resume !== undefined || callsRecorded,
+    ...(input.inFinishTransaction
+      ? { alongside: (tx: DbTransaction) => input.inFinishTransaction?.(tx, ended) }
+      : {}),
   });
   if (!finished) return settleTakenOver(core, run, input);
   core.emit(input.onEvent, {
@@ -241,15 +253,7 @@ async function runAndRecord(
     status,
     ...(error ? { message: error.message } : {}),
   });
-  return {
-    outcome: {
-      runId: run.id,
-      status,
-      ...(text !== undefined && text !== "" ? { text } : {}),
-      ...(error ? { error } : {}),
-      messages,
-    },
-  };
+  return { outcome: { ...ended, messages } };
 }
 
 /** The AI SDK loop with this run's tools, budgets, recorder and between-steps check. */

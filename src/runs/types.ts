@@ -20,6 +20,20 @@ export type StartRunRequest = {
    */
   inCreateTransaction?: (tx: DbTransaction, runId: string) => Promise<void>;
   /**
+   * How many statements `inCreateTransaction` sends, when it sends them all without waiting for
+   * an answer (one independent write, say): the transaction's COMMIT then follows them in the same
+   * round trip (src/db/pipelined-transactions.ts). Leave it out for a hook that reads or decides.
+   */
+  inCreateTransactionStatements?: number;
+  /**
+   * Runs inside the transaction that records the run's end (`finishRun`), with that end, right
+   * after the end's statement was sent: it sends its own writes without waiting (they travel in
+   * the same round trip) and they commit exactly when the end does — a run another instance ended
+   * first rolls them back. Returns what to do once the end committed. Not called for a run that
+   * parks or waits for input, nor after it resumes (a new request then).
+   */
+  inFinishTransaction?: (tx: DbTransaction, end: RunEnd) => Promise<(() => void) | undefined>;
+  /**
    * False when nobody reads the answer as it is written (a blocking A2A `SendMessage`): the model
    * is then called without streaming, which costs less, and the text arrives in one delta per
    * step. Default true.
@@ -64,6 +78,9 @@ export type RunOutcome = {
   /** The full conversation after the run, for multi-turn continuation. */
   messages: ModelMessage[];
 };
+
+/** How a run ended, as its outcome will tell it. */
+export type RunEnd = Pick<RunOutcome, "runId" | "status" | "text" | "error">;
 
 export type RunHandle = {
   runId: string;

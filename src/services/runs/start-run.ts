@@ -3,6 +3,7 @@
 // start at all, `run.failed`) audit event in one transaction, then executed here.
 import { randomUUID } from "node:crypto";
 import { appendAuditEvent } from "../../db/audit.ts";
+import { commitAfterStatements } from "../../db/pipelined-transactions.ts";
 import type { Caller, Run, RunError } from "../../db/schema.ts";
 import { UnavailableError } from "../../errors.ts";
 import type { EffectiveToolSet } from "../../policy/effective-set.ts";
@@ -41,7 +42,12 @@ export async function startRun({
       });
       const limits = readRunLimits(caller.budgets);
       const set = ctx.toolSetFor(caller);
-      // The run, its event and the request's own rows are independent: sent together (pipelined).
+      // The run, its event and the request's own rows are independent: sent together (pipelined),
+      // and the COMMIT with them when the request's rows are writes it declared (nothing below
+      // reads an answer before deciding).
+      if (!request.inCreateTransaction || request.inCreateTransactionStatements !== undefined) {
+        commitAfterStatements(tx, 2 + (request.inCreateTransactionStatements ?? 0));
+      }
       const inserting = insertRun(tx, {
         id: runId,
         callerId: caller.id,
@@ -103,6 +109,7 @@ export async function startRun({
     caller: created.caller,
     set: created.set,
     ...(request.stream === false ? { stream: false } : {}),
+    ...(request.inFinishTransaction ? { inFinishTransaction: request.inFinishTransaction } : {}),
     onEvent,
   }).then((result) => result.outcome);
   entry.done = outcome;
