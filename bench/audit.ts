@@ -11,12 +11,15 @@
 // - chaining lag: from an append's COMMIT returning to its event being seen chained by a monitor
 //   that polls `seq > last` every 10 ms (so it includes up to 10 ms of polling). Code that chains
 //   under a lock at append time (the old path) has no lag: its events are chained at COMMIT.
+// - CPU per append, of the instance processes and of all PostgreSQL processes (from /proc),
+//   including the chaining of the events (sampled once all are chained);
 // - that the chain verifies at the end, and how many events it holds;
 // - first, as a reference measured in the same run: the same loop and transactions with a plain
 //   INSERT into an unindexed table instead of an append — what this machine allows at all.
 // Prints a markdown table and `<!-- audit-result {json} -->` for bench/run-all.ts.
 import { type ChildProcess, fork } from "node:child_process";
 import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import postgres from "postgres";
@@ -106,6 +109,22 @@ async function instance(): Promise<void> {
   send({ type: "ready", chainer: chainer !== undefined });
 }
 
+/** CPU time (user + system, microseconds) the processes have used so far, from /proc. */
+async function cpuMicros(pids: number[]): Promise<number> {
+  const ticks = 100; // USER_HZ on Linux
+  let total = 0;
+  for (const pid of pids) {
+    try {
+      const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      total += ((Number(fields[11]) + Number(fields[12])) / ticks) * 1e6;
+    } catch {
+      // Exited meanwhile.
+    }
+  }
+  return total;
+}
+
 function once<T extends ChildMessage["type"]>(
   child: ChildProcess,
   type: T,
@@ -158,13 +177,19 @@ async function parent(): Promise<void> {
 
     // The monitor: when each event is first seen chained (seq > the last seen).
     const monitor = postgres(url, { max: 1, onnotice: () => {} });
+    // Where the measured code keeps the links: their own table, or (before it) the event row.
+    const [split] = await monitor<{ name: string | null }[]>`
+      select to_regclass('audit_chain')::text as name`;
+    const links = monitor(split?.name ? "audit_chain" : "audit_events");
+    const linkedId = monitor(split?.name ? "event_id" : "id");
     const seenAt = new Map<number, number>();
     let lastSeq = 0;
     let watching = chained;
     const watch = (async () => {
       while (watching) {
         const rows = await monitor<{ id: string; seq: string }[]>`
-          select id, seq from audit_events where seq > ${lastSeq} order by seq limit 100000`;
+          select ${linkedId} as id, seq from ${links} where seq > ${lastSeq}
+           order by seq limit 100000`;
         const t = now();
         for (const r of rows) seenAt.set(Number(r.id), t);
         if (rows.length > 0) lastSeq = Number(rows.at(-1)?.seq);
@@ -175,12 +200,37 @@ async function parent(): Promise<void> {
     console.error(
       `audit bench: ${instances} instances × ${workers} workers for ${seconds} s (${path.relative(process.cwd(), code) || "."})`,
     );
+    // CPU of the instances and of every PostgreSQL process (backends and background ones).
+    const cpu = async () => {
+      const rows = await monitor<{ pid: number }[]>`select pid from pg_stat_activity`;
+      const [instancesCpu, pgCpu] = await Promise.all([
+        cpuMicros(children.flatMap((c) => (c.pid === undefined ? [] : [c.pid]))),
+        cpuMicros(rows.map((r) => r.pid)),
+      ]);
+      return { instances: instancesCpu, pg: pgCpu };
+    };
+    const perEvent = (
+      before: { instances: number; pg: number },
+      after: { instances: number; pg: number },
+      n: number,
+    ) => ({
+      instances: (after.instances - before.instances) / Math.max(n, 1),
+      pg: (after.pg - before.pg) / Math.max(n, 1),
+    });
+
     // First the reference: the same loop, the same transactions, a plain INSERT.
+    const bareCpu0 = await cpu();
     const bareStarted = now();
     for (const c of children) c.send({ type: "go", bare: true } satisfies ParentMessage);
     const bare = await Promise.all(children.map((c) => once(c, "done")));
     const bareRate = bare.reduce((n, d) => n + d.appends, 0) / ((now() - bareStarted) / 1000);
+    const bareCpu = perEvent(
+      bareCpu0,
+      await cpu(),
+      bare.reduce((n, d) => n + d.appends, 0),
+    );
 
+    const appendCpu0 = await cpu();
     const started = now();
     for (const c of children) c.send({ type: "go", bare: false } satisfies ParentMessage);
     const done = await Promise.all(children.map((c) => once(c, "done")));
@@ -206,9 +256,12 @@ async function parent(): Promise<void> {
       }
       lags.sort((a, b) => a - b);
     } else {
+      // Chained at COMMIT: nothing to drain.
       watching = false;
       await watch;
     }
+    // Every event is chained by now: the appends' CPU includes their chaining.
+    const appendCpu = perEvent(appendCpu0, await cpu(), appends);
     await monitor.end();
     for (const c of children) c.send({ type: "stop" } satisfies ParentMessage);
     await Promise.all(children.map((c) => once(c, "stopped")));
@@ -218,14 +271,15 @@ async function parent(): Promise<void> {
 
     const rate = appends / elapsed;
     const lag = (p: number) => (chained ? percentile(lags, p) : 0);
+    const us = (n: number) => n.toFixed(0);
     const ms = (n: number) => (Number.isFinite(n) ? `${n.toFixed(0)} ms` : "never");
     const path_ = chained ? "outbox + chainer" : "lock at append (chained at COMMIT)";
     console.log(
       [
-        "| code | instances × workers | appends | failed | appends/s | chaining lag p50 | p99 | max | chain |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
-        `| reference: plain INSERT, same transactions | ${instances} × ${workers} | ${bare.reduce((n, d) => n + d.appends, 0)} | ${bare.reduce((n, d) => n + d.failed, 0)} | ${Math.round(bareRate)} | — | — | — | — |`,
-        `| ${path_} | ${instances} × ${workers} | ${appends} | ${failed} | ${Math.round(rate)} | ${ms(lag(50))} | ${ms(lag(99))} | ${ms(lag(100))} | ${verified.ok ? `verifies, ${verified.count} events` : `BROKEN at ${verified.seq}`} |`,
+        "| code | instances × workers | appends | failed | appends/s | CPU µs/append: instances | PostgreSQL | chaining lag p50 | p99 | max | chain |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        `| reference: plain INSERT, same transactions | ${instances} × ${workers} | ${bare.reduce((n, d) => n + d.appends, 0)} | ${bare.reduce((n, d) => n + d.failed, 0)} | ${Math.round(bareRate)} | ${us(bareCpu.instances)} | ${us(bareCpu.pg)} | — | — | — | — |`,
+        `| ${path_} | ${instances} × ${workers} | ${appends} | ${failed} | ${Math.round(rate)} | ${us(appendCpu.instances)} | ${us(appendCpu.pg)} | ${ms(lag(50))} | ${ms(lag(99))} | ${ms(lag(100))} | ${verified.ok ? `verifies, ${verified.count} events` : `BROKEN at ${verified.seq}`} |`,
       ].join("\n"),
     );
     console.log(
@@ -238,6 +292,8 @@ async function parent(): Promise<void> {
         failed,
         appendsPerSecond: rate,
         bareInsertsPerSecond: bareRate,
+        cpuMicrosPerAppend: appendCpu,
+        cpuMicrosPerBareInsert: bareCpu,
         lagP50Ms: lag(50),
         lagP99Ms: lag(99),
         lagMaxMs: lag(100),

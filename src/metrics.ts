@@ -11,6 +11,7 @@
 import { sql } from "drizzle-orm";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import { safeEqual } from "./auth/secrets.ts";
+import { readUnchainedTail } from "./db/audit.ts";
 import { type DbOrTx, selectRows } from "./db/client.ts";
 import type { ModelCallLog } from "./metrics-model.ts";
 
@@ -187,10 +188,7 @@ function registerDomainGauges(registry: Registry, db: DbOrTx): void {
       labelNames: [],
     },
     async () => {
-      const [r] = await rows<{ n: number }>(
-        sql`select count(*)::int as n from audit_events where seq is null`,
-      );
-      return [{ labels: {}, value: r?.n ?? 0 }];
+      return [{ labels: {}, value: (await readUnchainedTail(db)).count }];
     },
   );
   const usage = async () =>

@@ -5,14 +5,16 @@
 //
 // Writing is an outbox. Callers append inside the same transaction as the change the event
 // records: one INSERT, no lock, no read, so the change and its event commit together or not at
-// all (an event exists iff its transaction committed). The event is stored unchained (seq,
-// prev_hash and hash null). `chainAuditEvents` then gives committed events their seq and hashes
-// in batches, one pass at a time cluster-wide (a transaction-scoped advisory lock), in a fixed
-// order: by the inserting transaction's id, then insertion id. It only takes events whose
-// transaction id is below the oldest transaction still running (`pg_snapshot_xmin`): every such
-// transaction has ended, so no event can later appear in front of what is already chained — a
-// slow transaction holds the chain back rather than being overtaken, and nothing is skipped,
-// chained twice or left as a gap. src/db/audit-chainer.ts runs the passes on every instance.
+// all (an event exists iff its transaction committed). The event row is never changed after that.
+// `chainAuditEvents` then links committed events in batches, one pass at a time cluster-wide (a
+// transaction-scoped advisory lock): one narrow `audit_chain` row per event (seq, event id,
+// prev_hash, hash), in a fixed order: by the inserting transaction's id, then insertion id. It
+// only takes events whose transaction id is below the oldest transaction still running
+// (`pg_snapshot_xmin`): every such transaction has ended, so no event can later appear in front
+// of what is already chained — a slow transaction holds the chain back rather than being
+// overtaken, and nothing is skipped, chained twice or left as a gap. The chained events are thus
+// always a prefix of that order, and "unchained" is everything after the head's event in it.
+// src/db/audit-chainer.ts runs the passes on every instance.
 //
 // NEVER put a secret in an event: no tokens, webhook secrets, passwords, Authorization headers or
 // raw signatures. Record a credential's id, display prefix or SHA-256 instead.
@@ -21,13 +23,13 @@
 // hash, or who drops events from the very end — nor anything done to the unchained tail before it
 // is chained (the append-only trigger still refuses it; verify reports how long the tail is).
 // Keep `lastHash` from a verify somewhere else (a log, a ticket) to anchor it.
-import { createHash } from "node:crypto";
-import { and, asc, gt, is, isNull, lt, type SQL, sql } from "drizzle-orm";
+import { hash } from "node:crypto";
+import { is, type SQL, sql } from "drizzle-orm";
 import { PgTransaction } from "drizzle-orm/pg-core";
 import type { AuditActor, AuditKind } from "../domain/audit.ts";
 import { type Db, type DbOrTx, selectRows } from "./client.ts";
 import { advisoryLockSpace, lockKeys } from "./locks.ts";
-import { type AuditEvent, auditEvents } from "./schema.ts";
+import { type AuditTrailRow, auditChain, auditEvents } from "./schema.ts";
 import { storableJson, storableText } from "./storable.ts";
 
 /** The prev_hash of the first event. */
@@ -50,7 +52,8 @@ export type AuditEventInput = {
 /** The stored, not yet chained event: its insertion id (its seq comes once it is chained). */
 export type AppendedAuditEvent = { id: number };
 
-export type AuditChainProblem = "genesis" | "gap" | "prev-hash" | "content";
+/** Where the chain breaks: `duplicate` is a link naming an event an earlier link names too. */
+export type AuditChainProblem = "genesis" | "gap" | "prev-hash" | "content" | "duplicate";
 
 /** Committed events not chained yet: how many, and how long the oldest has waited. */
 export type UnchainedAuditTail = { count: number; oldestAgeMs: number | null };
@@ -81,25 +84,54 @@ export function canonicalJson(value: unknown): string {
     if (text === undefined) throw new TypeError(`cannot encode ${typeof value} as JSON`);
     return text;
   }
-  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v ?? null)).join(",")}]`;
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, v]) => v !== undefined)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+  if (Array.isArray(value)) {
+    let text = "[";
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) text += ",";
+      text += canonicalJson(value[i] ?? null);
+    }
+    return `${text}]`;
+  }
+  // sort() without a comparator orders by UTF-16 code units, as `<` on strings does.
+  const object = value as Record<string, unknown>;
+  const keys = Object.keys(object).sort();
+  let text = "{";
+  for (const key of keys) {
+    const v = object[key];
+    if (v === undefined) continue;
+    if (text.length > 1) text += ",";
+    text += `${JSON.stringify(key)}:${canonicalJson(v)}`;
+  }
+  return `${text}}`;
 }
 
-/** The hash an event must carry, given the hash of the event before it. */
+/**
+ * The hash an event must carry, given the hash of the event before it: SHA-256 of `prevHash`
+ * followed by the canonical JSON of {v, seq, createdAt, actor, kind, subject, data}.
+ */
 export function computeAuditHash(prevHash: string, content: HashedContent): string {
-  const text = canonicalJson({
-    v: contentVersion,
-    seq: content.seq,
-    createdAt: content.createdAt.toISOString(),
-    actor: content.actor,
-    kind: content.kind,
-    subject: content.subject,
-    data: content.data,
-  });
-  return createHash("sha256").update(prevHash).update(text).digest("hex");
+  // canonicalJson of that object, written out: its keys in sorted order, no undefined among them.
+  const text =
+    `{"actor":${JSON.stringify(content.actor)}` +
+    `,"createdAt":${JSON.stringify(content.createdAt.toISOString())}` +
+    `,"data":${canonicalJson(content.data)}` +
+    `,"kind":${JSON.stringify(content.kind)}` +
+    `,"seq":${JSON.stringify(content.seq)}` +
+    `,"subject":${JSON.stringify(content.subject)}` +
+    `,"v":${contentVersion}}`;
+  // One-shot: the same bytes as updating a Hash with both, without creating one per event.
+  return hash("sha256", prevHash + text, "hex");
+}
+
+/**
+ * `data` as the JSON text jsonb will store exactly: no undefined, functions or Dates (JSON
+ * serialisation), no NUL and no lone surrogate (storableJson). JSON.stringify writes both of
+ * those as a `\u` escape, so text without one is already storable and is serialised once.
+ */
+function storableJsonText(data: Record<string, unknown>): string {
+  const text = JSON.stringify(data);
+  if (!text.includes("\\u")) return text;
+  return JSON.stringify(storableJson(JSON.parse(text)));
 }
 
 /**
@@ -118,19 +150,19 @@ export async function appendAuditEvent(
   tx: DbOrTx,
   event: AuditEventInput,
 ): Promise<AppendedAuditEvent> {
-  // The chainer hashes what jsonb gives back; storing only JSON (no undefined, functions, Dates)
-  // keeps that equal to what was meant. created_at and xact_id are the database's defaults.
-  const [row] = await tx
-    .insert(auditEvents)
-    .values({
-      actor: storableText(event.actor),
-      kind: storableText(event.kind),
-      subject: event.subject == null ? null : storableText(event.subject),
-      data: storableJson(JSON.parse(JSON.stringify(event.data))),
-    })
-    .returning({ id: auditEvents.id });
+  // The chainer hashes what jsonb gives back, so only storable JSON goes in. created_at and
+  // xact_id are the database's defaults. A plain statement: the insert builder's per-call work
+  // showed in the append's profile.
+  const [row] = await selectRows<{ id: unknown }>(
+    tx,
+    sql`insert into ${auditEvents} (actor, kind, subject, data)
+        values (${storableText(event.actor)}::text, ${storableText(event.kind)}::text,
+                ${event.subject == null ? null : storableText(event.subject)}::text,
+                ${storableJsonText(event.data)}::text::jsonb)
+        returning id`,
+  );
   if (!row) throw new Error("audit insert returned no row");
-  return row;
+  return { id: Number(row.id) };
 }
 
 /**
@@ -142,10 +174,10 @@ export async function appendAuditEvent(
  * sql`with done as (${update}), ${auditInsertFrom(sql`done`, event)} select count(*) from done`
  */
 export function auditInsertFrom(source: SQL, event: AuditEventInput): SQL {
-  const data = JSON.stringify(storableJson(JSON.parse(JSON.stringify(event.data))));
   return sql`insert into ${auditEvents} (actor, kind, subject, data)
     select ${storableText(event.actor)}::text, ${storableText(event.kind)}::text,
-      ${event.subject == null ? null : storableText(event.subject)}::text, ${data}::text::jsonb
+      ${event.subject == null ? null : storableText(event.subject)}::text,
+      ${storableJsonText(event.data)}::text::jsonb
     from ${source}`;
 }
 
@@ -159,6 +191,79 @@ export type ChainPassResult = {
 };
 
 const defaultChainBatchSize = 1_000;
+
+/** The last link of the chain, with its event's place in the chain order. */
+type ChainHead = { seq: number; hash: string; xactId: number | null; id: number | null };
+
+/** Reads the chain's last link; undefined while the chain is empty. */
+async function readHead(db: DbOrTx): Promise<ChainHead | undefined> {
+  const [row] = await selectRows<{ seq: unknown; hash: string; xact_id: unknown; id: unknown }>(
+    db,
+    sql`select c.seq, c.hash, e.xact_id, e.id
+          from ${auditChain} c left join ${auditEvents} e on e.id = c.event_id
+         order by c.seq desc limit 1`,
+  );
+  if (!row) return undefined;
+  return {
+    seq: Number(row.seq),
+    hash: row.hash,
+    xactId: row.xact_id === null ? null : Number(row.xact_id),
+    id: row.id === null ? null : Number(row.id),
+  };
+}
+
+/**
+ * Events of `e` (audit_events) not chained yet, given the head: those after the head's event in
+ * the chain order. An event of the head's own transaction is also checked against the chain:
+ * events written before the outbox (migration 0004) all share one xact_id, and their seq order is
+ * not their id order, so after a migration the head need not be the last of them.
+ */
+function unchainedAfter(head: ChainHead | undefined): SQL {
+  if (!head) return sql`true`;
+  if (head.xactId === null || head.id === null) {
+    // The head's event is missing (verify reports it): whatever has no link is unchained.
+    return sql`not exists (select 1 from ${auditChain} c where c.event_id = e.id)`;
+  }
+  return sql`(e.xact_id, e.id) > (${head.xactId}::bigint, ${head.id}::bigint)
+    and (e.xact_id > ${head.xactId}::bigint
+         or not exists (select 1 from ${auditChain} c where c.event_id = e.id))`;
+}
+
+/** An event's stored content, decoded the one way both the chainer and verify hash it. */
+type StoredEvent = {
+  id: number;
+  createdAt: Date;
+  actor: string;
+  kind: string;
+  subject: string | null;
+  data: unknown;
+};
+
+type StoredEventRow = {
+  id: unknown;
+  created_at: unknown;
+  actor: string;
+  kind: string;
+  subject: string | null;
+  data: unknown;
+};
+
+/** The columns `decodeEvent` reads, of `audit_events e`. */
+const eventColumns = sql`e.id, e.created_at, e.actor, e.kind, e.subject, e.data`;
+
+/** As drizzle maps these columns: timestamptz text to a Date, jsonb text to its value. */
+function decodeEvent(row: StoredEventRow): StoredEvent {
+  const createdAt = row.created_at;
+  const data = row.data;
+  return {
+    id: Number(row.id),
+    createdAt: createdAt instanceof Date ? createdAt : new Date(createdAt as string),
+    actor: row.actor,
+    kind: row.kind,
+    subject: row.subject,
+    data: typeof data === "string" ? JSON.parse(data) : data,
+  };
+}
 
 /**
  * One transaction: takes the chain lock, reads the head and chains up to `batchSize` events.
@@ -176,32 +281,23 @@ async function chainBatch(db: Db, batchSize: number, wait: boolean): Promise<num
       if (!lock?.locked) return -1;
     }
     // READ COMMITTED: each statement below sees what the previous lock holder committed.
-    const [head] = await tx
-      .select({ seq: auditEvents.seq, hash: auditEvents.hash })
-      .from(auditEvents)
-      .where(sql`${auditEvents.seq} is not null`)
-      .orderBy(sql`${auditEvents.seq} desc`)
-      .limit(1);
+    const head = await readHead(tx);
+    if (head && head.id === null) {
+      throw new Error(
+        `the audit chain's last link (seq ${head.seq}) names an event that is not stored: ` +
+          "run `peergate audit verify`",
+      );
+    }
     // One statement, so the snapshot whose xmin bounds the batch is the one that reads it: every
     // transaction below xmin has ended, so every event it committed is visible here.
-    const rows = await tx
-      .select({
-        id: auditEvents.id,
-        createdAt: auditEvents.createdAt,
-        actor: auditEvents.actor,
-        kind: auditEvents.kind,
-        subject: auditEvents.subject,
-        data: auditEvents.data,
-      })
-      .from(auditEvents)
-      .where(
-        and(
-          isNull(auditEvents.seq),
-          lt(auditEvents.xactId, sql`pg_snapshot_xmin(pg_current_snapshot())::text::bigint`),
-        ),
-      )
-      .orderBy(asc(auditEvents.xactId), asc(auditEvents.id))
-      .limit(batchSize);
+    const rows = await selectRows<StoredEventRow>(
+      tx,
+      sql`select ${eventColumns} from ${auditEvents} e
+           where ${unchainedAfter(head)}
+             and e.xact_id < pg_snapshot_xmin(pg_current_snapshot())::text::bigint
+           order by e.xact_id, e.id
+           limit ${batchSize}`,
+    );
     if (rows.length === 0) return 0;
     let seq = head?.seq ?? 0;
     let prevHash = head?.hash ?? genesisHash;
@@ -210,30 +306,24 @@ async function chainBatch(db: Db, batchSize: number, wait: boolean): Promise<num
     const prevHashes: string[] = [];
     const hashes: string[] = [];
     for (const row of rows) {
+      const event = decodeEvent(row);
       seq += 1;
-      const hash = computeAuditHash(prevHash, { ...row, seq });
-      ids.push(row.id);
+      const hash = computeAuditHash(prevHash, { ...event, seq });
+      ids.push(event.id);
       seqs.push(seq);
       prevHashes.push(prevHash);
       hashes.push(hash);
       prevHash = hash;
     }
     // Hashes are hex and the numbers digits: a comma-joined text is one parameter on both drivers.
-    const updated = await selectRows<{ id: unknown }>(
-      tx,
-      sql`update ${auditEvents} as a
-             set seq = v.seq, prev_hash = v.prev_hash, hash = v.hash
-            from unnest(string_to_array(${ids.join(",")}, ',')::bigint[],
-                        string_to_array(${seqs.join(",")}, ',')::bigint[],
-                        string_to_array(${prevHashes.join(",")}, ','),
-                        string_to_array(${hashes.join(",")}, ','))
-                 as v(id, seq, prev_hash, hash)
-           where a.id = v.id and a.seq is null
-       returning a.id`,
+    // The primary key (seq) and the unique event_id refuse a link twice, whatever happens.
+    await tx.execute(
+      sql`insert into ${auditChain} (seq, event_id, prev_hash, hash)
+          select * from unnest(string_to_array(${seqs.join(",")}, ',')::bigint[],
+                               string_to_array(${ids.join(",")}, ',')::bigint[],
+                               string_to_array(${prevHashes.join(",")}, ','),
+                               string_to_array(${hashes.join(",")}, ','))`,
     );
-    if (updated.length !== rows.length) {
-      throw new Error(`chaining updated ${updated.length} of ${rows.length} audit events`);
-    }
     return rows.length;
   });
 }
@@ -261,15 +351,7 @@ export async function chainAuditEvents(
   return { chained, busy: false, more: true };
 }
 
-/** How many committed events are not chained yet, and the age of the oldest (database clock). */
-export async function readUnchainedTail(db: DbOrTx): Promise<UnchainedAuditTail> {
-  const [row] = await selectRows<{ count: unknown; oldestAgeMs: unknown }>(
-    db,
-    sql`select count(*)::int as count,
-               (extract(epoch from clock_timestamp() - min(created_at)) * 1000)::float8
-                 as "oldestAgeMs"
-          from ${auditEvents} where seq is null`,
-  );
+function toTail(row: { count: unknown; oldestAgeMs: unknown } | undefined): UnchainedAuditTail {
   const count = Number(row?.count ?? 0);
   const age = row?.oldestAgeMs;
   return {
@@ -278,9 +360,51 @@ export async function readUnchainedTail(db: DbOrTx): Promise<UnchainedAuditTail>
   };
 }
 
+const tailColumns = sql`count(*)::int as count,
+  (extract(epoch from clock_timestamp() - min(e.created_at)) * 1000)::float8 as "oldestAgeMs"`;
+
+/**
+ * How many committed events are not chained yet, and the age of the oldest (database clock):
+ * those after the head in the chain order, an index range. Cheap enough for a metric.
+ */
+export async function readUnchainedTail(db: DbOrTx): Promise<UnchainedAuditTail> {
+  const head = await readHead(db);
+  const [row] = await selectRows<{ count: unknown; oldestAgeMs: unknown }>(
+    db,
+    sql`select ${tailColumns} from ${auditEvents} e where ${unchainedAfter(head)}`,
+  );
+  return toTail(row);
+}
+
+/**
+ * Every committed event without a link, wherever it sits in the chain order. The same as
+ * `readUnchainedTail` unless someone inserted an event by hand with a forged xact_id below the
+ * head (which no chaining pass would ever reach). Reads the whole table: for verify.
+ */
+async function readEveryUnlinkedEvent(db: DbOrTx): Promise<UnchainedAuditTail> {
+  const [row] = await selectRows<{ count: unknown; oldestAgeMs: unknown }>(
+    db,
+    sql`select ${tailColumns} from ${auditEvents} e
+         where not exists (select 1 from ${auditChain} c where c.event_id = e.id)`,
+  );
+  return toTail(row);
+}
+
 export type FlushResult = { chained: number; remaining: number };
 
 const flushRetryMs = 5;
+
+/** Unchained events up to `target` in the chain order. */
+async function countUnchainedUpTo(db: Db, target: { xactId: number; id: number }) {
+  const head = await readHead(db);
+  const [left] = await selectRows<{ n: unknown }>(
+    db,
+    sql`select count(*)::int as n from ${auditEvents} e
+         where ${unchainedAfter(head)}
+           and (e.xact_id, e.id) <= (${target.xactId}::bigint, ${target.id}::bigint)`,
+  );
+  return Number(left?.n ?? 0);
+}
 
 /**
  * Chains every event committed before the call, waiting for older transactions that are still
@@ -292,23 +416,22 @@ export async function flushAuditChain(
   options: { timeoutMs?: number; batchSize?: number; onTimeout?: "throw" | "return" } = {},
 ): Promise<FlushResult> {
   const deadline = performance.now() + (options.timeoutMs ?? 30_000);
-  const [target] = await db
-    .select({ id: sql<unknown>`max(${auditEvents.id})` })
-    .from(auditEvents)
-    .where(isNull(auditEvents.seq));
-  if (target?.id === null || target?.id === undefined) return { chained: 0, remaining: 0 };
-  const lastId = Number(target.id);
+  // The last event committed so far in the chain order: once it is chained, so is everything
+  // committed before the call (the chained events are a prefix of that order).
+  const [last] = await selectRows<{ xact_id: unknown; id: unknown }>(
+    db,
+    sql`select xact_id, id from ${auditEvents} order by xact_id desc, id desc limit 1`,
+  );
+  if (!last) return { chained: 0, remaining: 0 };
+  const target = { xactId: Number(last.xact_id), id: Number(last.id) };
   let chained = 0;
-  for (;;) {
+  let remaining = await countUnchainedUpTo(db, target);
+  while (remaining > 0) {
     // Not waiting on the lock: a pass elsewhere may be slow, or its instance dead (until
     // PostgreSQL notices and frees the lock); retrying keeps every statement short.
     chained += (await chainAuditEvents(db, { batchSize: options.batchSize })).chained;
-    const [left] = await selectRows<{ n: unknown }>(
-      db,
-      sql`select count(*)::int as n from ${auditEvents} where seq is null and id <= ${lastId}`,
-    );
-    const remaining = Number(left?.n ?? 0);
-    if (remaining === 0) return { chained, remaining };
+    remaining = await countUnchainedUpTo(db, target);
+    if (remaining === 0) break;
     if (performance.now() >= deadline) {
       if (options.onTimeout === "return") return { chained, remaining };
       throw new Error(
@@ -319,28 +442,43 @@ export async function flushAuditChain(
     // An older transaction is still open, or another pass is chaining: retry shortly.
     await new Promise((resolve) => setTimeout(resolve, flushRetryMs));
   }
+  return { chained, remaining: 0 };
 }
 
-/** A row the walk reached through `seq > …`: chained, so seq, prev_hash and hash are set. */
-type ChainedAuditEvent = AuditEvent & { seq: number; prevHash: string; hash: string };
+/** One link of the walk with its event, if the event is still stored. */
+type WalkedLink = {
+  seq: number;
+  eventId: number;
+  prevHash: string;
+  hash: string;
+  event: StoredEvent | undefined;
+};
 
-function checkEvent(
-  row: ChainedAuditEvent,
+function checkLink(
+  link: WalkedLink,
   expectedSeq: number,
   prevHash: string,
 ): WalkResult | undefined {
-  if (row.seq !== expectedSeq) {
+  if (link.seq !== expectedSeq) {
     return {
       ok: false,
       seq: expectedSeq,
       reason: "gap",
-      problem: `event ${expectedSeq} is missing (the next one stored is ${row.seq}): deleted?`,
+      problem: `event ${expectedSeq} is missing (the next one stored is ${link.seq}): deleted?`,
     };
   }
-  if (row.prevHash !== prevHash) {
+  if (!link.event) {
     return {
       ok: false,
-      seq: row.seq,
+      seq: link.seq,
+      reason: "gap",
+      problem: `event ${link.seq} is missing (its link names event id ${link.eventId}, which is not stored): deleted?`,
+    };
+  }
+  if (link.prevHash !== prevHash) {
+    return {
+      ok: false,
+      seq: link.seq,
       reason: expectedSeq === 1 ? "genesis" : "prev-hash",
       problem:
         expectedSeq === 1
@@ -348,10 +486,10 @@ function checkEvent(
           : `prev_hash does not match the hash of event ${expectedSeq - 1}: reordered, replaced or inserted?`,
     };
   }
-  if (computeAuditHash(row.prevHash, row) !== row.hash) {
+  if (computeAuditHash(link.prevHash, { ...link.event, seq: link.seq }) !== link.hash) {
     return {
       ok: false,
-      seq: row.seq,
+      seq: link.seq,
       reason: "content",
       problem: "content does not match its hash: edited?",
     };
@@ -361,7 +499,8 @@ function checkEvent(
 
 /**
  * Walks the whole chain in batches and reports the first broken link, or the event count and
- * the hash of the last event when it is intact; either way with the unchained tail.
+ * the hash of the last event when it is intact; either way with the unchained tail: every
+ * committed event without a link.
  *
  * Given the database (not a transaction), it first chains what was committed before the call,
  * waiting up to `flushTimeoutMs` (default 2 s) for older open transactions; `flush: false`
@@ -378,31 +517,127 @@ export async function verifyAuditChain(
     });
   }
   const result = await walkChain(db, options.batchSize ?? 1_000);
-  return { ...result, unchained: await readUnchainedTail(db) };
+  const unchained = await readEveryUnlinkedEvent(db);
+  const duplicate = result.ok ? await findDuplicateLink(db, result.count + unchained.count) : null;
+  return { ...(duplicate ?? result), unchained };
+}
+
+/**
+ * A link naming an event that an earlier link names too (a replayed event; the unique index
+ * refuses it, so only someone who dropped that index could write one). Each link's hash can be
+ * right on its own, so the walk does not see it; the count does: with every link's event stored
+ * (the walk checked that), the links and the unlinked events add up to more than the events.
+ */
+async function findDuplicateLink(
+  db: DbOrTx,
+  linkedAndUnlinked: number,
+): Promise<WalkResult | null> {
+  const [stored] = await selectRows<{ n: unknown }>(
+    db,
+    sql`select count(*)::int as n from ${auditEvents}`,
+  );
+  if (Number(stored?.n ?? 0) >= linkedAndUnlinked) return null;
+  const [first] = await selectRows<{ seq: unknown; first_seq: unknown; event_id: unknown }>(
+    db,
+    sql`select d.seq, min(c.seq) as first_seq, d.event_id
+          from ${auditChain} d join ${auditChain} c on c.event_id = d.event_id and c.seq < d.seq
+         group by d.seq, d.event_id order by d.seq limit 1`,
+  );
+  if (!first) return null;
+  return {
+    ok: false,
+    seq: Number(first.seq),
+    reason: "duplicate",
+    problem: `event ${first.seq} names the event already chained as ${first.first_seq}: replayed?`,
+  };
 }
 
 type WalkResult =
   | { ok: true; count: number; lastHash: string }
   | { ok: false; seq: number; reason: AuditChainProblem; problem: string };
 
+type WalkedRow = StoredEventRow & {
+  seq: unknown;
+  event_id: unknown;
+  prev_hash: string;
+  hash: string;
+};
+
 async function walkChain(db: DbOrTx, batchSize: number): Promise<WalkResult> {
   let count = 0;
   let prevHash = genesisHash;
   let lastSeq = 0;
   for (;;) {
-    const rows = await db
-      .select()
-      .from(auditEvents)
-      .where(gt(auditEvents.seq, lastSeq))
-      .orderBy(asc(auditEvents.seq))
-      .limit(batchSize);
+    const rows = await selectRows<WalkedRow>(
+      db,
+      sql`select c.seq, c.event_id, c.prev_hash, c.hash, ${eventColumns}
+            from ${auditChain} c left join ${auditEvents} e on e.id = c.event_id
+           where c.seq > ${lastSeq}::bigint
+           order by c.seq limit ${batchSize}`,
+    );
     for (const row of rows) {
-      const broken = checkEvent(row as ChainedAuditEvent, lastSeq + 1, prevHash);
+      const link: WalkedLink = {
+        seq: Number(row.seq),
+        eventId: Number(row.event_id),
+        prevHash: row.prev_hash,
+        hash: row.hash,
+        event: row.id === null ? undefined : decodeEvent(row),
+      };
+      const broken = checkLink(link, lastSeq + 1, prevHash);
       if (broken) return broken;
       count += 1;
-      lastSeq = row.seq as number;
-      prevHash = row.hash as string;
+      lastSeq = link.seq;
+      prevHash = link.hash;
     }
     if (rows.length < batchSize) return { ok: true, count, lastHash: prevHash };
   }
+}
+
+export type AuditPageQuery = { after: number; limit: number; kind?: string; subject?: string };
+
+/**
+ * A page of the trail for the admin: chained events after seq `after` in seq order, then, if
+ * the page is not full, the events still unchained in the order they will be chained (seq and
+ * hashes null). Optionally of one kind or subject.
+ */
+export async function readAuditPage(db: DbOrTx, q: AuditPageQuery): Promise<AuditTrailRow[]> {
+  const filters = sql.join(
+    [
+      ...(q.kind ? [sql` and e.kind = ${q.kind}`] : []),
+      ...(q.subject ? [sql` and e.subject = ${q.subject}`] : []),
+    ],
+    sql``,
+  );
+  const chained = await selectRows<WalkedRow & { xact_id: unknown }>(
+    db,
+    sql`select c.seq, c.prev_hash, c.hash, e.xact_id, ${eventColumns}
+          from ${auditChain} c join ${auditEvents} e on e.id = c.event_id
+         where c.seq > ${q.after}::bigint${filters}
+         order by c.seq limit ${q.limit}`,
+  );
+  const page: AuditTrailRow[] = chained.map((row) => ({
+    ...decodeEvent(row),
+    xactId: Number(row.xact_id),
+    seq: Number(row.seq),
+    prevHash: row.prev_hash,
+    hash: row.hash,
+  }));
+  if (page.length === q.limit) return page;
+  const head = await readHead(db);
+  const unchained = await selectRows<StoredEventRow & { xact_id: unknown }>(
+    db,
+    sql`select e.xact_id, ${eventColumns} from ${auditEvents} e
+         where ${unchainedAfter(head)}${filters}
+         order by e.xact_id, e.id limit ${q.limit - page.length}`,
+  );
+  for (const row of unchained) {
+    page.push({
+      ...decodeEvent(row),
+      xactId: Number(row.xact_id),
+      seq: null,
+      prevHash: null,
+      hash: null,
+    });
+  }
+  return page;
 }

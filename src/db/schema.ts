@@ -20,6 +20,7 @@ import {
   jsonb,
   numeric,
   pgTable,
+  pgView,
   primaryKey,
   text,
   timestamp,
@@ -437,11 +438,11 @@ export const callerSlots = pgTable("caller_slots", {
 });
 
 /**
- * The append-only, hash-chained audit trail, written as an outbox. `appendAuditEvent`
- * (src/db/audit.ts) inserts an event unchained (seq, prev_hash and hash null) inside the
- * caller's transaction; the chainer (src/db/audit-chainer.ts) later sets those three exactly once,
- * in (xact_id, id) order. A trigger added by a migration refuses DELETE, TRUNCATE and every UPDATE
- * but that one.
+ * The append-only, hash-chained audit trail, written as an outbox, in two insert-only tables.
+ * `appendAuditEvent` (src/db/audit.ts) inserts an event here inside the caller's transaction;
+ * the chainer (src/db/audit-chainer.ts) later inserts its link into `audit_chain`, in
+ * (xact_id, id) order. Neither table's rows are ever updated: triggers added by migrations
+ * refuse UPDATE, DELETE and TRUNCATE on both.
  */
 export const auditEvents = pgTable(
   "audit_events",
@@ -456,8 +457,6 @@ export const auditEvents = pgTable(
     xactId: bigint("xact_id", { mode: "number" })
       .notNull()
       .default(sql`(pg_current_xact_id()::text::bigint)`),
-    /** Contiguous from 1 in chain order; null until chained. */
-    seq: bigint("seq", { mode: "number" }),
     /** The database clock when the event was written (not when it was chained). */
     createdAt: timestamptz("created_at").notNull().default(sql`clock_timestamp()`),
     /** Written as an AuditActor and an AuditKind (src/domain/audit.ts); read as stored. */
@@ -465,24 +464,49 @@ export const auditEvents = pgTable(
     kind: text("kind").notNull(),
     subject: text("subject"),
     data: jsonb("data").notNull(),
-    /** Null until chained. */
-    prevHash: text("prev_hash"),
-    /** Null until chained. Not indexed: nothing looks an event up by its hash. */
-    hash: text("hash"),
   },
   (t) => [
     index("audit_events_subject_idx").on(t.subject),
     index("audit_events_kind_idx").on(t.kind, t.createdAt),
-    // Partial, so an append (seq null) costs no entry here, only the chaining does.
-    uniqueIndex("audit_events_seq_idx").on(t.seq).where(sql`"seq" IS NOT NULL`),
-    // The chainer's queue: only unchained events are in it.
-    index("audit_events_unchained_idx").on(t.xactId, t.id).where(sql`"seq" IS NULL`),
-    check(
-      "audit_events_chained_check",
-      sql`("seq" IS NULL) = ("hash" IS NULL) AND ("seq" IS NULL) = ("prev_hash" IS NULL)`,
-    ),
+    // The chain order: the chainer reads what follows the head's event in it.
+    index("audit_events_chain_order_idx").on(t.xactId, t.id),
   ],
 );
+
+/**
+ * One link per chained event, written once by the chainer: `seq` contiguous from 1 in chain
+ * order, the hash of the link before and the event's own hash (src/db/audit.ts says what it
+ * covers). Narrow on purpose: chaining writes this row and never touches the event's.
+ */
+export const auditChain = pgTable(
+  "audit_chain",
+  {
+    seq: bigint("seq", { mode: "number" }).primaryKey(),
+    /** The chained event (`audit_events.id`); chained at most once. No foreign key: an event is
+     * never deleted (the trigger), and the key's per-row check would lock the event's row. */
+    eventId: bigint("event_id", { mode: "number" }).notNull(),
+    prevHash: text("prev_hash").notNull(),
+    hash: text("hash").notNull(),
+  },
+  (t) => [uniqueIndex("audit_chain_event_idx").on(t.eventId)],
+);
+
+/**
+ * Every event with its link, if it has one yet (seq, prev_hash and hash null until chained): a
+ * view over the two tables, created by the migration that split them, for reading and tests.
+ */
+export const auditTrail = pgView("audit_trail", {
+  id: bigint("id", { mode: "number" }).notNull(),
+  xactId: bigint("xact_id", { mode: "number" }).notNull(),
+  seq: bigint("seq", { mode: "number" }),
+  createdAt: timestamptz("created_at").notNull(),
+  actor: text("actor").notNull(),
+  kind: text("kind").notNull(),
+  subject: text("subject"),
+  data: jsonb("data").notNull(),
+  prevHash: text("prev_hash"),
+  hash: text("hash"),
+}).existing();
 
 /** Live peergate instances sharing the database; runs name their owner here. */
 export const instances = pgTable("instances", {
@@ -584,6 +608,8 @@ export type NewWebhookDelivery = typeof webhookDeliveries.$inferInsert;
 export type JwtReplay = typeof jwtReplays.$inferSelect;
 export type DailyUsage = typeof dailyUsage.$inferSelect;
 export type AuditEvent = typeof auditEvents.$inferSelect;
+/** An event as `audit_trail` shows it: with its seq and hashes once chained. */
+export type AuditTrailRow = typeof auditTrail.$inferSelect;
 export type PushConfigRow = typeof pushConfigs.$inferSelect;
 export type PushDelivery = typeof pushDeliveries.$inferSelect;
 export type Instance = typeof instances.$inferSelect;

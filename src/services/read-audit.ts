@@ -2,10 +2,13 @@
 // one kind or subject, and the chain verification. Both first chain what is committed (waiting
 // briefly for older open transactions); a page that reaches the end of the chain then lists the
 // events still unchained after it, in the order they will be chained, with seq and hash null.
-import { and, asc, eq, gt, isNull, type SQL } from "drizzle-orm";
 import { z } from "zod";
-import { type AuditChainVerification, flushAuditChain, verifyAuditChain } from "../db/audit.ts";
-import { auditEvents } from "../db/schema.ts";
+import {
+  type AuditChainVerification,
+  flushAuditChain,
+  readAuditPage,
+  verifyAuditChain,
+} from "../db/audit.ts";
 import { parseInput } from "./caller-input.ts";
 import type { ServiceContext } from "./context.ts";
 
@@ -37,26 +40,10 @@ export async function listAuditEvents({
 }): Promise<{ events: AuditEventView[]; next: number | null }> {
   const q = parseInput(auditQuerySchema, query);
   await flushAuditChain(ctx.db, { timeoutMs: 2_000, onTimeout: "return" });
-  const filters: SQL[] = [];
-  if (q.kind) filters.push(eq(auditEvents.kind, q.kind));
-  if (q.subject) filters.push(eq(auditEvents.subject, q.subject));
-  const chained = await ctx.db
-    .select()
-    .from(auditEvents)
-    .where(and(gt(auditEvents.seq, q.after), ...filters))
-    .orderBy(asc(auditEvents.seq))
-    .limit(q.limit);
+  const rows = await readAuditPage(ctx.db, q);
+  const chained = rows.filter((r) => r.seq !== null);
   const last = chained.at(-1);
   const full = chained.length === q.limit;
-  const unchained = full
-    ? []
-    : await ctx.db
-        .select()
-        .from(auditEvents)
-        .where(and(isNull(auditEvents.seq), ...filters))
-        .orderBy(asc(auditEvents.xactId), asc(auditEvents.id))
-        .limit(q.limit - chained.length);
-  const rows = [...chained, ...unchained];
   return {
     events: rows.map((r) => ({
       seq: r.seq,

@@ -1,7 +1,7 @@
 // The audit outbox and its chainer (src/db/audit.ts, src/db/audit-chainer.ts): events exist iff
 // their transaction committed, are chained exactly once in one contiguous chain across instances,
 // a late-committing transaction is waited for rather than overtaken, a chainer that dies
-// mid-pass is replaced by any other, and the trigger lets only the chainer's one UPDATE through.
+// mid-pass is replaced by any other, and the triggers refuse any change to an event or its link.
 // No sleeps: the tests hold transactions open with promises and wait with flush().
 
 import { spawn } from "node:child_process";
@@ -17,7 +17,7 @@ import {
 import { startAuditChainer } from "../../src/db/audit-chainer.ts";
 import type { Database } from "../../src/db/client.ts";
 import { advisoryLockSpace, lockKeys } from "../../src/db/locks.ts";
-import { auditEvents, callers } from "../../src/db/schema.ts";
+import { auditTrail, callers } from "../../src/db/schema.ts";
 import type { AuditActor, AuditKind } from "../../src/domain/audit.ts";
 import { silentLogger } from "../../src/log.ts";
 import { describeEachDatabase } from "../support/databases.ts";
@@ -65,13 +65,13 @@ function openTransaction(database: Database, actor: string) {
 }
 
 async function chainRows(database: Database) {
-  return database.db.select().from(auditEvents).orderBy(asc(auditEvents.seq));
+  return database.db.select().from(auditTrail).orderBy(asc(auditTrail.seq));
 }
 
 describeEachDatabase("audit outbox and chainer", (ctx) => {
   it("stores an event unchained in its transaction, and flush() chains it", async () => {
     const appended = await appendAuditEvent(ctx.db, event("a", 1));
-    const [before] = await ctx.db.select().from(auditEvents);
+    const [before] = await ctx.db.select().from(auditTrail);
     expect(before).toMatchObject({ id: appended.id, seq: null, prevHash: null, hash: null });
     expect(await verifyAuditChain(ctx.db, { flush: false })).toMatchObject({
       ok: true,
@@ -79,7 +79,7 @@ describeEachDatabase("audit outbox and chainer", (ctx) => {
       unchained: { count: 1 },
     });
     expect(await flushAuditChain(ctx.db)).toEqual({ chained: 1, remaining: 0 });
-    const [after] = await ctx.db.select().from(auditEvents);
+    const [after] = await ctx.db.select().from(auditTrail);
     expect(after).toMatchObject({ id: appended.id, seq: 1 });
     expect(await verifyAuditChain(ctx.db, { flush: false })).toMatchObject({
       ok: true,
@@ -96,7 +96,7 @@ describeEachDatabase("audit outbox and chainer", (ctx) => {
         throw new Error("roll back");
       }),
     ).rejects.toThrow("roll back");
-    expect(await ctx.db.select().from(auditEvents)).toEqual([]);
+    expect(await ctx.db.select().from(auditTrail)).toEqual([]);
     expect(await verifyAuditChain(ctx.db)).toEqual({
       ok: true,
       count: 0,
@@ -110,7 +110,7 @@ describeEachDatabase("audit outbox and chainer", (ctx) => {
     try {
       for (let i = 1; i <= 25; i++) await appendAuditEvent(ctx.db, event("a", i));
       await chainer.flush();
-      expect(await ctx.db.select().from(auditEvents).where(isNull(auditEvents.seq))).toEqual([]);
+      expect(await ctx.db.select().from(auditTrail).where(isNull(auditTrail.seq))).toEqual([]);
     } finally {
       await chainer.stop();
     }
@@ -127,33 +127,38 @@ describeEachDatabase("audit outbox and chainer", (ctx) => {
     expect(await verifyAuditChain(ctx.db, { batchSize: 7 })).toMatchObject({ ok: true, count: 35 });
   });
 
-  it("the trigger lets only the chainer's one UPDATE through", async () => {
+  it("the triggers refuse every change to an event and to its link, before and after chaining", async () => {
     const { id } = await appendAuditEvent(ctx.db, event("a", 1));
     // An unchained event cannot be edited or deleted either.
     await expect(
       ctx.db.execute(sql`update audit_events set actor = 'mallory' where id = ${id}`),
-    ).rejects.toThrow();
-    await expect(
-      ctx.db.execute(
-        sql`update audit_events set seq = 1, prev_hash = 'p', hash = 'h', actor = 'm' where id = ${id}`,
-      ),
-    ).rejects.toThrow();
+    ).rejects.toHaveProperty(
+      "cause.message",
+      expect.stringContaining("audit_events is append-only"),
+    );
     await expect(ctx.db.execute(sql`delete from audit_events where id = ${id}`)).rejects.toThrow();
-    // Only part of the chain columns: refused (and by the check constraint too).
-    await expect(
-      ctx.db.execute(sql`update audit_events set seq = 1 where id = ${id}`),
-    ).rejects.toThrow();
     await flushAuditChain(ctx.db);
-    // Chained once; never again, not even to "re-chain" it.
+    // Chained: the event row is still never updated (chaining wrote its link instead) …
     await expect(
-      ctx.db.execute(sql`update audit_events set hash = repeat('b', 64) where id = ${id}`),
+      ctx.db.execute(sql`update audit_events set actor = 'mallory' where id = ${id}`),
+    ).rejects.toThrow();
+    // … and the link is written once: never changed, never removed to "re-chain" the event.
+    await expect(
+      ctx.db.execute(sql`update audit_chain set hash = repeat('b', 64) where event_id = ${id}`),
+    ).rejects.toHaveProperty(
+      "cause.message",
+      expect.stringContaining("audit_chain is append-only"),
+    );
+    await expect(
+      ctx.db.execute(sql`delete from audit_chain where event_id = ${id}`),
     ).rejects.toThrow();
     await expect(
       ctx.db.execute(
-        sql`update audit_events set seq = null, prev_hash = null, hash = null where id = ${id}`,
+        sql`insert into audit_chain (seq, event_id, prev_hash, hash) values (2, ${id}, 'p', 'h')`,
       ),
     ).rejects.toThrow();
     await expect(ctx.db.execute(sql`truncate audit_events`)).rejects.toThrow();
+    await expect(ctx.db.execute(sql`truncate audit_chain`)).rejects.toThrow();
     expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: true, count: 1 });
   });
 
@@ -162,7 +167,10 @@ describeEachDatabase("audit outbox and chainer", (ctx) => {
     await flushAuditChain(ctx.db);
     await ctx.db.transaction(async (tx) => {
       await tx.execute(sql`alter table audit_events disable trigger user`);
-      await tx.execute(sql`update audit_events set data = '{"i": 9}' where seq = 2`);
+      await tx.execute(
+        sql`update audit_events set data = '{"i": 9}'
+             where id = (select event_id from audit_chain where seq = 2)`,
+      );
       await tx.execute(sql`alter table audit_events enable trigger user`);
     });
     // New events chain on top of the tampered head; verify still names the edited one.
@@ -210,10 +218,7 @@ describeEachDatabase("audit outbox and chainer", (ctx) => {
         await tx.execute(sql`select 1`);
         const fast = await appendAuditEvent(ctx.db, event("fast", 2));
         await flushAuditChain(ctx.db);
-        const [chained] = await ctx.db
-          .select()
-          .from(auditEvents)
-          .where(eq(auditEvents.id, fast.id));
+        const [chained] = await ctx.db.select().from(auditTrail).where(eq(auditTrail.id, fast.id));
         expect(chained?.seq).toBe(2);
         await appendAuditEvent(tx, event("late", 3));
       });

@@ -3,12 +3,13 @@ import { expect, it } from "vitest";
 import {
   appendAuditEvent,
   canonicalJson,
+  computeAuditHash,
   flushAuditChain,
   genesisHash,
   verifyAuditChain,
 } from "../../src/db/audit.ts";
 import type { Database } from "../../src/db/client.ts";
-import { auditEvents, callers } from "../../src/db/schema.ts";
+import { auditTrail, callers } from "../../src/db/schema.ts";
 import type { AuditActor, AuditKind } from "../../src/domain/audit.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 
@@ -26,11 +27,25 @@ async function appendMany(database: Database, count: number, actor = "test"): Pr
   await flushAuditChain(database.db);
 }
 
-/** Tampering needs the append-only trigger out of the way, as an attacker with DDL would do. */
+/**
+ * Tampering needs the append-only triggers out of the way, as an attacker with DDL would do.
+ * `event(n)` in a statement is the id of the event chained at seq n.
+ */
 async function tamper(database: Database, statements: string[]): Promise<void> {
   await database.db.transaction(async (tx) => {
     await tx.execute(sql`alter table audit_events disable trigger user`);
-    for (const statement of statements) await tx.execute(sql.raw(statement));
+    await tx.execute(sql`alter table audit_chain disable trigger user`);
+    for (const statement of statements) {
+      await tx.execute(
+        sql.raw(
+          statement.replaceAll(
+            /event\((\d+)\)/g,
+            "(select event_id from audit_chain where seq = $1)",
+          ),
+        ),
+      );
+    }
+    await tx.execute(sql`alter table audit_chain enable trigger user`);
     await tx.execute(sql`alter table audit_events enable trigger user`);
   });
 }
@@ -53,7 +68,7 @@ describeEachDatabase("audit chain", (ctx) => {
 
   it("chains events with contiguous seqs and verifies them across batches", async () => {
     await appendMany(ctx.database, 7);
-    const rows = await ctx.db.select().from(auditEvents).orderBy(auditEvents.seq);
+    const rows = await ctx.db.select().from(auditTrail).orderBy(auditTrail.seq);
     expect(rows.map((r) => r.seq)).toEqual([1, 2, 3, 4, 5, 6, 7]);
     expect(rows[0]?.prevHash).toBe(genesisHash);
     for (let i = 1; i < rows.length; i++) expect(rows[i]?.prevHash).toBe(rows[i - 1]?.hash);
@@ -73,7 +88,7 @@ describeEachDatabase("audit chain", (ctx) => {
       subject: hostile,
       data: { [hostile]: [hostile, { nested: hostile }], n: 0.1 + 0.2, big: 1e21 },
     });
-    const [row] = await ctx.db.select().from(auditEvents);
+    const [row] = await ctx.db.select().from(auditTrail);
     expect(row?.actor).toBe("caller\uFFFDname\uFFFDend");
     expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: true, count: 1 });
   });
@@ -81,7 +96,7 @@ describeEachDatabase("audit chain", (ctx) => {
   it("stamps events with the database clock, in seq order", async () => {
     const before = Date.now();
     await appendMany(ctx.database, 3);
-    const rows = await ctx.db.select().from(auditEvents).orderBy(auditEvents.seq);
+    const rows = await ctx.db.select().from(auditTrail).orderBy(auditTrail.seq);
     const times = rows.map((r) => r.createdAt.getTime());
     expect([...times].sort((a, b) => a - b)).toEqual(times);
     expect(Math.abs((times[0] ?? 0) - before)).toBeLessThan(5_000);
@@ -105,7 +120,7 @@ describeEachDatabase("audit chain", (ctx) => {
     });
     // The event is chained after its transaction commits: the rolled-back one left no gap.
     await flushAuditChain(ctx.db);
-    const [kept] = await ctx.db.select().from(auditEvents).where(eq(auditEvents.id, appended.id));
+    const [kept] = await ctx.db.select().from(auditTrail).where(eq(auditTrail.id, appended.id));
     expect(kept?.seq).toBe(1);
     expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: true, count: 1 });
   });
@@ -115,13 +130,73 @@ describeEachDatabase("audit chain", (ctx) => {
     await expect(ctx.db.execute(sql`update audit_events set actor = 'x'`)).rejects.toThrow();
     await expect(ctx.db.execute(sql`delete from audit_events`)).rejects.toThrow();
     await expect(ctx.db.execute(sql`truncate audit_events`)).rejects.toThrow();
+    // The links too: a chained event's seq and hashes can no more be changed than its content.
+    await expect(
+      ctx.db.execute(sql`update audit_chain set hash = repeat('b', 64)`),
+    ).rejects.toHaveProperty(
+      "cause.message",
+      expect.stringContaining("audit_chain is append-only"),
+    );
+    await expect(ctx.db.execute(sql`update audit_chain set seq = seq + 10`)).rejects.toThrow();
+    await expect(ctx.db.execute(sql`delete from audit_chain`)).rejects.toThrow();
+    await expect(ctx.db.execute(sql`truncate audit_chain`)).rejects.toThrow();
+    // Nor can an event be linked a second time.
+    await expect(
+      ctx.db.execute(
+        sql`insert into audit_chain (seq, event_id, prev_hash, hash)
+            select 3, event_id, hash, hash from audit_chain where seq = 2`,
+      ),
+    ).rejects.toThrow();
     expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: true, count: 2 });
+  });
+
+  it("detects a deleted link as a gap at its seq", async () => {
+    await appendMany(ctx.database, 5);
+    await tamper(ctx.database, ["delete from audit_chain where seq = 2"]);
+    expect(await verifyAuditChain(ctx.db)).toMatchObject({
+      ok: false,
+      seq: 2,
+      reason: "gap",
+      // The event itself is still stored: it is reported as unlinked.
+      unchained: { count: 1 },
+    });
+  });
+
+  it("detects two events swapped behind their links", async () => {
+    await appendMany(ctx.database, 5);
+    const links = await ctx.db.select().from(auditTrail).orderBy(auditTrail.seq);
+    const [two, three] = [links[1]?.id, links[2]?.id];
+    await tamper(ctx.database, [
+      `update audit_chain set event_id = -1 where seq = 2`,
+      `update audit_chain set event_id = ${two} where seq = 3`,
+      `update audit_chain set event_id = ${three} where seq = 2`,
+    ]);
+    expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: false, seq: 2, reason: "content" });
+  });
+
+  it("detects an event linked a second time, even with that link's hash recomputed", async () => {
+    await appendMany(ctx.database, 3);
+    const [second] = await ctx.db.select().from(auditTrail).where(eq(auditTrail.seq, 2));
+    const [third] = await ctx.db.select().from(auditTrail).where(eq(auditTrail.seq, 3));
+    if (!second || !third?.hash) throw new Error("no events");
+    // A fourth link naming event 2 again, with the right hash for it at seq 4.
+    const forged = computeAuditHash(third.hash, { ...second, seq: 4 });
+    await tamper(ctx.database, [
+      "drop index audit_chain_event_idx",
+      `insert into audit_chain values (4, ${second.id}, '${third.hash}', '${forged}')`,
+    ]);
+    expect(await verifyAuditChain(ctx.db)).toMatchObject({
+      ok: false,
+      seq: 4,
+      reason: "duplicate",
+      unchained: { count: 0 },
+    });
   });
 
   it("detects an edited event and names its seq", async () => {
     await appendMany(ctx.database, 5);
     await tamper(ctx.database, [
-      `update audit_events set data = jsonb_set(data, '{i}', '99') where seq = 3`,
+      `update audit_events set data = jsonb_set(data, '{i}', '99') where id = event(3)`,
     ]);
     expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: false, seq: 3, reason: "content" });
   });
@@ -129,30 +204,30 @@ describeEachDatabase("audit chain", (ctx) => {
   it("detects an edited timestamp, actor or subject", async () => {
     await appendMany(ctx.database, 4);
     await tamper(ctx.database, [
-      `update audit_events set created_at = created_at + interval '1 millisecond' where seq = 4`,
-      `update audit_events set subject = null where seq = 2`,
+      `update audit_events set created_at = created_at + interval '1 millisecond' where id = event(4)`,
+      `update audit_events set subject = null where id = event(2)`,
     ]);
     expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: false, seq: 2, reason: "content" });
   });
 
   it("detects a deleted event as a gap at its seq", async () => {
     await appendMany(ctx.database, 5);
-    await tamper(ctx.database, ["delete from audit_events where seq = 2"]);
+    await tamper(ctx.database, ["delete from audit_events where id = event(2)"]);
     expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: false, seq: 2, reason: "gap" });
   });
 
   it("detects a deleted first event", async () => {
     await appendMany(ctx.database, 3);
-    await tamper(ctx.database, ["delete from audit_events where seq = 1"]);
+    await tamper(ctx.database, ["delete from audit_events where id = event(1)"]);
     expect(await verifyAuditChain(ctx.db)).toMatchObject({ ok: false, seq: 1, reason: "gap" });
   });
 
   it("detects a reordered pair", async () => {
     await appendMany(ctx.database, 5);
     await tamper(ctx.database, [
-      "update audit_events set seq = -3 where seq = 3",
-      "update audit_events set seq = 3 where seq = 4",
-      "update audit_events set seq = 4 where seq = -3",
+      "update audit_chain set seq = -3 where seq = 3",
+      "update audit_chain set seq = 3 where seq = 4",
+      "update audit_chain set seq = 4 where seq = -3",
     ]);
     expect(await verifyAuditChain(ctx.db)).toMatchObject({
       ok: false,
@@ -164,7 +239,7 @@ describeEachDatabase("audit chain", (ctx) => {
   it("detects a rewritten prev_hash even when the event's own hash is recomputed", async () => {
     await appendMany(ctx.database, 4);
     await tamper(ctx.database, [
-      `update audit_events set prev_hash = repeat('a', 64) where seq = 3`,
+      `update audit_chain set prev_hash = repeat('a', 64) where seq = 3`,
     ]);
     expect(await verifyAuditChain(ctx.db)).toMatchObject({
       ok: false,
@@ -176,9 +251,9 @@ describeEachDatabase("audit chain", (ctx) => {
   it("reports the FIRST broken link when several are broken", async () => {
     await appendMany(ctx.database, 8);
     await tamper(ctx.database, [
-      "delete from audit_events where seq = 7",
-      `update audit_events set actor = 'mallory' where seq = 5`,
-      `update audit_events set kind = 'other' where seq = 6`,
+      "delete from audit_events where id = event(7)",
+      `update audit_events set actor = 'mallory' where id = event(5)`,
+      `update audit_events set kind = 'other' where id = event(6)`,
     ]);
     expect(await verifyAuditChain(ctx.db, { batchSize: 2 })).toMatchObject({
       ok: false,

@@ -36,7 +36,10 @@ async function appendThree(database: Database): Promise<void> {
 async function editEvent(database: Database, seq: number): Promise<void> {
   await database.db.transaction(async (tx) => {
     await tx.execute(sql`alter table audit_events disable trigger user`);
-    await tx.execute(sql`update audit_events set actor = 'mallory' where seq = ${seq}`);
+    await tx.execute(
+      sql`update audit_events set actor = 'mallory'
+           where id = (select event_id from audit_chain where seq = ${seq})`,
+    );
     await tx.execute(sql`alter table audit_events enable trigger user`);
   });
 }

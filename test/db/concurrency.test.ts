@@ -5,7 +5,7 @@ import { expect, it } from "vitest";
 import { appendAuditEvent, flushAuditChain, verifyAuditChain } from "../../src/db/audit.ts";
 import type { Database } from "../../src/db/client.ts";
 import { migrateDatabase, migrationStatus } from "../../src/db/migrate.ts";
-import { auditEvents } from "../../src/db/schema.ts";
+import { auditEvents, auditTrail } from "../../src/db/schema.ts";
 import type { AuditActor, AuditKind } from "../../src/domain/audit.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 
@@ -22,11 +22,11 @@ async function appendInParallel(database: Database, actor: string, count: number
   );
   await flushAuditChain(database.db);
   const rows = await database.db
-    .select({ seq: auditEvents.seq })
-    .from(auditEvents)
+    .select({ seq: auditTrail.seq })
+    .from(auditTrail)
     .where(
       inArray(
-        auditEvents.id,
+        auditTrail.id,
         appended.map((a) => a.id),
       ),
     );

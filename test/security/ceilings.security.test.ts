@@ -164,7 +164,7 @@ describeEachDatabase("ceilings under attack", (db) => {
       .select({ kind: auditEvents.kind })
       .from(auditEvents)
       .where(eq(auditEvents.subject, `run:${runId}`))
-      .orderBy(auditEvents.seq);
+      .orderBy(auditEvents.xactId, auditEvents.id);
     return rows.map((r) => r.kind);
   }
 
