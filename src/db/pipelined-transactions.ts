@@ -13,8 +13,10 @@
 //   error the caller did not await);
 // - savepoints are sent the same way (SAVEPOINT travels with the statements after it), and rolled
 //   back to when their function throws;
-// - the connection goes back to the pool afterwards, unless it was lost meanwhile: postgres.js
-//   then reconnects it itself, and handing it back would put a closed connection in the pool.
+// - the connection goes back to the pool afterwards, unless it was lost meanwhile (it closed, or
+//   a statement failed with a connection error or a FATAL one): postgres.js then reconnects it
+//   for the pool itself, so nothing more is sent through the reservation and it is not handed
+//   back (that would put it in the pool twice).
 //
 // A deadline is the caller's (statement-deadline.ts wraps this): a statement that does not answer
 // in time rejects, the caller's function throws, and the ROLLBACK follows whatever was sent, so a
@@ -63,11 +65,14 @@ export function commitAfterStatements(handle: unknown, count: number): void {
 }
 
 /**
- * Whether `error` means the connection is gone (postgres.js's own CONNECTION_* errors, or the
- * socket's): a server's error, or a statement cancelled before it was sent, leaves it usable.
+ * Whether `error` means the connection is gone: postgres.js's own CONNECTION_* errors, the
+ * socket's, or a server error that ends the session (FATAL, e.g. the backend was terminated). An
+ * ordinary server error, or a statement cancelled before it was sent, leaves it usable.
  */
 function isConnectionLoss(error: unknown): boolean {
-  if (error instanceof postgres.PostgresError) return false;
+  if (error instanceof postgres.PostgresError) {
+    return error.severity === "FATAL" || error.severity === "PANIC";
+  }
   const code = (error as { code?: unknown } | undefined)?.code;
   return typeof code === "string" && /^(CONNECTION_|CONNECT_TIMEOUT$|E[A-Z]+$)/.test(code);
 }
@@ -91,7 +96,18 @@ async function transaction(
     });
     return query;
   };
-  const send = (text: string) => watch(connection.unsafe(text));
+  /** postgres.js's connection under the reservation, to hear when it closes. */
+  let socket: { onclose?: ((error: unknown) => void) | null } | undefined;
+  const gone = () =>
+    Object.assign(new Error("the transaction's connection was lost"), {
+      code: "CONNECTION_CLOSED",
+    });
+  // Once the connection is lost, nothing more is sent on it: postgres.js reconnects it for the
+  // pool, and a statement sent through the reservation would land in someone else's session.
+  const send = (text: string, options?: object): Pending =>
+    lost
+      ? (Promise.reject(gone()) as unknown as Pending)
+      : watch(connection.unsafe(text, [], options as never) as unknown as Pending);
   const inner = new Proxy(connection, {
     get(target, key) {
       if (key === "unsafe") {
@@ -102,6 +118,7 @@ async function transaction(
                 "given fewer statements than followed",
             );
           }
+          if (lost) throw gone();
           const query = watch(target.unsafe(...args) as unknown as Pending);
           if (commitAfter !== undefined && --commitAfter === 0) commit = send("commit");
           return query;
@@ -132,14 +149,25 @@ async function transaction(
     },
   }) as unknown as AnySql;
   try {
-    send(`begin ${options.replace(/[^a-z ]/gi, "")}`);
+    send(`begin ${options.replace(/[^a-z ]/gi, "")}`, {
+      // postgres.js hands the connection to a query's `onexecute` (its own begin() listens for
+      // the close the same way); true: more may be pipelined behind BEGIN.
+      onexecute: (c: typeof socket & object) => {
+        socket = c;
+        c.onclose = () => {
+          lost = true;
+        };
+        return true;
+      },
+    });
     let result: unknown;
     try {
       result = await fn(inner);
     } catch (error) {
       // A COMMIT already sent stands or falls with the statements before it; wait for it so the
-      // connection is idle when it goes back.
-      await (commit ?? send("rollback")).catch(() => {});
+      // connection is idle when it goes back. A lost connection's transaction is rolled back by
+      // the server.
+      if (!lost) await (commit ?? send("rollback")).catch(() => {});
       throw error;
     }
     const closed = await (commit ?? send("commit")).catch((error: unknown) => {
@@ -153,6 +181,7 @@ async function transaction(
     }
     return result;
   } finally {
+    if (socket) socket.onclose = null;
     if (!lost) connection.release();
   }
 }

@@ -136,8 +136,11 @@ describe.skipIf(skip !== undefined)(
     it("survives losing the transaction's connection: it fails, and the pool works after", async () => {
       const attempt = database.db.transaction(async (tx) => {
         await tx.insert(callers).values({ name: "pipe-g1", kind: "peer" });
-        // The server ends this very session, as a restart or a network cut would.
-        await selectRows(tx, sql`select pg_terminate_backend(pg_backend_pid())`);
+        const [me] = await selectRows<{ pid: number }>(tx, sql`select pg_backend_pid() as pid`);
+        // The server ends this session while a statement runs in it, as a restart would.
+        const waiting = selectRows(tx, sql`select pg_sleep(60)`);
+        await selectRows(database.db, sql`select pg_terminate_backend(${me?.pid ?? 0}::int)`);
+        await waiting;
       });
       await expect(attempt).rejects.toThrow();
       expect(await names("pipe-g")).toEqual([]);
