@@ -270,8 +270,14 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
     // first.
     let published = false;
     const pending: AgentExecutionEvent[] = [];
+    /** Events handed to the SDK for this run's task so far (each one the SDK saves once). */
+    let publishedCount = 0;
+    const publish = (event: AgentExecutionEvent) => {
+      publishedCount += 1;
+      bus.publish(event);
+    };
     const emit = (event: AgentExecutionEvent) => {
-      if (published) bus.publish(event);
+      if (published) publish(event);
       else pending.push(event);
     };
 
@@ -354,7 +360,9 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
       };
       const events: AgentExecutionEvent[] = [];
       endRun(end, (event) => events.push(event));
-      const plan = deps.store.planSettle(ids.taskId, caller.id, events);
+      // Only from a copy the SDK has brought up to date with every event published so far: one
+      // still in its queue would be missing from the task written now.
+      const plan = deps.store.planSettle(ids.taskId, caller.id, events, publishedCount);
       if (!plan) {
         undo();
         return undefined;
@@ -445,9 +453,9 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
       return task;
     };
     const publishTask = (runId: string | undefined, task = buildTask(runId)) => {
-      bus.publish(AgentEvent.task(task));
+      publish(AgentEvent.task(task));
       published = true;
-      for (const event of pending.splice(0)) bus.publish(event);
+      for (const event of pending.splice(0)) publish(event);
     };
 
     try {
@@ -534,7 +542,7 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
       entry.runId = handle.runId;
       if (created) deps.store.holdCreated(created, caller.id);
       publishTask(handle.runId, created);
-      bus.publish(statusEvent(ids, TaskStates.TASK_STATE_WORKING));
+      publish(statusEvent(ids, TaskStates.TASK_STATE_WORKING));
       if (entry.cancelRequested) void cancelRun(handle.runId, log);
 
       const outcome = await handle.outcome;

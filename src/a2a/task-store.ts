@@ -105,12 +105,15 @@ export type PostgresTaskStore = TaskStore & {
   holdCreated(task: Task, callerId: string): void;
   /**
    * The task this instance holds, with a run's last events applied as the SDK will apply them
-   * (task-settle.ts); undefined when no copy is held here.
+   * (task-settle.ts); undefined when no copy is held here, or the SDK has not saved every event
+   * before those into it yet.
    */
   planSettle(
     taskId: string,
     callerId: string,
     events: readonly AgentExecutionEvent[],
+    /** The SDK's saves the copy must have taken (the events published before `events`). */
+    savedEvents: number,
   ): SettlePlan | undefined;
   /** Writes a planned task in `tx`, the transaction that ends its run. */
   writeSettled(tx: DbTransaction, plan: SettlePlan): Promise<void>;
@@ -149,6 +152,8 @@ type Progress = {
   writing: Promise<void>;
   /** The settled task the run's end already wrote (`settled`), as text. */
   settledText?: string;
+  /** Saves of this copy by the SDK since it was held. */
+  saves: number;
 };
 
 /**
@@ -249,6 +254,7 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
       waitsForOperator(json);
     const held = progress.get(task.id);
     const owned = held?.callerId === callerId;
+    if (held && owned) held.saves += 1;
 
     if (held && owned && !settles) {
       held.json = json;
@@ -284,6 +290,7 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
           dirty: false,
           touchedAt: Date.now(),
           writing: Promise.resolve(),
+          saves: 0,
         });
       }
     });
@@ -312,6 +319,7 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
       dirty: false,
       touchedAt: Date.now(),
       writing: Promise.resolve(),
+      saves: 0,
     });
   }
 
@@ -319,9 +327,10 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
     taskId: string,
     callerId: string,
     events: readonly AgentExecutionEvent[],
+    savedEvents: number,
   ): SettlePlan | undefined {
     const held = progress.get(taskId);
-    if (!held || held.callerId !== callerId) return undefined;
+    if (!held || held.callerId !== callerId || held.saves !== savedEvents) return undefined;
     const task = applyEndEvents(Task.fromJSON(held.json), events);
     const json = Task.toJSON(task) as Record<string, unknown>;
     return { taskId, callerId, contextId: task.contextId, json, text: JSON.stringify(json) };

@@ -1,6 +1,7 @@
 // The Postgres task store on its own: caller scoping, the terminal-state guard against late
 // writers (another instance), and progress coalescing (what reaches the database, and when).
-import { type Task, TaskState } from "@a2a-js/sdk";
+import { Task, TaskState } from "@a2a-js/sdk";
+import { AgentEvent } from "@a2a-js/sdk/server";
 import { eq } from "drizzle-orm";
 import { beforeEach, expect, it } from "vitest";
 import { CallerUser, createCallContext } from "../../src/a2a/call-context.ts";
@@ -23,6 +24,8 @@ function task(id: string, state: TaskState, note = ""): Task {
 describeEachDatabase("A2A task store", (ctx) => {
   let alice: ReturnType<typeof createCallContext>;
   let bob: ReturnType<typeof createCallContext>;
+  let aliceId: string;
+  let bobId: string;
 
   beforeEach(async () => {
     const rows = await ctx.db
@@ -32,8 +35,10 @@ describeEachDatabase("A2A task store", (ctx) => {
         { name: "bob", kind: "peer" },
       ])
       .returning();
-    alice = createCallContext(new CallerUser(rows[0]?.id ?? ""));
-    bob = createCallContext(new CallerUser(rows[1]?.id ?? ""));
+    aliceId = rows[0]?.id ?? "";
+    bobId = rows[1]?.id ?? "";
+    alice = createCallContext(new CallerUser(aliceId));
+    bob = createCallContext(new CallerUser(bobId));
   });
 
   const stored = async (id: string) => {
@@ -93,6 +98,63 @@ describeEachDatabase("A2A task store", (ctx) => {
       metadata: { note: "parked" },
     });
     expect(store.pendingCount()).toBe(0);
+  });
+
+  it("writes a run's settled task in its transaction; the SDK's same save is then not written again", async () => {
+    const store = createTaskStore(ctx.db, { progressFlushMs: 60_000 });
+    const created = task("t6", TaskState.TASK_STATE_SUBMITTED);
+    await ctx.db.transaction((tx) => store.createInTransaction(tx, created, aliceId));
+    store.holdCreated(created, aliceId);
+    const completed = AgentEvent.statusUpdate({
+      taskId: "t6",
+      contextId: "ctx",
+      status: { state: TaskState.TASK_STATE_COMPLETED, message: undefined, timestamp: "t-end" },
+      metadata: { note: "done" },
+    });
+    // The SDK has not saved the task event yet: no plan from a copy that is behind.
+    expect(store.planSettle("t6", aliceId, [completed], 1)).toBeUndefined();
+    // It saves the task (the first event), then the copy is current.
+    await store.save(created, alice);
+    expect(store.planSettle("t6", bobId, [completed], 1)).toBeUndefined();
+    const plan = store.planSettle("t6", aliceId, [completed], 1);
+    if (!plan) throw new Error("no plan from a current copy");
+    await ctx.db.transaction((tx) => store.writeSettled(tx, plan));
+    store.settled(plan);
+    expect(await stored("t6")).toMatchObject({
+      status: { state: "TASK_STATE_COMPLETED" },
+      metadata: { note: "done" },
+    });
+    // The SDK saves exactly that task: nothing is written (the row keeps its updated_at).
+    const [before] = await ctx.db.select().from(a2aTasks).where(eq(a2aTasks.id, "t6"));
+    await store.save(Task.fromJSON(plan.json), alice);
+    const [after] = await ctx.db.select().from(a2aTasks).where(eq(a2aTasks.id, "t6"));
+    expect(after?.updatedAt).toEqual(before?.updatedAt);
+    expect(store.pendingCount()).toBe(0);
+  });
+
+  it("writes the SDK's settled task when it differs from the one planned", async () => {
+    const store = createTaskStore(ctx.db, { progressFlushMs: 60_000 });
+    const created = task("t7", TaskState.TASK_STATE_SUBMITTED);
+    store.holdCreated(created, aliceId);
+    await store.save(created, alice);
+    const plan = store.planSettle(
+      "t7",
+      aliceId,
+      [
+        AgentEvent.statusUpdate({
+          taskId: "t7",
+          contextId: "ctx",
+          status: { state: TaskState.TASK_STATE_COMPLETED, message: undefined, timestamp: "a" },
+          metadata: undefined,
+        }),
+      ],
+      1,
+    );
+    if (!plan) throw new Error("no plan");
+    await ctx.db.transaction((tx) => store.writeSettled(tx, plan));
+    store.settled(plan);
+    await store.save(task("t7", TaskState.TASK_STATE_COMPLETED, "what the SDK had"), alice);
+    expect((await stored("t7"))?.metadata?.note).toBe("what the SDK had");
   });
 
   it("writes pending progress on close", async () => {
