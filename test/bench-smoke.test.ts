@@ -57,7 +57,11 @@ describe.skipIf(skip !== undefined)(
         auth: count("auth"),
         audit: count("audit"),
         soak: count("soak"),
-      }).toEqual({ ceiling: 2, auth: 2, audit: 2, soak: 4 });
+      }).toEqual({ ceiling: 2, auth: 3, audit: 2, soak: 4 });
+      // The JWT path is judged beside the bearer token and revocation.
+      expect(
+        verdictRows.some((row) => row.startsWith("| auth | peer JWT (jti claimed once):")),
+      ).toBe(true);
       const pushRows = verdictRows.filter((row) => row.startsWith("| a2a | push delivery:"));
       expect(pushRows).toHaveLength(1);
       const sendMessage = count("a2a") - pushRows.length;
