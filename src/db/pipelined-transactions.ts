@@ -60,6 +60,8 @@ export function pipelineTransactions(sql: AnySql): AnySql {
  * function returns.
  */
 export function commitAfterStatements(handle: unknown, count: number): void {
+  // A drizzle transaction keeps the postgres.js handle it runs on at `session.client` (through
+  // the deadline and prepared-statement wrappers, which pass `commitAfter` on).
   const session = (handle as { session?: { client?: ScopeHandle } } | undefined)?.session;
   (session?.client ?? (handle as ScopeHandle | undefined))?.commitAfter?.(count);
 }

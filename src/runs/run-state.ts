@@ -7,7 +7,7 @@
 // It is one file over 500 lines on purpose: being the only writer is what makes the writes
 // reviewable side by side (reads live in run-queries.ts).
 
-import { and, eq, inArray, isNull, lt, or, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, lt, or, type SQL, sql } from "drizzle-orm";
 import { appendAuditEvent, auditInsertFrom } from "../db/audit.ts";
 import { type DbOrTx, type DbTransaction, selectRows } from "../db/client.ts";
 import {
@@ -38,6 +38,11 @@ import {
   takeSlotWithin,
 } from "./run-queries.ts";
 import type { CallEnd, OpenedCall, ToolCallRecorder } from "./tool-batch.ts";
+
+/** The compare-and-set of a working run's change: still working, and still this instance's. */
+function ownedWorking(runId: string, instanceId: string): SQL | undefined {
+  return and(eq(runs.id, runId), eq(runs.status, "working"), eq(runs.ownerInstanceId, instanceId));
+}
 
 export async function insertRun(tx: DbTransaction, values: NewRun): Promise<Run> {
   const [row] = await tx
@@ -274,13 +279,7 @@ export async function parkRun(
         heartbeatAt: null,
         updatedAt: input.at,
       })
-      .where(
-        and(
-          eq(runs.id, input.runId),
-          eq(runs.status, "working"),
-          eq(runs.ownerInstanceId, input.instanceId),
-        ),
-      )
+      .where(ownedWorking(input.runId, input.instanceId))
       .returning({
         callerId: runs.callerId,
         cancelRequestedAt: runs.cancelRequestedAt,
@@ -354,13 +353,7 @@ export async function finishRun(
       finishedAt: input.at,
       updatedAt: input.at,
     })
-    .where(
-      and(
-        eq(runs.id, input.runId),
-        eq(runs.status, "working"),
-        eq(runs.ownerInstanceId, input.instanceId),
-      ),
-    )
+    .where(ownedWorking(input.runId, input.instanceId))
     .returning({ callerId: runs.callerId, budgetLimits: runs.budgetLimits });
   const daily = input.daily;
   const chargeDay = daily ? daily.day : null;
@@ -533,13 +526,7 @@ export async function awaitCallerInput(
         heartbeatAt: null,
         updatedAt: input.at,
       })
-      .where(
-        and(
-          eq(runs.id, input.runId),
-          eq(runs.status, "working"),
-          eq(runs.ownerInstanceId, input.instanceId),
-        ),
-      )
+      .where(ownedWorking(input.runId, input.instanceId))
       .returning({
         callerId: runs.callerId,
         cancelRequestedAt: runs.cancelRequestedAt,
