@@ -1,49 +1,77 @@
-// The postgres.js guard (src/db/patch-postgres-driver.mjs, run by `npm install`): a write batched
-// behind a setImmediate must not throw on a connection that closed meanwhile (it crashed the
-// server once in the database-outage fault test).
+// The postgres.js mends (src/db/patch-postgres-driver.mjs, run by `npm install`) are in the
+// installed driver, and the patcher applies them once to a driver that lacks them and reports a
+// driver it does not recognise. What each mend changes in behaviour is tested against a real
+// PostgreSQL: a write on a closed connection in test/faults/database-outage.test.ts, the two about
+// cancelled queries in test/db/postgres-driver-cancel.test.ts.
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 // @ts-expect-error: a plain JavaScript module (npm may run it on an older Node), without types
-import { patchDriver } from "../../src/db/patch-postgres-driver.mjs";
+import { mends, patchDriver } from "../../src/db/patch-postgres-driver.mjs";
+
+type Mend = { name: string; file: string; unpatched: string; patched: string };
+type Result = { file: string; mend: string; state: string };
 
 const installed = path.join(import.meta.dirname, "../../node_modules/postgres");
+const all = mends as Mend[];
 
-describe("the postgres driver's null-socket guard", () => {
-  it("is in every flavour of the installed driver", async () => {
-    for (const flavour of ["src", "cjs/src"]) {
-      const text = await readFile(path.join(installed, flavour, "connection.js"), "utf8");
-      const at = text.indexOf("function nextWrite(fn) {");
-      expect(at, flavour).toBeGreaterThan(0);
-      const body = text.slice(at, text.indexOf("socket.write(chunk, fn)", at));
-      expect(body, flavour).toContain("if (socket === null)");
-      expect(body, flavour).toContain("CONNECTION_CLOSED");
+describe("the postgres driver's mends", () => {
+  it("are each in every flavour of the installed driver, in place of the driver's own text", async () => {
+    expect(all.map((m) => m.name)).toEqual([
+      "write on a closed connection",
+      "cancelled pipelined query skipped",
+      "cancelled query stalls a reserved connection",
+    ]);
+    for (const flavour of ["src", "cjs/src", "cf/src"]) {
+      for (const mend of all) {
+        const text = await readFile(path.join(installed, flavour, mend.file), "utf8");
+        expect(text.includes(mend.patched), `${flavour} ${mend.name}`).toBe(true);
+        expect(text.includes(mend.unpatched), `${flavour} ${mend.name}`).toBe(false);
+      }
     }
   });
 
-  it("patches an unguarded driver once, and says when it does not recognise one", async () => {
+  it("patch a driver without them once, and say when they do not recognise one", async () => {
     const dir = await mkdtemp(path.join(tmpdir(), "peergate-pgdriver-"));
     try {
-      const original = (await readFile(path.join(installed, "src/connection.js"), "utf8")).replace(
-        / {2}function nextWrite\(fn\) \{\n {4}if \(socket === null\) \{[^\n]*\n[^\n]*\n[^\n]*\n[^\n]*\n {4}\}\n/,
-        "  function nextWrite(fn) {\n",
-      );
-      expect(original).not.toContain("if (socket === null)");
-      await mkdir(path.join(dir, "src"), { recursive: true });
+      // The installed driver with every mend undone stands for the released one.
+      for (const file of ["connection.js", "index.js"]) {
+        let text = await readFile(path.join(installed, "src", file), "utf8");
+        for (const mend of all.filter((m) => m.file === file)) {
+          text = text.replace(mend.patched, mend.unpatched);
+        }
+        await mkdir(path.join(dir, "src"), { recursive: true });
+        await writeFile(path.join(dir, "src", file), text);
+      }
       await mkdir(path.join(dir, "cjs/src"), { recursive: true });
-      await writeFile(path.join(dir, "src/connection.js"), original);
       await writeFile(path.join(dir, "cjs/src/connection.js"), "something else entirely\n");
-      const first = patchDriver(dir) as { file: string; state: string }[];
-      expect(first.map((r) => r.state)).toEqual([
-        "patched",
-        "not recognised (a newer driver? check the fix is in it)",
+      const original = await readFile(path.join(dir, "src/connection.js"), "utf8");
+      expect(original).not.toContain("patched by peergate");
+
+      const first = (patchDriver(dir) as Result[]).map((r) => [
+        path.relative(dir, r.file),
+        r.mend,
+        r.state,
+      ]);
+      const unknown = "not recognised (a newer driver? check the fix is in it)";
+      expect(first).toEqual([
+        ["src/connection.js", "write on a closed connection", "patched"],
+        ["src/connection.js", "cancelled pipelined query skipped", "patched"],
+        ["src/index.js", "cancelled query stalls a reserved connection", "patched"],
+        ["cjs/src/connection.js", "write on a closed connection", unknown],
+        ["cjs/src/connection.js", "cancelled pipelined query skipped", unknown],
       ]);
       const patched = await readFile(path.join(dir, "src/connection.js"), "utf8");
       expect(patched).toContain("if (socket === null)");
-      expect(patched.length).toBeGreaterThan(original.length);
-      const second = patchDriver(dir) as { state: string }[];
-      expect(second[0]?.state).toBe("already patched");
+      expect(patched).not.toContain("while (sent.length && (query = sent.shift())");
+
+      const second = patchDriver(dir) as Result[];
+      expect(second.slice(0, 3).map((r) => r.state)).toEqual([
+        "already patched",
+        "already patched",
+        "already patched",
+      ]);
       expect(await readFile(path.join(dir, "src/connection.js"), "utf8")).toBe(patched);
     } finally {
       await rm(dir, { recursive: true, force: true });

@@ -1,0 +1,93 @@
+// Cancelling a statement that waits behind another on the same connection, as the statement
+// deadline does (src/db/statement-deadline.ts), must leave the connection answering each query
+// with its own result. postgres.js 3.4.9 does not, in two ways that src/db/patch-postgres-driver.mjs
+// mends (each test fails without its mend):
+// - a cancelled query pipelined on a pooled connection was skipped when its turn came, so every
+//   answer after it went to the next query, for good;
+// - a cancelled query queued on a busy reserved connection stalled it, so the statements behind it
+//   (a transaction's ROLLBACK) were never sent and the connection never came back.
+import postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+
+const skip = postgresSkipReason();
+
+/** Long enough that a CancelRequest lands while it runs, however loaded the machine. */
+const longSleep = "select pg_sleep(30), 'slept' as x";
+
+/** `work`'s outcome, or "no answer" if it has none within `ms` (a stalled connection). */
+const within = <T>(work: Promise<T>, ms: number): Promise<T | "no answer"> =>
+  Promise.race([
+    work,
+    new Promise<"no answer">((resolve) => setTimeout(() => resolve("no answer"), ms).unref()),
+  ]);
+
+const outcome = (query: PromiseLike<unknown>) =>
+  Promise.resolve(query).then(
+    (rows) => ({ rows: [...(rows as postgres.Row[])] }),
+    (error: { code?: string }) => ({ error: error.code }),
+  );
+
+describe.skipIf(skip !== undefined)(
+  `cancelling a queued statement in postgres.js${skip ? ` — skipped: ${skip}` : ""}`,
+  () => {
+    let created: Awaited<ReturnType<typeof createPostgresTestDatabase>>;
+    let sql: postgres.Sql;
+    beforeAll(async () => {
+      created = await createPostgresTestDatabase();
+      // One connection, so every query below shares it.
+      sql = postgres(created.url, { max: 1, onnotice: () => {} });
+      await sql`select 1`;
+    });
+    afterAll(async () => {
+      await sql?.end({ timeout: 5 });
+      await created?.drop();
+    });
+
+    it("a pipelined query cancelled before its turn takes its own answer, and the ones behind it theirs", async () => {
+      const first = sql.unsafe("select pg_sleep(0.3), 'first' as x").execute();
+      const cancelled = sql.unsafe(longSleep).execute();
+      const behind = sql.unsafe("select 'behind' as x").execute();
+      // Wait until all three are on the wire (postgres.js sends on a later tick): cancelled then,
+      // `cancelled` gets its CancelRequest when its turn comes.
+      while (!(behind as unknown as { state?: unknown }).state) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      expect((cancelled as unknown as { active?: boolean }).active).toBeFalsy();
+      void cancelled.cancel();
+      const answered = await within(Promise.all([first, cancelled, behind].map(outcome)), 20_000);
+      expect(answered).toEqual([
+        { rows: [{ pg_sleep: "", x: "first" }] },
+        { error: "57014" },
+        { rows: [{ x: "behind" }] },
+      ]);
+      // The connection stays in step afterwards.
+      expect(await outcome(sql.unsafe("select 'after' as x"))).toEqual({ rows: [{ x: "after" }] });
+    }, 60_000);
+
+    it("a query cancelled while queued on a busy reserved connection is skipped, and the rest are sent", async () => {
+      const reserved = await sql.reserve();
+      try {
+        // A statement with a parameter not yet prepared is described first: the connection is
+        // busy until it is answered, and what follows waits in the reservation's own queue.
+        const busy = reserved.unsafe("select pg_sleep(0.3), $1::text as x", ["busy"]).execute();
+        const cancelled = reserved.unsafe("select 'cancelled' as x").execute();
+        const behind = reserved.unsafe("select 'behind' as x").execute();
+        while (!(busy as unknown as { state?: unknown }).state) {
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+        // Still in the reservation's queue, not on the wire: cancelling drops it there.
+        expect((cancelled as unknown as { state?: unknown }).state).toBeFalsy();
+        await cancelled.cancel();
+        expect(await outcome(cancelled)).toEqual({ error: "57014" });
+        expect(await within(outcome(busy), 20_000)).toEqual({
+          rows: [{ pg_sleep: "", x: "busy" }],
+        });
+        expect(await within(outcome(behind), 20_000)).toEqual({ rows: [{ x: "behind" }] });
+      } finally {
+        reserved.release();
+      }
+      expect(await outcome(sql.unsafe("select 'after' as x"))).toEqual({ rows: [{ x: "after" }] });
+    }, 60_000);
+  },
+);
