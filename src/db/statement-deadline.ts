@@ -13,6 +13,8 @@
 //   is rolled back before any of its statements run, and one whose statement did not answer in
 //   time is rolled back behind it, so work the caller was told had failed cannot happen later
 //   behind its back;
+// - a transaction whose statement waited out its deadline rejects at once: its ROLLBACK would
+//   wait on the same silent server, and a caller must hear within one deadline, not two;
 // - a deadline on COMMIT means the outcome is unknown (the server may still commit when it
 //   wakes), as with any lost connection; everything written that way is consistent on its own.
 import type postgres from "postgres";
@@ -24,12 +26,12 @@ type Scope<T> = (sql: never) => T | Promise<T>;
 type ScopeOpener = (...args: unknown[]) => Promise<unknown>;
 
 /** Wraps `sql` so that each statement and each phase of a transaction has a deadline. */
-export function withStatementDeadline(sql: AnySql, timeoutMs: number): AnySql {
+export function withStatementDeadline(sql: AnySql, timeoutMs: number, onLate?: () => void): AnySql {
   return new Proxy(sql, {
     get(target, key) {
       if (key === "unsafe") {
         return (...args: Parameters<AnySql["unsafe"]>) =>
-          guardQuery(target.unsafe(...args), timeoutMs);
+          guardQuery(target.unsafe(...args), timeoutMs, onLate);
       }
       if (key === "begin") {
         return (...args: unknown[]) => {
@@ -40,6 +42,7 @@ export function withStatementDeadline(sql: AnySql, timeoutMs: number): AnySql {
             (inner) => (options === undefined ? begin(inner) : begin(options, inner)),
             fn,
             timeoutMs,
+            onLate,
           );
         };
       }
@@ -53,6 +56,7 @@ export function withStatementDeadline(sql: AnySql, timeoutMs: number): AnySql {
             (inner) => (name === undefined ? savepoint(inner) : savepoint(name, inner)),
             fn,
             timeoutMs,
+            onLate,
           );
         };
       }
@@ -61,8 +65,15 @@ export function withStatementDeadline(sql: AnySql, timeoutMs: number): AnySql {
   });
 }
 
-/** A pending query that rejects with UnavailableError (and is cancelled) past its deadline. */
-export function guardQuery<Q extends PromiseLike<unknown>>(query: Q, timeoutMs: number): Q {
+/**
+ * A pending query that rejects with UnavailableError (and is cancelled) past its deadline;
+ * `onLate` hears that it did.
+ */
+export function guardQuery<Q extends PromiseLike<unknown>>(
+  query: Q,
+  timeoutMs: number,
+  onLate?: () => void,
+): Q {
   let settled: Promise<unknown> | undefined;
   const run = () => {
     settled ??= new Promise((resolve, reject) => {
@@ -72,6 +83,7 @@ export function guardQuery<Q extends PromiseLike<unknown>>(query: Q, timeoutMs: 
         if (typeof cancel === "function") {
           Promise.resolve(cancel.call(query)).catch(() => {});
         }
+        onLate?.();
         reject(new UnavailableError(`the database did not answer within ${timeoutMs} ms`));
       }, timeoutMs);
       query.then(
@@ -112,9 +124,16 @@ function guardScope<T>(
   open: (inner: (sql: AnySql) => Promise<T>) => Promise<unknown>,
   fn: Scope<T>,
   timeoutMs: number,
+  onLate?: () => void,
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let phase: "opening" | "inside" | "closing" | "done" = "opening";
+    /** A statement of this scope (or of a savepoint in it) waited out its deadline. */
+    let statementLate = false;
+    const late = () => {
+      statementLate = true;
+      onLate?.();
+    };
     let failure: { error: unknown } | undefined;
     let timer: NodeJS.Timeout | undefined;
     const arm = (what: string) => {
@@ -135,9 +154,16 @@ function guardScope<T>(
       clearTimeout(timer);
       phase = "inside";
       try {
-        return await fn(withStatementDeadline(sql, timeoutMs) as never);
+        return await fn(withStatementDeadline(sql, timeoutMs, late) as never);
       } catch (error) {
         failure = { error };
+        if (statementLate && phase === "inside") {
+          // A statement already waited out its deadline: the ROLLBACK behind it waits on the same
+          // silent server, so the caller hears now, not one deadline later. The ROLLBACK still
+          // goes out, and the connection returns to the pool once the server answers it.
+          phase = "done";
+          reject(error);
+        }
         throw error;
       } finally {
         if (phase === "inside") {
