@@ -5,7 +5,10 @@
 // `unsafe()`, `begin()` and a transaction's `savepoint()`, so those are wrapped:
 //
 // - a statement that has not settled within `timeoutMs` rejects with UnavailableError, and is
-//   cancelled (dropped if still queued in the pool; a CancelRequest if it was sent);
+//   cancelled: dropped if still queued in the pool, a CancelRequest if the server is running it.
+//   One sent behind another on the same connection is left to run (a transaction's ROLLBACK
+//   follows it): a CancelRequest is a signal to the server's process, not to a statement, and
+//   one sent when its turn came would most likely cancel the statement after it;
 // - a transaction gets the same deadline for each part the server must answer: its start (the
 //   wait for a pooled connection; BEGIN itself is answered with the first statements, see
 //   pipelined-transactions.ts), every statement inside, and the COMMIT or ROLLBACK. Time spent in
@@ -78,10 +81,14 @@ export function guardQuery<Q extends PromiseLike<unknown>>(
   const run = () => {
     settled ??= new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
-        // A queued query is dropped; a sent one gets a CancelRequest, which may itself fail.
-        const cancel = (query as { cancel?: () => unknown }).cancel;
-        if (typeof cancel === "function") {
-          Promise.resolve(cancel.call(query)).catch(() => {});
+        // postgres.js: `state` once sent, `active` while the server is on it (first in line).
+        const pending = query as { cancel?: () => unknown; state?: unknown; active?: boolean };
+        // Not sent yet: dropped. The server on it: a CancelRequest (which may itself fail). Sent
+        // behind another: left alone, for its CancelRequest could only go out when its turn came,
+        // and a quick statement is over by the time that lands: the server cancels whatever its
+        // process runs then, the statement after it.
+        if (typeof pending.cancel === "function" && (!pending.state || pending.active)) {
+          Promise.resolve(pending.cancel.call(query)).catch(() => {});
         }
         onLate?.();
         reject(new UnavailableError(`the database did not answer within ${timeoutMs} ms`));

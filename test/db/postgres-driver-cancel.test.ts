@@ -8,6 +8,8 @@
 //   (a transaction's ROLLBACK) were never sent and the connection never came back.
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { withStatementDeadline } from "../../src/db/statement-deadline.ts";
+import { UnavailableError } from "../../src/errors.ts";
 import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
 
 const skip = postgresSkipReason();
@@ -88,6 +90,34 @@ describe.skipIf(skip !== undefined)(
         reserved.release();
       }
       expect(await outcome(sql.unsafe("select 'after' as x"))).toEqual({ rows: [{ x: "after" }] });
+    }, 60_000);
+
+    it("the statement deadline cancels what the server runs, not a statement waiting behind it, so the statement after that is not hit", async () => {
+      const guarded = withStatementDeadline(sql as never, 150);
+      const raw = sql as unknown as postgres.Sql<Record<string, never>>;
+      const told = (query: PromiseLike<unknown>) =>
+        Promise.resolve(query).then(
+          (rows) => ({ rows: [...(rows as postgres.Row[])] }),
+          (error: { code?: string }) => ({
+            error: error instanceof UnavailableError ? "deadline" : error.code,
+          }),
+        );
+      // A stuck statement the server runs is cancelled at its deadline: the connection is free
+      // long before the statement's 30 s.
+      expect(await told(guarded.unsafe(longSleep))).toEqual({ error: "deadline" });
+      expect(await within(outcome(raw.unsafe("select 'free' as x")), 20_000)).toEqual({
+        rows: [{ x: "free" }],
+      });
+      // `behind` waits behind `running` (no deadline of its own) past its deadline.
+      // In this order on the wire (postgres.js sends each on the tick after it is asked for).
+      const running = told(raw.unsafe("select pg_sleep(0.6), 'running' as x"));
+      const behind = told(guarded.unsafe("select 'behind' as x"));
+      const after = told(raw.unsafe("select pg_sleep(1), 'after' as x"));
+      const [a, b, c] = await Promise.all([running, behind, after]);
+      expect(a).toEqual({ rows: [{ pg_sleep: "", x: "running" }] });
+      expect(b).toEqual({ error: "deadline" });
+      // A CancelRequest sent for `behind` when its turn came would have landed on `after`.
+      expect(c).toEqual({ rows: [{ pg_sleep: "", x: "after" }] });
     }, 60_000);
   },
 );
