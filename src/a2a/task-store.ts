@@ -24,11 +24,12 @@ import { RequestMalformedError } from "@a2a-js/sdk/errors";
 import type { AgentExecutionEvent, ServerCallContext, TaskStore } from "@a2a-js/sdk/server";
 import { and, asc, count, desc, eq, inArray, ne, type SQL, sql } from "drizzle-orm";
 import type { Db, DbOrTx, DbTransaction } from "../db/client.ts";
+import { prebuilt } from "../db/prebuilt.ts";
 import { a2aTasks } from "../db/schema.ts";
 import type { Logger } from "../log.ts";
 import { asUnavailableError } from "../services/db-errors.ts";
 import { escalate, readCallerId } from "./call-context.ts";
-import { writeWithPushOutbox } from "./push-outbox.ts";
+import { withPushOutbox } from "./push-outbox.ts";
 import { applyEndEvents } from "./task-settle.ts";
 
 /** Interrupted states: the run stopped and waits for someone; written at once, like terminal ones. */
@@ -50,6 +51,44 @@ export const terminalStateNames = [
   "TASK_STATE_CANCELED",
   "TASK_STATE_REJECTED",
 ] as const;
+
+/**
+ * Stores a task for its caller, and queues it for the task's push configs in the same statement
+ * (push-outbox.ts). Never another caller's row; never out of a terminal state, unless into the
+ * same one. Built once (src/db/prebuilt.ts): every save of every task sends this statement.
+ */
+const storeTask = prebuilt<{
+  id: string;
+  callerId: string;
+  contextId: string;
+  task: Record<string, unknown>;
+}>((db) =>
+  withPushOutbox(
+    db
+      .insert(a2aTasks)
+      .values({
+        id: sql.placeholder("id"),
+        callerId: sql.placeholder("callerId"),
+        contextId: sql.placeholder("contextId"),
+        task: sql.placeholder("task"),
+      })
+      .onConflictDoUpdate({
+        target: a2aTasks.id,
+        set: {
+          task: sql`excluded.task`,
+          contextId: sql`excluded.context_id`,
+          updatedAt: sql`now()`,
+        },
+        setWhere: sql`"a2a_tasks"."caller_id" = excluded.caller_id and (
+          coalesce("a2a_tasks"."task"->'status'->>'state', '') not in (${sql.join(
+            terminalStateNames.map((name) => sql`${name}`),
+            sql`, `,
+          )})
+          or "a2a_tasks"."task"->'status'->>'state' = excluded.task->'status'->>'state')`,
+      })
+      .returning({ id: a2aTasks.id, callerId: a2aTasks.callerId, task: a2aTasks.task }),
+  ),
+);
 
 const defaultPageSize = 50;
 
@@ -198,27 +237,7 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
     json: Record<string, unknown>,
     on: DbOrTx = db,
   ): Promise<void> {
-    const write = on
-      .insert(a2aTasks)
-      .values({ id, callerId, contextId, task: json })
-      .onConflictDoUpdate({
-        target: a2aTasks.id,
-        set: {
-          task: sql`excluded.task`,
-          contextId: sql`excluded.context_id`,
-          updatedAt: sql`now()`,
-        },
-        // Never another caller's row; never out of a terminal state.
-        setWhere: sql`"a2a_tasks"."caller_id" = excluded.caller_id and (
-          coalesce("a2a_tasks"."task"->'status'->>'state', '') not in (${sql.join(
-            terminalStateNames.map((name) => sql`${name}`),
-            sql`, `,
-          )})
-          or "a2a_tasks"."task"->'status'->>'state' = excluded.task->'status'->>'state')`,
-      })
-      .returning({ id: a2aTasks.id, callerId: a2aTasks.callerId, task: a2aTasks.task });
-    // The same statement queues the update for the task's push configs (push-outbox.ts).
-    await writeWithPushOutbox(on, write);
+    await storeTask(on, { id, callerId, contextId, task: json });
   }
 
   /** Chains a write of the held copy's current JSON after the writes before it. */

@@ -1,0 +1,63 @@
+// A prebuilt statement (src/db/prebuilt.ts) is built once and then only filled in: each call's
+// values go through their columns' encoders (a JSON column gets JSON, an array column an array),
+// it runs on the database or inside a transaction (rolled back with it), and its rows come back
+// the same on both drivers.
+import { eq, sql } from "drizzle-orm";
+import { expect, it } from "vitest";
+import { prebuilt } from "../../src/db/prebuilt.ts";
+import { callers } from "../../src/db/schema.ts";
+import { describeEachDatabase } from "../support/databases.ts";
+
+let builds = 0;
+const addCaller = prebuilt<
+  { name: string; allow: string[]; budgets: Record<string, unknown> },
+  { id: string; name: string; allow: string[]; budgets: unknown }
+>((db) => {
+  builds++;
+  return db
+    .insert(callers)
+    .values({
+      name: sql.placeholder("name"),
+      kind: "peer",
+      allow: sql.placeholder("allow"),
+      budgets: sql.placeholder("budgets"),
+    })
+    .returning({
+      id: callers.id,
+      name: callers.name,
+      allow: callers.allow,
+      budgets: callers.budgets,
+    });
+});
+
+describeEachDatabase("a prebuilt statement", (ctx) => {
+  it("is built once, encodes each call's values by column, and answers with its rows", async () => {
+    const budgets = { dailyTokens: 1_000, note: 'it\'s "quoted"' };
+    const [first] = await addCaller(ctx.db, { name: "pre-a", allow: ["fs.read"], budgets });
+    const [second] = await addCaller(ctx.db, { name: "pre-b", allow: [], budgets: {} });
+    // Once in this file, whichever database ran first.
+    expect(builds).toBe(1);
+    expect(first).toMatchObject({ name: "pre-a", allow: ["fs.read"] });
+    expect(second).toMatchObject({ name: "pre-b", allow: [] });
+    // Read back through the ordinary query builder: the JSON column holds the object, not a string.
+    const [row] = await ctx.db
+      .select({ budgets: callers.budgets, allow: callers.allow })
+      .from(callers)
+      .where(eq(callers.name, "pre-a"));
+    expect(row).toEqual({ budgets, allow: ["fs.read"] });
+  });
+
+  it("runs inside a transaction and rolls back with it", async () => {
+    await expect(
+      ctx.db.transaction(async (tx) => {
+        await addCaller(tx, { name: "pre-rolled-back", allow: [], budgets: {} });
+        throw new Error("undo");
+      }),
+    ).rejects.toThrow("undo");
+    const rows = await ctx.db
+      .select({ id: callers.id })
+      .from(callers)
+      .where(eq(callers.name, "pre-rolled-back"));
+    expect(rows).toEqual([]);
+  });
+});
