@@ -1,4 +1,4 @@
-// Run by `npm install` / `npm ci` (the `postinstall` script): mends three defects of postgres.js
+// Run by `npm install` / `npm ci` (the `postinstall` script): mends four defects of postgres.js
 // 3.4.9, the PostgreSQL driver, until upstream releases fixes. Each is a text replacement in the
 // driver's files, applied once; a driver whose text differs is reported, not touched.
 //
@@ -20,6 +20,12 @@
 //    ready; a query cancelled meanwhile is "sent" as nothing, so no answer ever comes to send the
 //    one after it, and the transaction's ROLLBACK waits forever with its connection. The mend:
 //    cancelled queries are skipped there.
+// 4. A server error left over from a closed session fails the next session's first statement.
+//    An error the server sends while a statement runs is held until the server says it is ready
+//    again; a FATAL one (the backend was terminated: `pg_terminate_backend`, a fast shutdown) is
+//    followed by the connection closing instead, and the held error outlives it: when the driver
+//    reconnects, the new session's first statement fails with "terminating connection due to
+//    administrator command". The mend: a closed connection forgets it.
 // Plain JavaScript on purpose: npm may run this on an older system Node before the pinned one.
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -66,6 +72,15 @@ export const mends = [
       "      while ((q = queue.shift()) && q.cancelled);\n" +
       "      return q ? c.execute(q) : move(c, reserved)\n" +
       "    }\n",
+  },
+  {
+    name: "server error outlives its session",
+    file: "connection.js",
+    unpatched: "  async function closed(hadError) {\n    incoming = Buffer.alloc(0)\n",
+    patched:
+      "  async function closed(hadError) {\n" +
+      `    errorResponse = null ${mark}: the error was this session's\n` +
+      "    incoming = Buffer.alloc(0)\n",
   },
 ];
 

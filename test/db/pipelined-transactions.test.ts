@@ -139,6 +139,8 @@ describe.skipIf(skip !== undefined)(
         const [me] = await selectRows<{ pid: number }>(tx, sql`select pg_backend_pid() as pid`);
         // The server ends this session while a statement runs in it, as a restart would.
         const waiting = selectRows(tx, sql`select pg_sleep(60)`);
+        // It may fail before the terminate below answers: handled now, awaited after.
+        waiting.catch(() => {});
         await selectRows(database.db, sql`select pg_terminate_backend(${me?.pid ?? 0}::int)`);
         await waiting;
       });

@@ -1,8 +1,8 @@
 // The postgres.js mends (src/db/patch-postgres-driver.mjs, run by `npm install`) are in the
 // installed driver, and the patcher applies them once to a driver that lacks them and reports a
 // driver it does not recognise. What each mend changes in behaviour is tested against a real
-// PostgreSQL: a write on a closed connection in test/faults/database-outage.test.ts, the two about
-// cancelled queries in test/db/postgres-driver-cancel.test.ts.
+// PostgreSQL: a write on a closed connection in test/faults/database-outage.test.ts, the ones about
+// cancelled queries and the one about a terminated session in test/db/postgres-driver-mends.test.ts.
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -22,6 +22,7 @@ describe("the postgres driver's mends", () => {
       "write on a closed connection",
       "cancelled pipelined query skipped",
       "cancelled query stalls a reserved connection",
+      "server error outlives its session",
     ]);
     for (const flavour of ["src", "cjs/src", "cf/src"]) {
       for (const mend of all) {
@@ -59,15 +60,18 @@ describe("the postgres driver's mends", () => {
         ["src/connection.js", "write on a closed connection", "patched"],
         ["src/connection.js", "cancelled pipelined query skipped", "patched"],
         ["src/index.js", "cancelled query stalls a reserved connection", "patched"],
+        ["src/connection.js", "server error outlives its session", "patched"],
         ["cjs/src/connection.js", "write on a closed connection", unknown],
         ["cjs/src/connection.js", "cancelled pipelined query skipped", unknown],
+        ["cjs/src/connection.js", "server error outlives its session", unknown],
       ]);
       const patched = await readFile(path.join(dir, "src/connection.js"), "utf8");
       expect(patched).toContain("if (socket === null)");
       expect(patched).not.toContain("while (sent.length && (query = sent.shift())");
 
       const second = patchDriver(dir) as Result[];
-      expect(second.slice(0, 3).map((r) => r.state)).toEqual([
+      expect(second.slice(0, 4).map((r) => r.state)).toEqual([
+        "already patched",
         "already patched",
         "already patched",
         "already patched",

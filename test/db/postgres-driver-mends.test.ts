@@ -1,11 +1,14 @@
-// Cancelling a statement that waits behind another on the same connection, as the statement
-// deadline does (src/db/statement-deadline.ts), must leave the connection answering each query
-// with its own result. postgres.js 3.4.9 does not, in two ways that src/db/patch-postgres-driver.mjs
-// mends (each test fails without its mend):
+// What src/db/patch-postgres-driver.mjs mends in postgres.js 3.4.9, each against a real
+// PostgreSQL (each test fails without its mend). Cancelling a statement that waits behind another
+// on the same connection, as the statement deadline does (src/db/statement-deadline.ts), must
+// leave the connection answering each query with its own result:
 // - a cancelled query pipelined on a pooled connection was skipped when its turn came, so every
 //   answer after it went to the next query, for good;
 // - a cancelled query queued on a busy reserved connection stalled it, so the statements behind it
 //   (a transaction's ROLLBACK) were never sent and the connection never came back.
+// And a session the server terminated must not fail the next one: its FATAL error, held for the
+// statement it interrupted, outlived the connection and failed the reconnected session's first
+// statement.
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { withStatementDeadline } from "../../src/db/statement-deadline.ts";
@@ -118,6 +121,45 @@ describe.skipIf(skip !== undefined)(
       expect(b).toEqual({ error: "deadline" });
       // A CancelRequest sent for `behind` when its turn came would have landed on `after`.
       expect(c).toEqual({ rows: [{ pg_sleep: "", x: "after" }] });
+    }, 60_000);
+  },
+);
+
+describe.skipIf(skip !== undefined)(
+  `a terminated session in postgres.js${skip ? ` — skipped: ${skip}` : ""}`,
+  () => {
+    let created: Awaited<ReturnType<typeof createPostgresTestDatabase>>;
+    let sql: postgres.Sql;
+    let admin: postgres.Sql;
+    beforeAll(async () => {
+      created = await createPostgresTestDatabase();
+      sql = postgres(created.url, { max: 1, onnotice: () => {} });
+      admin = postgres(created.url, { max: 1, onnotice: () => {} });
+    });
+    afterAll(async () => {
+      await sql?.end({ timeout: 5 });
+      await admin?.end({ timeout: 5 });
+      await created?.drop();
+    });
+
+    it("leaves its FATAL error with the statement it interrupted: the reconnected session's first statement runs", async () => {
+      const [me] = await sql`select pg_backend_pid() as pid`;
+      const pid = Number(me?.pid);
+      const interrupted = outcome(sql.unsafe(longSleep));
+      // Terminate the session only once the server runs the statement in it.
+      for (;;) {
+        const [row] = await admin`select state from pg_stat_activity where pid = ${pid}`;
+        if (row?.state === "active") break;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      await admin`select pg_terminate_backend(${pid})`;
+      const failed = await within(interrupted, 20_000);
+      expect(failed).not.toBe("no answer");
+      expect((failed as { error?: string }).error).toMatch(/^(57P01|CONNECTION_CLOSED)$/);
+      // The pool's one connection reconnects for this: a new session, with no error of its own.
+      expect(await within(outcome(sql`select 'next' as x`), 20_000)).toEqual({
+        rows: [{ x: "next" }],
+      });
     }, 60_000);
   },
 );
