@@ -172,17 +172,33 @@ export async function appendAuditEvent(
 /**
  * The same event as `appendAuditEvent`, as an INSERT to embed in a bigger statement (a CTE): one
  * event per row of `source` (a CTE name), so it is written exactly when the change that `source`
- * returns was made — in that statement, so in its transaction.
+ * returns was made — in that statement, so in its transaction. For a prebuilt statement
+ * (src/db/prebuilt.ts): the event's fields are placeholders, filled per call with
+ * `auditPlaceholderValues(event)`.
  *
  * @example
- * sql`with done as (${update}), ${auditInsertFrom(sql`done`, event)} select count(*) from done`
+ * prebuilt(() => sql`with done as (${update}), event as (${auditInsertFrom(sql`done`)}) select count(*) from done`)
  */
-export function auditInsertFrom(source: SQL, event: AuditEventInput): SQL {
+export function auditInsertFrom(source: SQL): SQL {
   return sql`insert into ${auditEvents} (actor, kind, subject, data)
-    select ${storableText(event.actor)}::text, ${storableText(event.kind)}::text,
-      ${event.subject == null ? null : storableText(event.subject)}::text,
-      ${storableJsonText(event.data)}::text::jsonb
+    select ${sql.placeholder("auditActor")}::text, ${sql.placeholder("auditKind")}::text,
+      ${sql.placeholder("auditSubject")}::text, ${sql.placeholder("auditData")}::text::jsonb
     from ${source}`;
+}
+
+/** The values of `auditInsertFrom`'s placeholders for `event`, stored as `appendAuditEvent` stores them. */
+export function auditPlaceholderValues(event: AuditEventInput): {
+  auditActor: string;
+  auditKind: string;
+  auditSubject: string | null;
+  auditData: string;
+} {
+  return {
+    auditActor: storableText(event.actor),
+    auditKind: storableText(event.kind),
+    auditSubject: event.subject == null ? null : storableText(event.subject),
+    auditData: storableJsonText(event.data),
+  };
 }
 
 export type ChainPassResult = {

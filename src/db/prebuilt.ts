@@ -6,7 +6,7 @@
 // call only fills in the values (through the columns' own encoders, as drizzle's prepared queries
 // do) and sends it on the handle it is given — the database or a transaction, either driver, through
 // the same wrappers as every statement (deadline, prepared statements, pipelining).
-import type { Query, SQLWrapper } from "drizzle-orm";
+import { is, Param, Placeholder, type Query, type SQLWrapper, sql } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import type { DbOrTx } from "./client.ts";
 
@@ -31,13 +31,51 @@ export function prebuilt<
   Values extends Record<string, unknown>,
   Row extends Record<string, unknown> = Record<string, unknown>,
 >(build: (db: DbOrTx) => SQLWrapper): (db: DbOrTx, values: Values) => Promise<Row[]> {
-  let query: Query | undefined;
+  let built: { query: Query; slots: Slot[] } | undefined;
   return async (db, values) => {
-    query ??= dialect.sqlToQuery(build(db).getSQL());
+    built ??= prepare(dialect.sqlToQuery(build(db).getSQL()));
+    const params = [...built.query.params];
+    for (const { index, name, encoder } of built.slots) {
+      if (!(name in values)) throw new Error(`no value for the placeholder "${name}"`);
+      const value = values[name];
+      // A null stays SQL NULL, as when drizzle binds a value it builds with (its own
+      // fillPlaceholders would encode it, storing a JSON column's null as the JSON `null`).
+      params[index] = value === null || !encoder ? value : encoder.mapToDriverValue(value);
+    }
     const session = (db as unknown as { _: { session: Session } })._.session;
-    const result = await session.prepareQuery(query, undefined, undefined, false).execute(values);
+    const result = await session
+      .prepareQuery({ ...built.query, params }, undefined, undefined, false)
+      .execute({});
     // postgres.js answers with the rows, PGlite with `{ rows }`.
     if (Array.isArray(result)) return result as Row[];
     return ((result as { rows?: Row[] }).rows ?? []) as Row[];
   };
+}
+
+/** Where a value goes: its parameter's index, its placeholder's name, its column's encoder. */
+type Slot = {
+  index: number;
+  name: string;
+  encoder?: { mapToDriverValue(value: unknown): unknown };
+};
+
+/** The built statement and its placeholders (a bare one in `sql`, or a column's, in a Param). */
+function prepare(query: Query): { query: Query; slots: Slot[] } {
+  const slots: Slot[] = [];
+  query.params.forEach((param, index) => {
+    if (is(param, Placeholder)) slots.push({ index, name: param.name });
+    else if (is(param, Param) && is(param.value, Placeholder)) {
+      slots.push({ index, name: param.value.name, encoder: param.encoder });
+    }
+  });
+  return { query, slots };
+}
+
+/**
+ * A placeholder where an update's `set()` takes a column's value. drizzle's update builder wraps
+ * it with the column's encoder as its insert builder does (a JSON column gets JSON, a timestamp
+ * its text), but its types admit only the column's own value type, hence the cast.
+ */
+export function setPlaceholder<T>(name: string): T {
+  return sql.placeholder(name) as unknown as T;
 }

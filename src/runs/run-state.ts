@@ -7,9 +7,10 @@
 // It is one file over 500 lines on purpose: being the only writer is what makes the writes
 // reviewable side by side (reads live in run-queries.ts).
 
-import { and, eq, inArray, isNull, lt, or, type SQL, sql } from "drizzle-orm";
-import { appendAuditEvent, auditInsertFrom } from "../db/audit.ts";
-import { type DbOrTx, type DbTransaction, selectRows } from "../db/client.ts";
+import { and, eq, inArray, isNull, lt, or, type SQL, type SQLWrapper, sql } from "drizzle-orm";
+import { appendAuditEvent, auditInsertFrom, auditPlaceholderValues } from "../db/audit.ts";
+import type { DbOrTx, DbTransaction } from "../db/client.ts";
+import { prebuilt, setPlaceholder } from "../db/prebuilt.ts";
 import {
   type Caller,
   instances,
@@ -40,7 +41,10 @@ import {
 import type { CallEnd, OpenedCall, ToolCallRecorder } from "./tool-batch.ts";
 
 /** The compare-and-set of a working run's change: still working, and still this instance's. */
-function ownedWorking(runId: string, instanceId: string): SQL | undefined {
+function ownedWorking(
+  runId: string | SQLWrapper,
+  instanceId: string | SQLWrapper,
+): SQL | undefined {
   return and(eq(runs.id, runId), eq(runs.status, "working"), eq(runs.ownerInstanceId, instanceId));
 }
 
@@ -305,6 +309,109 @@ export async function parkRun(
   });
 }
 
+/** The values of the finish statement's placeholders (`finishStatement`). */
+type FinishValues = {
+  runId: string;
+  instanceId: string;
+  status: RunStatus;
+  result: { text: string } | null;
+  error: unknown;
+  messages: unknown;
+  used: RunBudgetUsed;
+  at: Date;
+  chargeDay: string | null;
+  chargeTokens: number;
+  chargeCost: string;
+} & ReturnType<typeof auditPlaceholderValues>;
+
+/**
+ * `finishRun`'s one statement, with placeholders (FinishValues) for everything a call varies;
+ * `closeCalls`: also close the run's open tool calls.
+ */
+function finishStatement(db: DbOrTx, closeCalls: boolean): SQL {
+  const at = setPlaceholder<Date>("at");
+  const update = db
+    .update(runs)
+    .set({
+      status: setPlaceholder<RunStatus>("status"),
+      result: setPlaceholder<{ text: string } | null>("result"),
+      error: setPlaceholder<RunError | null>("error"),
+      messages: setPlaceholder<unknown[]>("messages"),
+      budgetUsed: setPlaceholder<RunBudgetUsed>("used"),
+      pendingApproval: null,
+      pendingBatch: null,
+      ownerInstanceId: null,
+      heartbeatAt: null,
+      finishedAt: at,
+      updatedAt: at,
+    })
+    .where(ownedWorking(sql.placeholder("runId"), sql.placeholder("instanceId")))
+    .returning({ callerId: runs.callerId, budgetLimits: runs.budgetLimits });
+  const chargeDay = sql.placeholder("chargeDay");
+  // Calls still marked running belong to this run's stop: they were interrupted. Calls still
+  // waiting for an operator never ran.
+  const calls = closeCalls
+    ? sql`, calls as ${db
+        .update(toolCalls)
+        .set({
+          status: sql`case when ${toolCalls.status} = 'running' then 'interrupted' else 'not-started' end`,
+          code: sql`case when ${toolCalls.status} = 'running' then 'interrupted' else ${toolCalls.code} end`,
+          finishedAt: at,
+        })
+        .where(
+          and(
+            eq(toolCalls.runId, sql.placeholder("runId")),
+            inArray(toolCalls.status, ["running", "parked"]),
+            sql`exists (select 1 from done)`,
+          ),
+        )}`
+    : sql``;
+  return sql`with done as ${update},
+      slot as (
+        insert into caller_slots as s (caller_id, running) select caller_id, 0 from done
+        on conflict (caller_id) do update set running = greatest(0, s.running - 1)
+        returning s.caller_id
+      ),
+      charge as (
+        select x.caller_id, x.day, sum(x.tokens)::bigint as tokens, sum(x.cost)::numeric as cost,
+          sum(x.held_tokens)::bigint as held_tokens, sum(x.held_cost)::numeric as held_cost
+        from (
+          select d.caller_id, ${chargeDay}::date as day, ${sql.placeholder("chargeTokens")}::bigint as tokens,
+            ${sql.placeholder("chargeCost")}::numeric as cost, 0::bigint as held_tokens, 0::numeric as held_cost
+          from done d where ${chargeDay}::date is not null
+          union all
+          select d.caller_id, (d.budget_limits->'dailyReserve'->>'day')::date, 0, 0,
+            coalesce((d.budget_limits->'dailyReserve'->>'heldTokens')::numeric, 0)::bigint,
+            coalesce((d.budget_limits->'dailyReserve'->>'heldCostUsd')::numeric, 0)
+          from done d where d.budget_limits->'dailyReserve'->>'day' is not null
+        ) x
+        group by x.caller_id, x.day
+      ),
+      day as (
+        insert into daily_usage as u
+          (caller_id, day, tokens, cost_usd, runs, reserved_tokens, reserved_cost_usd)
+        select c.caller_id, c.day, c.tokens, c.cost, 0, 0, 0 from charge c
+        where exists (select 1 from slot)
+          and (c.tokens <> 0 or c.cost <> 0 or c.held_tokens <> 0 or c.held_cost <> 0)
+        on conflict (caller_id, day) do update set
+          tokens = u.tokens + excluded.tokens,
+          cost_usd = u.cost_usd + excluded.cost_usd,
+          reserved_tokens = greatest(0, u.reserved_tokens
+            - (select c.held_tokens from charge c where c.day = excluded.day)),
+          reserved_cost_usd = greatest(0, u.reserved_cost_usd
+            - (select c.held_cost from charge c where c.day = excluded.day))
+        returning 1
+      )${calls},
+      event as (${auditInsertFrom(sql`done`)})
+      select count(*)::int as n from done`;
+}
+
+// Built once each (src/db/prebuilt.ts): every run's end sends one of them.
+const finishAlone = prebuilt<FinishValues, { n: unknown }>((db) => finishStatement(db, false));
+const finishClosingCalls = prebuilt<FinishValues, { n: unknown }>((db) =>
+  finishStatement(db, true),
+);
+
 /**
  * Ends a working run this instance owns; false when another instance already moved it on.
  *
@@ -338,109 +445,43 @@ export async function finishRun(
     alongside?: (tx: DbTransaction) => Promise<(() => void) | undefined> | undefined;
   },
 ): Promise<boolean> {
-  const update = db
-    .update(runs)
-    .set({
-      status: input.status,
-      result: input.text === undefined ? null : { text: storableText(input.text) },
-      error: toStorableJson(input.error ?? null),
-      messages: toStorableJson(input.messages),
-      budgetUsed: input.used,
-      pendingApproval: null,
-      pendingBatch: null,
-      ownerInstanceId: null,
-      heartbeatAt: null,
-      finishedAt: input.at,
-      updatedAt: input.at,
-    })
-    .where(ownedWorking(input.runId, input.instanceId))
-    .returning({ callerId: runs.callerId, budgetLimits: runs.budgetLimits });
   const daily = input.daily;
-  const chargeDay = daily ? daily.day : null;
-  const chargeTokens = Math.round(daily?.delta.tokens ?? 0);
-  const chargeCost = (daily?.delta.costUsd ?? 0).toFixed(6);
-  // Calls still marked running belong to this run's stop: they were interrupted. Calls still
-  // waiting for an operator never ran.
-  const closeCalls =
-    input.toolCallsOpen === false
-      ? sql``
-      : sql`, calls as ${db
-          .update(toolCalls)
-          .set({
-            status: sql`case when ${toolCalls.status} = 'running' then 'interrupted' else 'not-started' end`,
-            code: sql`case when ${toolCalls.status} = 'running' then 'interrupted' else ${toolCalls.code} end`,
-            finishedAt: input.at,
-          })
-          .where(
-            and(
-              eq(toolCalls.runId, input.runId),
-              inArray(toolCalls.status, ["running", "parked"]),
-              sql`exists (select 1 from done)`,
-            ),
-          )}`;
-  const audit = auditInsertFrom(sql`done`, {
-    actor: `instance:${input.instanceId}`,
-    kind: `run.${input.status}`,
-    subject: `run:${input.runId}`,
-    data: {
-      runId: input.runId,
-      status: input.status,
-      used: input.used,
-      ...(input.error ? { error: { code: input.error.code, budget: input.error.budget } } : {}),
-    },
-  });
-  const statement = sql`with done as ${update},
-      slot as (
-        insert into caller_slots as s (caller_id, running) select caller_id, 0 from done
-        on conflict (caller_id) do update set running = greatest(0, s.running - 1)
-        returning s.caller_id
-      ),
-      charge as (
-        select x.caller_id, x.day, sum(x.tokens)::bigint as tokens, sum(x.cost)::numeric as cost,
-          sum(x.held_tokens)::bigint as held_tokens, sum(x.held_cost)::numeric as held_cost
-        from (
-          select d.caller_id, ${chargeDay}::date as day, ${chargeTokens}::bigint as tokens,
-            ${chargeCost}::numeric as cost, 0::bigint as held_tokens, 0::numeric as held_cost
-          from done d where ${chargeDay}::date is not null
-          union all
-          select d.caller_id, (d.budget_limits->'dailyReserve'->>'day')::date, 0, 0,
-            coalesce((d.budget_limits->'dailyReserve'->>'heldTokens')::numeric, 0)::bigint,
-            coalesce((d.budget_limits->'dailyReserve'->>'heldCostUsd')::numeric, 0)
-          from done d where d.budget_limits->'dailyReserve'->>'day' is not null
-        ) x
-        group by x.caller_id, x.day
-      ),
-      day as (
-        insert into daily_usage as u
-          (caller_id, day, tokens, cost_usd, runs, reserved_tokens, reserved_cost_usd)
-        select c.caller_id, c.day, c.tokens, c.cost, 0, 0, 0 from charge c
-        where exists (select 1 from slot)
-          and (c.tokens <> 0 or c.cost <> 0 or c.held_tokens <> 0 or c.held_cost <> 0)
-        on conflict (caller_id, day) do update set
-          tokens = u.tokens + excluded.tokens,
-          cost_usd = u.cost_usd + excluded.cost_usd,
-          reserved_tokens = greatest(0, u.reserved_tokens
-            - (select c.held_tokens from charge c where c.day = excluded.day)),
-          reserved_cost_usd = greatest(0, u.reserved_cost_usd
-            - (select c.held_cost from charge c where c.day = excluded.day))
-        returning 1
-      )${closeCalls},
-      event as (${audit})
-      select count(*)::int as n from done`;
+  const values: FinishValues = {
+    runId: input.runId,
+    instanceId: input.instanceId,
+    status: input.status,
+    result: input.text === undefined ? null : { text: storableText(input.text) },
+    error: toStorableJson(input.error ?? null),
+    messages: toStorableJson(input.messages),
+    used: input.used,
+    at: input.at,
+    chargeDay: daily ? daily.day : null,
+    chargeTokens: Math.round(daily?.delta.tokens ?? 0),
+    chargeCost: (daily?.delta.costUsd ?? 0).toFixed(6),
+    ...auditPlaceholderValues({
+      actor: `instance:${input.instanceId}`,
+      kind: `run.${input.status}`,
+      subject: `run:${input.runId}`,
+      data: {
+        runId: input.runId,
+        status: input.status,
+        used: input.used,
+        ...(input.error ? { error: { code: input.error.code, budget: input.error.budget } } : {}),
+      },
+    }),
+  };
+  const statement = input.toolCallsOpen === false ? finishAlone : finishClosingCalls;
   const alongside = input.alongside;
   if (!alongside) {
     return db.transaction(async (tx) => {
-      const rows = await selectRows<{ n: unknown }>(tx, statement);
+      const rows = await statement(tx, values);
       return Number(rows[0]?.n ?? 0) > 0;
     });
   }
   const notOurs = new Error("another instance ended the run first");
   try {
     const committed = await db.transaction(async (tx) => {
-      const [rows, then] = await Promise.all([
-        selectRows<{ n: unknown }>(tx, statement),
-        alongside(tx),
-      ]);
+      const [rows, then] = await Promise.all([statement(tx, values), alongside(tx)]);
       // Nothing of the end was written: what was sent alongside must not commit either.
       if (Number(rows[0]?.n ?? 0) === 0) throw notOurs;
       return then;

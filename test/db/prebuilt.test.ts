@@ -3,8 +3,10 @@
 // it runs on the database or inside a transaction (rolled back with it), and its rows come back
 // the same on both drivers.
 import { eq, sql } from "drizzle-orm";
+import { jsonb, pgTable, serial } from "drizzle-orm/pg-core";
 import { expect, it } from "vitest";
-import { prebuilt } from "../../src/db/prebuilt.ts";
+import { selectRows } from "../../src/db/client.ts";
+import { prebuilt, setPlaceholder } from "../../src/db/prebuilt.ts";
 import { callers } from "../../src/db/schema.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 
@@ -29,6 +31,15 @@ const addCaller = prebuilt<
       budgets: callers.budgets,
     });
 });
+
+/** A table of this test's own, with a JSON column that may be NULL. */
+const probes = pgTable("prebuilt_probe", { id: serial("id").primaryKey(), doc: jsonb("doc") });
+const setDoc = prebuilt<{ id: number; doc: unknown }>((db) =>
+  db
+    .update(probes)
+    .set({ doc: setPlaceholder<unknown>("doc") })
+    .where(eq(probes.id, sql.placeholder("id"))),
+);
 
 describeEachDatabase("a prebuilt statement", (ctx) => {
   it("is built once, encodes each call's values by column, and answers with its rows", async () => {
@@ -59,5 +70,26 @@ describeEachDatabase("a prebuilt statement", (ctx) => {
       .from(callers)
       .where(eq(callers.name, "pre-rolled-back"));
     expect(rows).toEqual([]);
+  });
+
+  it("sets a JSON column through its encoder, and null as SQL NULL, not the JSON null", async () => {
+    await ctx.db.execute(sql`create table prebuilt_probe (id serial primary key, doc jsonb)`);
+    await ctx.db.execute(sql`insert into prebuilt_probe (doc) values ('{}'), ('{}')`);
+    await setDoc(ctx.db, { id: 1, doc: { a: [1, "two"] } });
+    await setDoc(ctx.db, { id: 2, doc: null });
+    const rows = await selectRows<{ id: number; doc: unknown; sqlNull: boolean }>(
+      ctx.db,
+      sql`select id, doc, doc is null as "sqlNull" from prebuilt_probe order by id`,
+    );
+    expect(rows).toEqual([
+      { id: 1, doc: { a: [1, "two"] }, sqlNull: false },
+      { id: 2, doc: null, sqlNull: true },
+    ]);
+  });
+
+  it("refuses a call without a value for one of its placeholders", async () => {
+    await expect(setDoc(ctx.db, { id: 1 } as never)).rejects.toThrow(
+      'no value for the placeholder "doc"',
+    );
   });
 });
