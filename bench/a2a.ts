@@ -275,9 +275,15 @@ async function runPeergate(): Promise<void> {
   const env = { ...process.env } as Record<string, string>;
   const config = loadConfig(env, process.cwd());
   // As `peergate serve` logs: JSON lines on stdout (here /dev/null), one per request at info.
+  // Warnings and errors also go to stderr, the bench's own: a failed task can then be explained.
   const logger = createLogger({
     level: config.logLevel,
-    write: (line) => process.stdout.write(`${line}\n`),
+    write: (line) => {
+      process.stdout.write(`${line}\n`);
+      if (/^\{"time":"[^"]*","level":"(warn|error)"/.test(line)) {
+        process.stderr.write(`peergate: ${line}\n`);
+      }
+    },
   });
   const server = await startServer(config, logger, env);
   serveChild(
