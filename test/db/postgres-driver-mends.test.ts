@@ -50,7 +50,7 @@ describe.skipIf(skip !== undefined)(
     });
 
     it("a pipelined query cancelled before its turn takes its own answer, and the ones behind it theirs", async () => {
-      const first = sql.unsafe("select pg_sleep(0.3), 'first' as x").execute();
+      const first = sql.unsafe("select pg_sleep(1), 'first' as x").execute();
       const cancelled = sql.unsafe(longSleep).execute();
       const behind = sql.unsafe("select 'behind' as x").execute();
       // Wait until all three are on the wire (postgres.js sends on a later tick): cancelled then,
@@ -75,7 +75,7 @@ describe.skipIf(skip !== undefined)(
       try {
         // A statement with a parameter not yet prepared is described first: the connection is
         // busy until it is answered, and what follows waits in the reservation's own queue.
-        const busy = reserved.unsafe("select pg_sleep(0.3), $1::text as x", ["busy"]).execute();
+        const busy = reserved.unsafe("select pg_sleep(2), $1::text as x", ["busy"]).execute();
         const cancelled = reserved.unsafe("select 'cancelled' as x").execute();
         const behind = reserved.unsafe("select 'behind' as x").execute();
         while (!(busy as unknown as { state?: unknown }).state) {
@@ -113,7 +113,7 @@ describe.skipIf(skip !== undefined)(
       });
       // `behind` waits behind `running` (no deadline of its own) past its deadline.
       // In this order on the wire (postgres.js sends each on the tick after it is asked for).
-      const running = told(raw.unsafe("select pg_sleep(0.6), 'running' as x"));
+      const running = told(raw.unsafe("select pg_sleep(2), 'running' as x"));
       const behind = told(guarded.unsafe("select 'behind' as x"));
       const after = told(raw.unsafe("select pg_sleep(1), 'after' as x"));
       const [a, b, c] = await Promise.all([running, behind, after]);
