@@ -289,7 +289,11 @@ export async function selectRows<Row extends Record<string, unknown>>(
   db: DbOrTx,
   query: SQL,
 ): Promise<Row[]> {
-  const result = (await db.execute(query)) as unknown;
+  return rowsOf<Row>(await db.execute(query));
+}
+
+/** The rows of a raw result: postgres.js answers with the rows, PGlite with `{ rows }`. */
+export function rowsOf<Row extends Record<string, unknown>>(result: unknown): Row[] {
   if (Array.isArray(result)) return result as Row[];
   return ((result as { rows?: Row[] }).rows ?? []) as Row[];
 }

@@ -8,7 +8,7 @@
 // the same wrappers as every statement (deadline, prepared statements, pipelining).
 import { is, Param, Placeholder, type Query, type SQLWrapper, sql } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
-import type { DbOrTx } from "./client.ts";
+import { type DbOrTx, rowsOf } from "./client.ts";
 
 /** The dialect both drivers use (default casing): the text it builds is the same for either. */
 const dialect = new PgDialect();
@@ -46,9 +46,7 @@ export function prebuilt<
     const result = await session
       .prepareQuery({ ...built.query, params }, undefined, undefined, false)
       .execute({});
-    // postgres.js answers with the rows, PGlite with `{ rows }`.
-    if (Array.isArray(result)) return result as Row[];
-    return ((result as { rows?: Row[] }).rows ?? []) as Row[];
+    return rowsOf<Row>(result);
   };
 }
 
