@@ -45,6 +45,7 @@ const toolsPolicy = parseToolsPolicy(
 );
 const built = createInventory(listPolicyTools(toolsPolicy, builtinDescriptors), "bench");
 if (!built.ok) throw new Error("inventory");
+const inventory = built.inventory;
 
 /** Resident memory (KiB) of every process whose command line carries the marker. */
 async function residentKib(): Promise<{ processes: number; kib: number }> {
@@ -70,7 +71,7 @@ const worst = (times: number[]) => Math.max(...times);
 
 async function measure(label: string, sandbox: SandboxBackend): Promise<string[]> {
   const runtime: ToolRuntime = await createToolRuntime({
-    policies: { inventory: built.inventory, toolsPolicy },
+    policies: { inventory, toolsPolicy },
     workspace,
     dataDir: path.join(base, "data"),
     env: { PATH: process.env.PATH },
