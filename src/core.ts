@@ -57,6 +57,7 @@ import type { ServiceContext } from "./services/context.ts";
 import { heldSecrets } from "./services/held-secrets.ts";
 import { createAuthFailureLog } from "./services/record-auth-failures.ts";
 import { createRunEngine, type PeergateRunEngine } from "./services/runs/engine.ts";
+import { createMcpInstances } from "./tools/declared/mcp-instances.ts";
 import { createToolRuntime, type ToolRuntimeOptions } from "./tools/runtime.ts";
 import { isSecretName } from "./tools/scrub-environment.ts";
 
@@ -210,6 +211,9 @@ export async function openCore(
       }),
       { credentialShapes: true },
     );
+    // Every tool runtime (a reload builds a new one) shares one set of MCP server instances.
+    const mcpInstances = createMcpInstances({ logger });
+    opened.push(() => mcpInstances.close());
     const runtimeOptions = (loaded: LoadedPolicies): ToolRuntimeOptions => ({
       policies: loaded,
       workspace: config.workspace,
@@ -219,6 +223,7 @@ export async function openCore(
       allowHardLinks: config.workspaceHardLinks === "allow",
       sandbox: sandbox.backend,
       redactor,
+      mcpInstances,
       logger,
       ...(loaded.agent.webFetch === undefined ? {} : { webFetch: loaded.agent.webFetch }),
     });
@@ -301,7 +306,7 @@ export async function openCore(
     });
     opened.push(() => pushWorker.stop());
     const unwire = wireReactions(
-      reactionsOf({ committedHere: committedHere.when, directory, engine, a2a, logger }),
+      reactionsOf({ committedHere: committedHere.when, directory, engine, a2a, tools, logger }),
     );
     opened.push(async () => unwire());
     opened.push(() => engine.stop());

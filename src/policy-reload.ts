@@ -174,6 +174,13 @@ export async function watchPolicies(options: {
     close: async () => {
       for (const runtime of [...retired.splice(0), tools]) await runtime.close().catch(() => {});
     },
+    // Runs keep the runtime they started with: a caller or run is released in every one.
+    releaseCaller: async (callerId) => {
+      for (const runtime of [...retired, tools]) await runtime.releaseCaller?.(callerId);
+    },
+    releaseRun: async (runId) => {
+      for (const runtime of [...retired, tools]) await runtime.releaseRun?.(runId);
+    },
   };
 
   const refuse = (problems: ReloadProblem[]): PolicyReloadResult => {

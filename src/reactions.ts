@@ -13,6 +13,7 @@ import type { Logger } from "./log.ts";
 import type { CallerDirectory } from "./services/caller-directory.ts";
 import type { CallerEvent } from "./services/caller-events.ts";
 import type { PeergateRunEngine, SettledRun } from "./services/runs/engine.ts";
+import type { ToolRuntime } from "./tools/types.ts";
 
 /** An event, as a subscription: calls the listener for each occurrence, returns an unsubscribe. */
 export type When<E> = (listener: (event: E) => void) => () => void;
@@ -43,6 +44,8 @@ export type ReactionParts = {
   readonly directory: CallerDirectory;
   readonly engine: PeergateRunEngine;
   readonly a2a: A2aService;
+  /** The tool runtime in force (it reaches the MCP server instances of every generation). */
+  readonly tools: ToolRuntime;
   readonly logger: Logger;
 };
 
@@ -67,6 +70,17 @@ export function reactionsOf(p: ReactionParts): AnyReaction[] {
       when: callerRevoked,
       act: (event) => void p.a2a.closeCallerStreams(event.callerId),
       why: "a revoked caller's open A2A streams end: it must not keep reading what it may no longer ask for",
+    }),
+    reaction({
+      when: callerRevoked,
+      act: (event) => {
+        p.tools
+          .releaseCaller?.(event.callerId)
+          .catch((error: unknown) =>
+            p.logger.error("could not close a revoked caller's MCP servers", { error }),
+          );
+      },
+      why: "a revoked caller's MCP server instances close: what its runs left in them must not outlive it",
     }),
     reaction({
       when: runSettledElsewhere,

@@ -1,15 +1,19 @@
 // The `mcpServers` of tools.yaml: each server's name, transport (stdio with its command and
-// process limits, or http with its URL) and the per-tool metadata it declares. The metadata map
+// process limits, or http with its URL), the per-tool metadata it declares, and how its running
+// instances live (src/tools/declared/mcp-instances.ts): one per caller or per run (`scope`), closed
+// after `idleTimeoutMs` idle, at most `maxInstances` at once. The metadata map
 // is read key by key (never through a zod record, which drops a `__proto__` key) so every tool
 // name a server declares is validated like any other.
 import { z } from "zod";
 import {
   expectName,
   isMapping,
+  limit,
   list,
   metadataFields,
   processFields,
   text,
+  timeoutMs,
 } from "./policy-fields.ts";
 import { foldToolName, toolNamePattern } from "./tools.ts";
 
@@ -46,6 +50,16 @@ const mcpToolMap = z.unknown().transform((raw, ctx): McpToolPolicy[] => {
   return tools;
 });
 
+const expectScope =
+  "caller (one instance per caller, the default) or run (a fresh instance for each run, for a server that keeps state a run must not inherit)";
+
+/** How a server's instances live; defaults in src/tools/declared/mcp-instances.ts. */
+const instanceFields = {
+  scope: z.enum(["caller", "run"], { error: expectScope }).default("caller"),
+  idleTimeoutMs: timeoutMs,
+  maxInstances: limit("instances at once", 1024),
+};
+
 const serverName = z
   .string({ error: expectServerName })
   .regex(serverNamePattern, { error: expectServerName });
@@ -60,12 +74,14 @@ export const mcpServerSchema = z.discriminatedUnion(
       args: list(z.string({ error: "an argument string" }), "a list of argument strings"),
       tools: mcpToolMap.default([]),
       ...processFields,
+      ...instanceFields,
     }),
     z.strictObject({
       name: serverName,
       transport: z.literal("http"),
       url: z.url({ protocol: /^https?$/, error: "an http:// or https:// URL" }),
       tools: mcpToolMap.default([]),
+      ...instanceFields,
     }),
   ],
   {

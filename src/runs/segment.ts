@@ -96,6 +96,10 @@ export async function executeSegment(
     };
   } finally {
     core.active.remove(entry.runId);
+    // A server declared `scope: run` lives for one segment: a resumed run starts a fresh one.
+    core.tools.releaseRun?.(entry.runId).catch((error: unknown) => {
+      core.logger.warn("could not close a run's MCP servers", { runId: entry.runId, error });
+    });
   }
 }
 
@@ -314,6 +318,7 @@ async function runSteps(
     ...(core.redactor === undefined ? {} : { redactor: core.redactor }),
     signal: entry.controller.signal,
     workspace: core.workspace,
+    owner: { callerId: caller.id, runId: run.id },
     now,
     recorder: trackOpened(
       createToolCallRecorder({

@@ -29,6 +29,7 @@ import { quoteUntrusted } from "../policy/quote.ts";
 import type { ToolDescriptor } from "../policy/tools.ts";
 import type { Redactor } from "../sandbox/redact.ts";
 import {
+  type CallOwner,
   type CommandGate,
   isApprovalRequest,
   isStageParking,
@@ -106,6 +107,8 @@ export type BatchDeps = {
   readonly redactor?: Redactor;
   readonly signal: AbortSignal;
   readonly workspace: string;
+  /** Whose calls these are: stateful tools (MCP servers) keep state per caller or run by it. */
+  readonly owner: CallOwner;
   readonly now: () => Date;
   readonly recorder: ToolCallRecorder;
   readonly emit: (event: RunEvent) => void;
@@ -698,6 +701,7 @@ async function invokeTool(
     workspace: deps.workspace,
     callId,
     now: deps.now,
+    run: deps.owner,
     ...(grants === undefined ? {} : { urlGrants: grants }),
     ...(options.commands === undefined ? {} : { commands: options.commands }),
     onStage,

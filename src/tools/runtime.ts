@@ -15,6 +15,7 @@ import type { SandboxBackend } from "../sandbox/types.ts";
 import type { BuiltinContext, BuiltinOptions, BuiltinTool } from "./builtin.ts";
 import { builtinTools, optionalBuiltinTools } from "./builtin-tools.ts";
 import { createCommandTools } from "./declared/command-tools.ts";
+import type { McpInstances } from "./declared/mcp-instances.ts";
 import { createMcpTools } from "./declared/mcp-tools.ts";
 import { scrubEnvironment } from "./scrub-environment.ts";
 import type { ToolImplementation, ToolRuntime } from "./types.ts";
@@ -40,6 +41,11 @@ export type ToolRuntimeOptions = BuiltinOptions & {
   readonly sandbox?: SandboxBackend;
   /** Replaces every secret peergate holds in process output. */
   readonly redactor?: Redactor;
+  /**
+   * The process's MCP server instances, shared by the runtimes a reload builds (so a revocation
+   * reaches them all and `maxInstances` counts across them). Without it the runtime has its own.
+   */
+  readonly mcpInstances?: McpInstances;
   readonly logger: Logger;
 };
 
@@ -123,6 +129,7 @@ export async function createToolRuntime(options: ToolRuntimeOptions): Promise<To
     env: options.env,
     envAllowlist: options.envAllowlist ?? [],
     ...processConfinement(options),
+    ...(options.mcpInstances === undefined ? {} : { instances: options.mcpInstances }),
     logger: options.logger,
   });
   for (const tool of mcp.tools) add(tool);
@@ -169,5 +176,7 @@ export async function createToolRuntime(options: ToolRuntimeOptions): Promise<To
       closing ??= mcp.close();
       return closing;
     },
+    releaseCaller: (callerId) => mcp.instances.closeCaller(callerId),
+    releaseRun: (runId) => mcp.instances.closeRun(runId),
   };
 }

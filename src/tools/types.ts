@@ -15,6 +15,11 @@ export type ToolCallContext = {
   readonly callId: string;
   readonly now: () => Date;
   /**
+   * The run making the call and its caller. A tool that keeps state between calls (an MCP
+   * server) keeps it per caller or per run by these, never across callers; without them it refuses.
+   */
+  readonly run?: CallOwner;
+  /**
    * web_fetch run under a URL grant: every redirect hop must stay inside these grants; a hop
    * outside stops the fetch with code `outsideUrlGrantCode` and the executor asks for it.
    */
@@ -29,6 +34,9 @@ export type ToolCallContext = {
   /** Bounded, sanitized live output of a `stream: sanitized` tool (the engine publishes it). */
   readonly progress?: (text: string) => void;
 };
+
+/** Whose call it is: the caller and the run. */
+export type CallOwner = { readonly callerId: string; readonly runId: string };
 
 /** One chain stage asking to run: what it runs, exactly, and its fingerprint. */
 export type StageRequest = {
@@ -158,6 +166,10 @@ export type ToolRuntime = {
   readonly workspace?: string;
   /** Stops MCP servers and anything else the runtime started. Idempotent. */
   close(): Promise<void>;
+  /** Closes what the caller's calls started and kept (its MCP server instances): it was revoked. */
+  releaseCaller?(callerId: string): Promise<void>;
+  /** Closes what one run's calls kept (MCP servers declared `scope: run`): its segment ended. */
+  releaseRun?(runId: string): Promise<void>;
 };
 
 export function isApprovalRequest(result: ToolResult): result is ApprovalRequest {

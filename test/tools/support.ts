@@ -13,6 +13,7 @@ import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
 import { createToolRuntime, type ToolRuntimeOptions } from "../../src/tools/runtime.ts";
 import {
   type ApprovalRequest,
+  type CallOwner,
   isApprovalRequest,
   type ToolCallContext,
   type ToolResult,
@@ -81,12 +82,20 @@ export async function startRuntime(
   });
 }
 
-export function makeContext(runtime: ToolRuntime, signal?: AbortSignal): ToolCallContext {
+/** The caller and run a test's calls belong to unless it names others. */
+export const testOwner: CallOwner = { callerId: "caller-1", runId: "run-1" };
+
+export function makeContext(
+  runtime: ToolRuntime,
+  signal?: AbortSignal,
+  run: CallOwner = testOwner,
+): ToolCallContext {
   return {
     signal: signal ?? new AbortController().signal,
     workspace: runtime.workspace ?? "",
     callId: "call-1",
     now: () => new Date("2026-01-02T03:04:05.000Z"),
+    run,
   };
 }
 
@@ -96,11 +105,12 @@ export async function callTool(
   name: string,
   args: unknown,
   signal?: AbortSignal,
+  run?: CallOwner,
 ): Promise<ToolResult> {
   const tool = runtime.tools.get(name);
   if (tool === undefined) throw new Error(`no tool ${name}`);
   const parsed = tool.inputSchema.parse(args);
-  return tool.execute(parsed, makeContext(runtime, signal));
+  return tool.execute(parsed, makeContext(runtime, signal, run));
 }
 
 /** Runs the hidden half of `tool` with a proposal's args, as the approval path does. */

@@ -1,8 +1,10 @@
-// MCP tools from tools.yaml, through @modelcontextprotocol/sdk. A server is connected lazily on
-// the first call to one of its tools (connecting every server at start makes start-up slow and
-// hostage to the slowest one) and closed by the runtime's close(). Only tools the policy names
-// exist here, as `server.tool`; their metadata comes from the policy, and without it they are
-// unknown/private/egress in the inventory.
+// MCP tools from tools.yaml, through @modelcontextprotocol/sdk. A server is started lazily on a
+// caller's first call to one of its tools (starting every server at start makes start-up slow and
+// hostage to the slowest one), one instance per caller or per run, never shared between callers
+// (their lifetime: mcp-instances.ts). Only tools the policy names exist here, as `server.tool`;
+// their metadata comes from the policy, and without it they are unknown/private/egress in the
+// inventory. peergate never asks a server for its tool list, so what the model sees costs no
+// server start.
 //
 // MCP output is data. It is returned nested under `content`, images and other binary parts are
 // summarised rather than inlined, the whole is size-bounded, and anything in it shaped like an
@@ -22,6 +24,12 @@ import { cutUtf8 } from "../text.ts";
 import { runGuarded, ToolCallError } from "../tool-call-error.ts";
 import type { ToolImplementation } from "../types.ts";
 import type { Workspace } from "../workspace.ts";
+import {
+  createMcpInstances,
+  type McpInstances,
+  type McpServerSlot,
+  mcpInstanceDefaults,
+} from "./mcp-instances.ts";
 
 export const mcpLimits = {
   callTimeoutMs: 60_000,
@@ -125,31 +133,25 @@ function boundResult(content: Record<string, unknown>): {
   return { content: bounded, truncated: true };
 }
 
-type ServerConnection = {
-  call(tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<CallResult>;
-  close(): Promise<void>;
+type StartOptions = {
+  workspace: Workspace;
+  env: Readonly<Record<string, string | undefined>>;
+  envAllowlist?: readonly string[];
+  sandbox: SandboxBackend;
+  logger: Logger;
+  redactor?: Redactor;
 };
 
-function connectLazily(
-  server: McpServerPolicy,
-  options: {
-    workspace: Workspace;
-    env: Readonly<Record<string, string | undefined>>;
-    envAllowlist?: readonly string[];
-    sandbox: SandboxBackend;
-    logger: Logger;
-    redactor?: Redactor;
-  },
-): ServerConnection {
-  let connecting: Promise<Client> | undefined;
-  let closed = false;
+/** How one declared server is started; the instances it makes belong to mcp-instances.ts. */
+function declareServer(server: McpServerPolicy, options: StartOptions): McpServerSlot {
   const logger = options.logger.child({ mcpServer: server.name });
 
-  const open = async (): Promise<Client> => {
+  const connect = async (onExit: () => void): Promise<Client> => {
     const client = new Client({ name: "peergate", version: "0.1.0" }, { capabilities: {} });
-    // A server that exits (or a dropped HTTP session) is reconnected on the next call.
+    let connected = false;
+    // A server that exits (or a dropped HTTP session) is started again on the next call.
     client.onclose = () => {
-      if (!closed) connecting = undefined;
+      if (connected) onExit();
     };
     if (server.transport === "stdio") {
       // The server runs in the sandbox like any process; it has a network only when one of
@@ -183,50 +185,43 @@ function connectLazily(
         // The log is read by people a tool result is not meant for: no secret goes in either.
         logger.debug("mcp server stderr", { text: options.redactor?.redact(text) ?? text });
       });
-      await client.connect(transport, { timeout: mcpLimits.connectTimeoutMs });
+      try {
+        await client.connect(transport, { timeout: mcpLimits.connectTimeoutMs });
+      } catch (error) {
+        // A server that started but did not answer in time must not be left running.
+        await transport.close().catch(() => undefined);
+        throw error;
+      }
     } else {
       await client.connect(new StreamableHTTPClientTransport(new URL(server.url)), {
         timeout: mcpLimits.connectTimeoutMs,
       });
     }
+    connected = true;
     logger.info("mcp server connected");
     return client;
   };
 
-  const connect = (): Promise<Client> => {
-    if (closed) return Promise.reject(new ToolCallError("failed", "The tool runtime is closed."));
-    connecting ??= open().catch((error: unknown) => {
-      connecting = undefined; // the next call tries again
-      logger.warn("mcp server connection failed", { error });
-      throw new ToolCallError(
-        "failed",
-        `The MCP server ${quoteUntrusted(server.name)} could not be reached.`,
-      );
-    });
-    return connecting;
-  };
-
   return {
-    async call(tool, args, signal) {
-      const client = await connect();
-      return client.callTool({ name: tool, arguments: args }, undefined, {
-        signal,
-        timeout: mcpLimits.callTimeoutMs,
-      });
-    },
-    async close() {
-      closed = true;
-      const pending = connecting;
-      connecting = undefined;
-      if (pending === undefined) return;
-      const client = await pending.catch(() => undefined);
-      await client?.close().catch(() => undefined);
-    },
+    name: server.name,
+    scope: server.scope,
+    idleTimeoutMs: server.idleTimeoutMs ?? mcpInstanceDefaults.idleTimeoutMs,
+    maxInstances: server.maxInstances ?? mcpInstanceDefaults.maxInstances,
+    open: (onExit) =>
+      connect(onExit).catch((error: unknown) => {
+        logger.warn("mcp server connection failed", { error });
+        throw new ToolCallError(
+          "failed",
+          `The MCP server ${quoteUntrusted(server.name)} could not be reached.`,
+        );
+      }),
   };
 }
 
 export function createMcpTools(options: {
   readonly servers: readonly McpServerPolicy[];
+  /** The process's instances, shared by every tool runtime; without it, this one's own. */
+  readonly instances?: McpInstances;
   readonly workspace: Workspace;
   /** The parent environment; a stdio server gets the base names and its envAllowlist from it. */
   readonly env: Readonly<Record<string, string | undefined>>;
@@ -234,12 +229,13 @@ export function createMcpTools(options: {
   readonly sandbox: SandboxBackend;
   readonly logger: Logger;
   readonly redactor?: Redactor;
-}): { tools: ToolImplementation[]; close: () => Promise<void> } {
-  const connections: ServerConnection[] = [];
+}): { tools: ToolImplementation[]; instances: McpInstances; close: () => Promise<void> } {
+  const instances = options.instances ?? createMcpInstances({ logger: options.logger });
+  // This runtime's instances are its own: a reload's new declarations never reuse them.
+  const generation = {};
   const tools: ToolImplementation[] = [];
   for (const server of options.servers) {
-    const connection = connectLazily(server, options);
-    connections.push(connection);
+    const slot = declareServer(server, options);
     for (const tool of server.tools) {
       const name = `${server.name}.${tool.name}`;
       tools.push({
@@ -250,9 +246,21 @@ export function createMcpTools(options: {
         execute: (args, ctx) =>
           runGuarded(ctx, async () => {
             const input = inputSchema.parse(args) as Record<string, unknown>;
+            if (ctx.run === undefined) {
+              // Without a caller there is no instance that may serve the call.
+              throw new ToolCallError(
+                "refused",
+                `The MCP tool ${quoteUntrusted(name)} runs only in a caller's run.`,
+              );
+            }
             let result: CallResult;
             try {
-              result = await connection.call(tool.name, input, ctx.signal);
+              result = await instances.use(slot, generation, ctx.run, (client) =>
+                client.callTool({ name: tool.name, arguments: input }, undefined, {
+                  signal: ctx.signal,
+                  timeout: mcpLimits.callTimeoutMs,
+                }),
+              );
             } catch (error) {
               if (error instanceof ToolCallError) throw error;
               if (ctx.signal.aborted)
@@ -291,8 +299,8 @@ export function createMcpTools(options: {
   }
   return {
     tools,
-    close: async () => {
-      await Promise.all(connections.map((c) => c.close()));
-    },
+    instances,
+    close: () =>
+      options.instances === undefined ? instances.close() : instances.closeGeneration(generation),
   };
 }
