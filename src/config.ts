@@ -3,6 +3,7 @@
 import path from "node:path";
 import { z } from "zod";
 import { ConfigError, type Problem } from "./errors.ts";
+import { plainIssueWords } from "./plain-issue.ts";
 import { type SandboxKind, sandboxKinds } from "./sandbox/types.ts";
 
 export const logLevels = ["debug", "info", "warn", "error", "silent"] as const;
@@ -181,7 +182,7 @@ function describeValue(name: string, value: unknown): string {
  * Throws ConfigError listing every problem at once.
  */
 export function loadConfig(env: Readonly<Record<string, string | undefined>>, cwd: string): Config {
-  const parsed = envSchema.safeParse(env);
+  const parsed = envSchema.safeParse(env, { error: plainIssueWords });
   if (!parsed.success) {
     const problems: Problem[] = parsed.error.issues.map((issue) => {
       const field = String(issue.path[0] ?? "(environment)");

@@ -19,12 +19,25 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   });
 }
 
-const code = await runCli(commands, process.argv.slice(2), {
+// A reader that stops reading (`peergate audit | head`) closes the pipe: that ends a command's
+// output, not an error. A server keeps serving and drops what it can no longer print.
+const argv = process.argv.slice(2);
+const serving = argv[0] === "serve";
+const closed = { stdout: false, stderr: false };
+for (const name of ["stdout", "stderr"] as const) {
+  process[name].on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") throw error;
+    closed[name] = true;
+    if (!serving) process.exit(process.exitCode ?? 0);
+  });
+}
+
+const code = await runCli(commands, argv, {
   env: process.env,
   cwd: process.cwd(),
   io: {
-    out: (text) => process.stdout.write(`${text}\n`),
-    err: (text) => process.stderr.write(`${text}\n`),
+    out: (text) => void (closed.stdout || process.stdout.write(`${text}\n`)),
+    err: (text) => void (closed.stderr || process.stderr.write(`${text}\n`)),
   },
   signal: controller.signal,
 });

@@ -1,13 +1,14 @@
 // Secrets the server keeps in its data directory when the environment does not provide them:
 // the admin token (so the CLI on this machine can read it) and the key that seals GitHub webhook
 // secrets. Files are created with mode 0600 in a 0700 directory, written atomically with O_EXCL
-// so two starts cannot both create one, and never overwritten.
+// so two starts cannot both create one, and never overwritten except by a rotation that read
+// the value it replaces (replaceSecretFile).
 //
 // A data directory that group or others can reach (made by hand, by an older version, or by a
 // restore that kept modes) is fixed to 0700 rather than refused: peergate owns it, nothing it
 // holds is meant for another user, and refusing would stop a working install at its next start
 // over a fix it can make itself. The caller logs the fix, since the secrets may have been read.
-import { chmod, lstat, mkdir, readFile, writeFile } from "node:fs/promises";
+import { chmod, lstat, mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { ConfigError } from "./errors.ts";
 
@@ -83,4 +84,24 @@ export async function createSecretFile(
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     return (await readFile(file, "utf8")).trim();
   }
+}
+
+/**
+ * Replaces the value in `name` with `value`, only while it still holds `expected` (a rotation
+ * updates the file it read the old token from, never one that another instance put a different
+ * token in). Written to a temporary file and renamed, so a reader sees the old value or the new,
+ * never half of one. Returns whether the file was replaced.
+ */
+export async function replaceSecretFile(
+  dataDir: string,
+  name: string,
+  expected: string,
+  value: string,
+): Promise<boolean> {
+  if ((await readSecretFile(dataDir, name)) !== expected) return false;
+  const file = path.join(dataDir, name);
+  const temporary = `${file}.${process.pid}.new`;
+  await writeFile(temporary, `${value}\n`, { mode: 0o600, flag: "w" });
+  await rename(temporary, file);
+  return true;
 }

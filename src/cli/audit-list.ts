@@ -9,6 +9,7 @@ import { escapeForTerminal } from "./terminal-text.ts";
 /** Every kind of event peergate writes (test/cli/runs-and-audit.test.ts keeps this complete). */
 export const auditKinds: readonly string[] = [
   "admin-token.created",
+  "admin-token.rotated",
   "operator-token.created",
   "auth.failed",
   "caller.created",

@@ -1,7 +1,7 @@
 // `peergate ceiling`: explains a ceiling tool by tool. `ceiling <name>` asks the running server
 // about a real caller; `ceiling --tier T` computes one for a hypothetical caller from the policy
-// files alone (no server, no database). The tier is taken as typed, so a typo shows exactly what
-// the server would do with it: fail closed.
+// files alone (no server, no database). A tier that is not one is a usage error naming the
+// tiers: a typo answered with an all-refused ceiling and exit 0 looked like a real answer.
 
 import { loadConfig } from "../config.ts";
 import { loadPolicies } from "../load-policies.ts";
@@ -12,6 +12,7 @@ import type { CallerControlsReport, CommandCoverageReport } from "../services/ex
 import { type AdminResponse, callAdmin } from "./admin-client.ts";
 import { type Command, exitCodes, UsageError } from "./command.ts";
 import { formatTable } from "./format-table.ts";
+import { nearest } from "./nearest.ts";
 import { toTerminalJson } from "./terminal-text.ts";
 
 /** `--allow a,b --allow c` → ["a", "b", "c"]. Entries are not trimmed: matching is exact. */
@@ -33,7 +34,7 @@ export const ceilingCommand: Command = {
     "admitted, and the one reason why; then allow entries that name no tool.",
     "",
     "Options:",
-    `  --tier T   the caller's tier: ${tiers.join(", ")} (anything else is refused everything)`,
+    `  --tier T   the caller's tier: ${tiers.join(", ")}`,
     "  --allow L  comma-separated tool names the caller is allowed by name; may repeat.",
     "             Matching is exact and case-sensitive: spaces are part of a name.",
     "  --command C  with a caller name: whether the command allowlists cover shell text C",
@@ -74,6 +75,12 @@ export const ceilingCommand: Command = {
     } else {
       if (typeof tier !== "string") {
         throw new UsageError(`give a caller name, or --tier: one of ${tiers.join(", ")}`);
+      }
+      if (!(tiers as readonly string[]).includes(tier)) {
+        const near = nearest(tier, tiers);
+        throw new UsageError(
+          `--tier ${quoteUntrusted(tier)}: not a tier${near ? ` (did you mean ${near}?)` : ""}; expected one of ${tiers.join(", ")}`,
+        );
       }
       const { agent, inventory } = await loadPolicies(loadConfig(ctx.env, ctx.cwd).policiesDir);
       report = reportCeiling(inventory, agent, {

@@ -1,4 +1,5 @@
 // The list of every `peergate` verb. Add a verb by adding its file and one line here.
+import { adminTokenRotateCommand } from "./admin-token.ts";
 import { auditListCommand } from "./audit-list.ts";
 import { auditVerifyCommand } from "./audit-verify.ts";
 import { callersAddCommand } from "./callers-add.ts";
@@ -48,4 +49,5 @@ export const commands: readonly Command[] = [
   ceilingCommand,
   toolsCommand,
   operatorTokenCreateCommand,
+  adminTokenRotateCommand,
 ];

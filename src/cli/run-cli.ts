@@ -7,6 +7,7 @@ import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { ConfigError } from "../errors.ts";
 import { type CliContext, type Command, exitCodes, UsageError } from "./command.ts";
+import { nearest } from "./nearest.ts";
 import { escapeOutput } from "./terminal-text.ts";
 
 function describeGroup(commands: readonly Command[], prefix: readonly string[]): string {
@@ -110,7 +111,14 @@ export async function runCli(
     );
   } catch (error) {
     if (error instanceof UsageError || isParseArgsError(error)) {
-      ctx.io.err(`peergate: ${(error as Error).message}\n\n${formatHelp(command)}`);
+      // The problem, the usage line and where the rest is: a page of help after every typo
+      // buries the one line that matters.
+      const words = command.words.join(" ");
+      const message =
+        error instanceof UsageError ? error.message : describeParseError(error as Error, command);
+      ctx.io.err(
+        `peergate ${words}: ${message}\n${usageLine(command)}\nRun \`peergate ${words} --help\` for every option.`,
+      );
       return exitCodes.usage;
     }
     if (error instanceof ConfigError) {
@@ -122,6 +130,32 @@ export async function runCli(
     if (ctx.env.PEERGATE_DEBUG && error instanceof Error && error.stack) ctx.io.err(error.stack);
     return exitCodes.failed;
   }
+}
+
+/** The first line of a verb's help: how it is called. */
+function usageLine(command: Command): string {
+  return `Usage: peergate ${command.words.join(" ")} ${command.help.split("\n")[0] ?? ""}`.trimEnd();
+}
+
+/**
+ * node:util's parseArgs errors in the CLI's own words: the option, what is wrong with it, and the
+ * nearest option the verb has when one is close (a typo).
+ */
+function describeParseError(error: Error, command: Command): string {
+  const code = (error as { code?: string }).code;
+  const option = /'(-[^' <]+)/.exec(error.message)?.[1] ?? "";
+  const options = Object.keys(command.options ?? {}).map((name) => `--${name}`);
+  if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
+    const near = nearest(option, options);
+    const known = options.length ? `its options are ${options.join(", ")}` : "it takes no options";
+    return `unknown option ${option}${near ? ` (did you mean ${near}?)` : ""}; ${known}`;
+  }
+  if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
+    return /does not take an argument/.test(error.message)
+      ? `option ${option} takes no value (write ${option} alone)`
+      : `option ${option} needs a value (e.g. ${option} VALUE)`;
+  }
+  return error.message;
 }
 
 type ParsedValues = Record<string, string | boolean | string[] | boolean[] | undefined>;

@@ -12,6 +12,7 @@ export type AuditKind =
   | "auth.failed"
   | `caller.${CallerChange}`
   | `${"admin" | "operator"}-token.created`
+  | "admin-token.rotated"
   | `webhook.${"accepted" | "ignored"}`
   | `run.${RunStatus | "started" | "approved" | "call-rejected" | "answer-refused" | "cancel-requested" | "notified" | "input-answered"}`
   | `tool.${"called" | "refused" | "declined" | "stage"}`

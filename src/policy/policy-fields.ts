@@ -5,6 +5,7 @@
 import { parseDocument } from "yaml";
 import { z } from "zod";
 import { ConfigError, type Problem } from "../errors.ts";
+import { plainIssueWords } from "../plain-issue.ts";
 import { refuseEnvName } from "./env-names.ts";
 import { quoteUntrusted } from "./quote.ts";
 import { disclosureLevels, riskLevels, toolNamePattern } from "./tools.ts";
@@ -112,7 +113,7 @@ export function parseWith<T extends z.ZodType>(
   fileName: string,
 ): z.output<T> {
   const raw = readYaml(text, fileName) ?? {};
-  const parsed = schema.safeParse(raw);
+  const parsed = schema.safeParse(raw, { error: plainIssueWords });
   if (parsed.success) return parsed.data;
   const problems: Problem[] = [];
   for (const issue of parsed.error.issues) {

@@ -10,6 +10,7 @@ import { readFile } from "node:fs/promises";
 import { parse } from "yaml";
 import { z } from "zod";
 import { ConfigError, type Problem } from "../errors.ts";
+import { plainIssueWords } from "../plain-issue.ts";
 
 export type ModelPrice = {
   readonly inputUsdPerMillionTokens: number;
@@ -55,7 +56,7 @@ export function parsePriceTable(text: string, fileName: string): PriceTable {
       `peergate cannot start: bad price file ${fileName}`,
     );
   }
-  const parsed = fileSchema.safeParse(raw);
+  const parsed = fileSchema.safeParse(raw, { error: plainIssueWords });
   if (!parsed.success) {
     const problems: Problem[] = parsed.error.issues.map((issue) => {
       const at = issue.path.map(String).join(".") || "(top level)";

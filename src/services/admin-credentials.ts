@@ -3,7 +3,7 @@
 // an agent that read the admin token still cannot approve its own run or raise its own ceiling.
 // Both are stored only as SHA-256. The operator token is never minted over HTTP: only through the
 // database or the server's control socket in the data directory (src/control/).
-import { and, eq, isNull } from "drizzle-orm";
+import { and, eq, gt, isNull, or } from "drizzle-orm";
 import { readBearer } from "../auth/bearer.ts";
 import { displayPrefix, generateSecret, hashSecret, safeEqual } from "../auth/secrets.ts";
 import { appendAuditEvent } from "../db/audit.ts";
@@ -16,20 +16,36 @@ import { type AuthFailureContext, refuse } from "./authenticate-caller.ts";
 import type { Actor, ServiceContext } from "./context.ts";
 import { operatorTokenRequired, type Widening } from "./widening.ts";
 
-async function activeHashes(db: DbOrTx, kind: "admin" | "operator"): Promise<string[]> {
+/**
+ * The hashes of the operator's live credentials of one kind: not revoked, and not past the grace
+ * period a rotation gave them (`expiresAt`).
+ */
+export async function activeHashes(
+  db: DbOrTx,
+  kind: "admin" | "operator",
+  now: Date,
+): Promise<string[]> {
   const rows = await db
     .select({ hash: credentials.secretHash })
     .from(credentials)
     .where(
-      and(eq(credentials.kind, kind), isNull(credentials.revokedAt), isNull(credentials.callerId)),
+      and(
+        eq(credentials.kind, kind),
+        isNull(credentials.revokedAt),
+        isNull(credentials.callerId),
+        or(isNull(credentials.expiresAt), gt(credentials.expiresAt, now)),
+      ),
     );
   return rows.map((r) => r.hash);
 }
 
 /**
- * Makes sure an admin token exists. With `configured` (PEERGATE_ADMIN_TOKEN) that token becomes
- * the only admin credential. Without it, a token is generated only if none exists yet; it is
- * returned once, for the caller to write to `<data dir>/admin-token`.
+ * Makes sure an admin token exists. The admin token is the cluster's, held in the shared
+ * database: with `configured` (PEERGATE_ADMIN_TOKEN) that token is adopted only when the database
+ * has none yet; when the database has another, start-up is refused (an instance started with a
+ * stale or mistyped token must not replace the token every other instance and operator holds).
+ * It changes only through `rotateAdminToken`. Without `configured`, a token is generated only if
+ * none exists yet; it is returned once, for the caller to write to `<data dir>/admin-token`.
  */
 export async function ensureAdminToken({
   ctx,
@@ -39,10 +55,11 @@ export async function ensureAdminToken({
   configured: string | undefined;
 }): Promise<{ generated?: string; source: AdminTokenSource }> {
   return ctx.db.transaction(async (tx) => {
-    const existing = await activeHashes(tx, "admin");
+    const existing = await activeHashes(tx, "admin", ctx.now());
     if (configured !== undefined) {
       const hash = hashSecret(configured);
-      if (existing.length === 1 && existing[0] === hash) return { source: "environment" };
+      if (existing.some((h) => safeEqual(h, hash))) return { source: "environment" };
+      if (existing.length > 0) throw adminTokenMismatch();
       await replaceCredential(tx, ctx.now(), "admin", configured, "system");
       return { source: "environment" };
     }
@@ -55,6 +72,25 @@ export async function ensureAdminToken({
 
 export type AdminTokenSource = "environment" | "stored" | "generated" | "adopted-from-file";
 
+/** Start-up refused: PEERGATE_ADMIN_TOKEN is not the cluster's admin token. */
+function adminTokenMismatch(): ConfigError {
+  return new ConfigError(
+    [
+      {
+        field: "PEERGATE_ADMIN_TOKEN",
+        message:
+          "PEERGATE_ADMIN_TOKEN is not the admin token this database holds. The admin token is the " +
+          "cluster's: every instance on this database shares it, and starting with another one does " +
+          "not replace it. Set PEERGATE_ADMIN_TOKEN to the cluster's token (the one the other " +
+          "instances use, or the `admin-token` file in the data directory of the instance that " +
+          "made it), or unset it; to change the cluster's token on purpose, run " +
+          "`peergate admin-token rotate` against a running instance (it needs the operator token).",
+      },
+    ],
+    "peergate cannot start: the admin token does not match the cluster's",
+  );
+}
+
 /**
  * The start-up half of the admin token: makes sure the database and `<data dir>/admin-token`
  * agree, and never leaves the operator without a token they hold.
@@ -64,8 +100,8 @@ export type AdminTokenSource = "environment" | "stored" | "generated" | "adopted
  *   database, now pointed at PostgreSQL): the file's token is adopted, so the token the operator
  *   has keeps working.
  * - The database has none and there is no file: one is generated and written to the file.
- * - The database has one the file does not hold: refused with the two ways out, neither of which
- *   loses a token (removing the file would: the database's token is shown only when generated).
+ * - The database has one the file does not hold: refused with the way out (the cluster's token
+ *   in the file or the environment; a rotation to change it), which loses no token.
  * - The database has one and there is no file (a second instance on another machine): a warning
  *   that says where the token is.
  */
@@ -83,7 +119,7 @@ export async function settleAdminToken({
   const file = `${dataDir}/${adminTokenFile}`;
   if (configured !== undefined) return ensureAdminToken({ ctx, configured });
   const fromFile = await readSecretFile(dataDir, adminTokenFile);
-  const known = await activeHashes(ctx.db, "admin");
+  const known = await activeHashes(ctx.db, "admin", ctx.now());
   if (fromFile) {
     const hash = hashSecret(fromFile);
     if (known.some((h) => safeEqual(h, hash))) return { source: "stored" };
@@ -98,10 +134,11 @@ export async function settleAdminToken({
       {
         field: adminTokenFile,
         message:
-          `${file} holds an admin token this database does not know (the database has its own, ` +
-          `made by another instance). Either start once with PEERGATE_ADMIN_TOKEN="$(cat ${file})" ` +
-          "to make the file's token the database's, or put the database's token in the file (or in " +
-          "PEERGATE_ADMIN_TOKEN). Do not delete the file: the database's token is shown only when made.",
+          `${file} holds an admin token this database does not know: the database has the ` +
+          "cluster's own (made by another instance, or rotated since). Put the cluster's token in " +
+          `the file (or in PEERGATE_ADMIN_TOKEN); to change the cluster's token on purpose, run ` +
+          "`peergate admin-token rotate` against a running instance. Keep the file until then: " +
+          "it is the only copy of its token, which the database the file came from still knows.",
       },
     ]);
   }
@@ -140,7 +177,7 @@ export async function createOperatorToken({
 }): Promise<string> {
   const token = generateSecret("operatorToken");
   await ctx.db.transaction(async (tx) => {
-    if (!replace && (await activeHashes(tx, "operator")).length > 0) {
+    if (!replace && (await activeHashes(tx, "operator", ctx.now())).length > 0) {
       throw new ConflictError(
         "an operator token exists already; creating a new one makes the old one stop working at once (use --force to do that)",
       );
@@ -152,10 +189,10 @@ export async function createOperatorToken({
 
 /** Whether an operator token is set (for status output; never says which). */
 export async function hasOperatorToken(db: DbOrTx): Promise<boolean> {
-  return (await activeHashes(db, "operator")).length > 0;
+  return (await activeHashes(db, "operator", new Date())).length > 0;
 }
 
-async function replaceCredential(
+export async function replaceCredential(
   tx: DbOrTx,
   now: Date,
   kind: "admin" | "operator",
@@ -190,7 +227,7 @@ export async function verifyAdminToken(
   const bearer = readBearer(authorization);
   if (!bearer.ok) return refuse(ctx, failure, `admin-authorization-${bearer.reason}`);
   const hash = hashSecret(bearer.token);
-  const hashes = await activeHashes(ctx.db, "admin");
+  const hashes = await activeHashes(ctx.db, "admin", ctx.now());
   if (!hashes.some((h) => safeEqual(h, hash))) return refuse(ctx, failure, "admin-token-wrong");
 }
 
@@ -200,7 +237,7 @@ async function operatorTokenProblem(
   token: string | null | undefined,
 ): Promise<string | undefined> {
   if (!token) return "operator-token-missing";
-  const hashes = await activeHashes(db, "operator");
+  const hashes = await activeHashes(db, "operator", new Date());
   if (hashes.length === 0) return "operator-token-not-set";
   const hash = hashSecret(token);
   if (!hashes.some((h) => safeEqual(h, hash))) return "operator-token-wrong";

@@ -4,6 +4,7 @@ import { z } from "zod";
 import { jwtAlgorithms } from "../auth/jwt.ts";
 import { type CallerBudgets, callerKinds, classifierModes } from "../db/schema.ts";
 import { type Problem, ValidationError } from "../errors.ts";
+import { plainIssueWords } from "../plain-issue.ts";
 import { parseAllowEntry } from "../policy/command-key.ts";
 import { isToolOverride, nobodyThereModes, toolOverrideValues } from "../policy/overrides.ts";
 import { toolNamePattern } from "../policy/tools.ts";
@@ -136,7 +137,7 @@ export const jwtSettingsSchema = z
     error: "a public key: the JWK must not contain private or symmetric key material (d, k)",
   });
 
-const allowSchema = z
+export const allowSchema = z
   .array(z.string().regex(toolNamePattern, { error: "tool names match ^[A-Za-z0-9_.-]{1,128}$" }))
   .max(10_000);
 
@@ -277,16 +278,17 @@ export type UpdateCaller = z.output<typeof updateCallerSchema>;
 
 /** Parses `input` with `schema`, throwing ValidationError that names every bad field. */
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
-  const result = schema.safeParse(input);
+  const result = schema.safeParse(input, { error: plainIssueWords });
   if (result.success) return result.data;
   const problems: Problem[] = result.error.issues.map((issue) => {
     const field = issue.path.length ? issue.path.join(".") : "(body)";
     const value = valueAt(input, issue.path);
-    const shown = value === undefined ? "missing" : JSON.stringify(value)?.slice(0, 120);
     const message =
       issue.code === "unrecognized_keys"
         ? `${field}: unknown field(s) ${issue.keys.join(", ")}`
-        : `${field}: got ${shown}; expected ${issue.message}`;
+        : value === undefined
+          ? `${field}: missing; expected ${issue.message}`
+          : `${field}: got ${JSON.stringify(value)?.slice(0, 120)}; expected ${issue.message}`;
     return { field, value, expected: issue.message, message };
   });
   throw new ValidationError(problems);

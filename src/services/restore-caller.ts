@@ -1,6 +1,8 @@
-// Bringing a revoked caller back is explicit and never revives an old credential: it sets the
-// tier the admin names and issues a new credential, shown once. It always widens (from tier
-// `none`), so it needs the operator token as well as the admin token.
+// Bringing a revoked caller back is explicit and never revives an old credential or an old grant:
+// it sets the tier the admin names, the allow list the admin names (empty unless given: a revoked
+// caller keeps no allow entry, DESIGN), clears the command allowlist, and issues a new credential,
+// shown once. It always widens (from tier `none`), so it needs the operator token as well as the
+// admin token.
 import { eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import { appendAuditEvent } from "../db/audit.ts";
@@ -8,7 +10,7 @@ import { callers } from "../db/schema.ts";
 import { ConflictError } from "../errors.ts";
 import { type OperatorProof, withWideningCheck } from "./admin-credentials.ts";
 import { changeCaller } from "./caller-events.ts";
-import { parseInput, settableTiers } from "./caller-input.ts";
+import { allowSchema, parseInput, settableTiers } from "./caller-input.ts";
 import type { Actor, ServiceContext } from "./context.ts";
 import { type CallerView, describeCaller } from "./describe-caller.ts";
 import { findCallerRow, listCredentialRows } from "./find-caller.ts";
@@ -17,6 +19,8 @@ import { describeWidening } from "./widening.ts";
 
 export const restoreCallerSchema = z.strictObject({
   tier: z.enum(settableTiers, { error: `one of ${settableTiers.join(", ")}` }),
+  /** The allow list the caller comes back with; none unless named. */
+  allow: allowSchema.default([]),
 });
 
 export async function restoreCaller({
@@ -33,7 +37,7 @@ export async function restoreCaller({
   /** The operator token the request carried; a restore always needs it. */
   operator?: OperatorProof | undefined;
 }): Promise<{ caller: CallerView; credential: IssuedCredential }> {
-  const { tier } = parseInput(restoreCallerSchema, input);
+  const { tier, allow } = parseInput(restoreCallerSchema, input);
   return withWideningCheck(
     ctx,
     { proof: operator, actor, what: `restoring caller ${name}` },
@@ -46,12 +50,22 @@ export async function restoreCaller({
         await authorize(
           tx,
           `caller:${current.id}`,
-          describeWidening({ ...current, tier: "none" }, { ...current, tier }),
+          describeWidening(
+            { ...current, tier: "none", allow: [], commands: [] },
+            { ...current, tier, allow, commands: [] },
+          ),
         );
         const now = ctx.now();
         const [updated] = await tx
           .update(callers)
-          .set({ tier, revokedAt: null, version: sql`${callers.version} + 1`, updatedAt: now })
+          .set({
+            tier,
+            allow,
+            commands: [],
+            revokedAt: null,
+            version: sql`${callers.version} + 1`,
+            updatedAt: now,
+          })
           .where(eq(callers.id, current.id))
           .returning();
         if (!updated) throw new Error("caller vanished during restore");
@@ -63,6 +77,9 @@ export async function restoreCaller({
           data: {
             name,
             tier,
+            allow,
+            droppedAllow: current.allow.filter((a) => !allow.includes(a)),
+            droppedCommands: current.commands,
             version: updated.version,
             credential: { id: credential.id, prefix: credential.prefix },
           },

@@ -1,6 +1,7 @@
 // Moving a data directory from the embedded database to PostgreSQL keeps the operator's admin
 // token: the file's token is adopted, a second instance is told where the token is, and a file
-// the database does not know is refused with advice that loses no token.
+// the database does not know is refused with advice that loses no token, and cannot replace the
+// cluster's token.
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -89,21 +90,31 @@ describe.skipIf(postgresSkipReason() !== undefined)(
             (error as { problems?: { message: string }[] }).problems?.[0]?.message ?? error.message,
           ),
       );
-      expect(refused).toContain('PEERGATE_ADMIN_TOKEN="$(cat');
-      expect(refused).toContain("Do not delete the file");
+      expect(refused).toContain("Put the cluster's token in the file");
+      expect(refused).toContain("Keep the file");
       expect(await adminStatus(onPostgres.url, token)).toBe(200);
 
-      // 5. Following the first way out makes that file's token the database's.
+      // 5. The file's token cannot be made the cluster's by starting with it (that would lock out
+      //    every other holder); the cluster's token in the environment starts the instance.
       const staleToken = (await readFile(path.join(third, "admin-token"), "utf8")).trim();
-      const adopted = await startServer(
+      const forced = await startServer(
         loadConfig(
           env(third, { DATABASE_URL: databaseUrl, PEERGATE_ADMIN_TOKEN: staleToken }),
           dir,
         ),
         silentLogger,
+      ).then(
+        (s) => s.stop().then(() => "started"),
+        (error: Error) => error.message,
       );
-      expect(await adminStatus(adopted.url, staleToken)).toBe(200);
-      await adopted.stop();
+      expect(forced).toContain("the admin token does not match the cluster's");
+      expect(await adminStatus(onPostgres.url, token)).toBe(200);
+      const joined = await startServer(
+        loadConfig(env(third, { DATABASE_URL: databaseUrl, PEERGATE_ADMIN_TOKEN: token }), dir),
+        silentLogger,
+      );
+      expect(await adminStatus(joined.url, token)).toBe(200);
+      await joined.stop();
       await onPostgres.stop();
     }, 240_000);
   },

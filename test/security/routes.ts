@@ -198,6 +198,21 @@ export const authenticatedRoutes: readonly AuthenticatedRoute[] = [
     }),
   },
   {
+    method: "POST",
+    pattern: "/admin/v1/admin-token/rotate",
+    // A new admin token for the whole cluster: the operator too (src/services/rotate-admin-token.ts).
+    // The old token keeps working for an hour, so the suite's own admin token stays good.
+    credential: "admin+operator",
+    withoutOperator: 403,
+    accepted: [200],
+    build: async () => ({
+      method: "POST",
+      path: "/admin/v1/admin-token/rotate",
+      headers: json,
+      body: JSON.stringify({ graceSeconds: 3600 }),
+    }),
+  },
+  {
     method: "GET",
     pattern: "/admin/v1/callers/:name/push-hosts",
     credential: "admin",

@@ -18,7 +18,7 @@ import { loadConfig } from "../../src/config.ts";
 import { selectRows } from "../../src/db/client.ts";
 import { createLogger } from "../../src/log.ts";
 import { type ClientTimeouts, type RunningServer, startServer } from "../../src/server.ts";
-import { createOperatorToken, ensureAdminToken } from "../../src/services/admin-credentials.ts";
+import { createOperatorToken } from "../../src/services/admin-credentials.ts";
 import { repoPoliciesDir } from "../support/app.ts";
 import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
 
@@ -36,8 +36,8 @@ export type SecurityServer = {
   admin(method: string, pathname: string, body?: unknown): Promise<Reply & { json: any }>;
   /** A new operator token (as `peergate operator-token create` does), revoking the previous one. */
   newOperatorToken(): Promise<string>;
-  /** Replaces the admin token (as restarting with another PEERGATE_ADMIN_TOKEN does). */
-  replaceAdminToken(): Promise<{ old: string; current: string }>;
+  /** Rotates the admin token through the admin API (as `peergate admin-token rotate` does). */
+  replaceAdminToken(operatorToken: string): Promise<{ old: string; current: string }>;
   stop(): Promise<void>;
 };
 
@@ -149,10 +149,16 @@ export async function startSecurityServer(
       return request(await createOperatorToken({ ctx: server.services, actor: "cli:security" }));
     },
     newOperatorToken: () => createOperatorToken({ ctx: server.services, actor: "cli:security" }),
-    async replaceAdminToken() {
+    async replaceAdminToken(operatorToken) {
       const old = harness.adminToken;
-      const current = newAdminToken();
-      await ensureAdminToken({ ctx: server.services, configured: current });
+      const reply = await send(port, {
+        method: "POST",
+        path: "/admin/v1/admin-token/rotate",
+        headers: { authorization: `Bearer ${old}`, "x-peergate-operator-token": operatorToken },
+      });
+      if (reply.status !== 200)
+        throw new Error(`admin-token rotate: ${reply.status} ${reply.text}`);
+      const current = (JSON.parse(reply.text) as { token: string }).token;
       harness.adminToken = current;
       adminToken = current;
       return { old, current };

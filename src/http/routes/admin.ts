@@ -27,6 +27,7 @@ import { previewCeiling } from "../../services/preview-ceiling.ts";
 import { listAuditEvents, verifyAudit } from "../../services/read-audit.ts";
 import { restoreCaller } from "../../services/restore-caller.ts";
 import { revokeCaller } from "../../services/revoke-caller.ts";
+import { rotateAdminToken } from "../../services/rotate-admin-token.ts";
 import { rotateCredential } from "../../services/rotate-credential.ts";
 import type { PeergateRunEngine } from "../../services/runs/engine.ts";
 import { getPushHosts, setPushHosts } from "../../services/set-push-hosts.ts";
@@ -134,6 +135,10 @@ export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
     return c.json(
       await write(c, (operator) => rotateCredential({ ctx, name, input, actor, operator })),
     );
+  });
+  serve("rotateAdminToken", async (c) => {
+    const input = await readJsonBody(c, { optional: true });
+    return c.json(await write(c, (operator) => rotateAdminToken({ ctx, input, actor, operator })));
   });
   serve("getCeiling", async (c) =>
     c.json(
