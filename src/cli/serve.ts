@@ -5,6 +5,7 @@ import { startServer } from "../server.ts";
 import { logDoctorFindings } from "../services/doctor.ts";
 import type { Command } from "./command.ts";
 import { recordServerUrl } from "./server-url.ts";
+import { notifyServiceManager } from "./service-manager.ts";
 
 export const serveCommand: Command = {
   words: ["serve"],
@@ -25,7 +26,8 @@ it is never reachable over HTTP. Do not give the server PEERGATE_OPERATOR_TOKEN:
 it, and what a server holds a tool may come to read.
 
 The URL it listens on is written to <data dir>/server-url while it runs, so the CLI on the same
-machine finds it on any port without PEERGATE_URL.`,
+machine finds it on any port without PEERGATE_URL. Under systemd (NOTIFY_SOCKET set, a unit of
+Type=notify) it reports READY=1 once it listens and STOPPING=1 when it begins to stop.`,
   async run(_args, ctx) {
     const config = loadConfig(ctx.env, ctx.cwd);
     const logger = createLogger({ level: config.logLevel, write: ctx.io.out });
@@ -37,6 +39,11 @@ machine finds it on any port without PEERGATE_URL.`,
     }
     const server = await startServer(config, logger, ctx.env);
     const forgetUrl = await recordServerUrl(config.dataDir, server.url);
+    await notifyServiceManager(
+      ctx.env,
+      { state: "ready", status: `listening on ${server.url}` },
+      logger,
+    );
     // What `peergate doctor` would say, as warnings: an unpriced model, a model that does not
     // answer, a missing operator token, a secret key that cannot open the sealed secrets.
     const checked = logDoctorFindings({
@@ -49,6 +56,7 @@ machine finds it on any port without PEERGATE_URL.`,
       if (ctx.signal.aborted) resolve();
       ctx.signal.addEventListener("abort", () => resolve(), { once: true });
     });
+    await notifyServiceManager(ctx.env, { state: "stopping", status: "stopping" }, logger);
     await checked;
     await forgetUrl();
     await server.stop();
