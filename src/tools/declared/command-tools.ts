@@ -10,12 +10,14 @@
 // each mode's stages in command-plan.ts, the stage gate in command-stage-gate.ts and the result's
 // shape in command-result.ts. The digest travels in the call's arguments, so an approval names it,
 // and a call whose digest is not the running manifest's is refused. A `sha256` pin is checked at
-// start and before every call.
+// start and before every call; a script or pinned program runs from the copy hashed at load
+// (verified-files.ts), so the digest names the bytes that run. One found changed is refused, and
+// the refusal audited as a refused stage, until a policy reload builds the tools again.
 import { z } from "zod";
 import { quoteUntrusted } from "../../policy/quote.ts";
 import { SandboxUnavailableError } from "../../sandbox/pids-cgroup.ts";
 import { createRedactor } from "../../sandbox/redact.ts";
-import { resolveSandboxLimits } from "../../sandbox/types.ts";
+import { resolveSandboxLimits, type SandboxBackend } from "../../sandbox/types.ts";
 import { scrubEnvironment } from "../scrub-environment.ts";
 import { checkCommandDenylist } from "../shell/command-denylist.ts";
 import {
@@ -30,7 +32,12 @@ import {
 import { checkCallWorkspace } from "../workspace.ts";
 import { ChainSyntaxError } from "./chain.ts";
 import { buildInputSchema, type CallInput } from "./command-input.ts";
-import { createCommandPlanner } from "./command-plan.ts";
+import {
+  ChangedFileError,
+  type ChangeLog,
+  createCommandPlanner,
+  type PlannedStage,
+} from "./command-plan.ts";
 import {
   type CreateCommandToolsOptions,
   commandToolLimits,
@@ -67,12 +74,15 @@ export async function createCommandTools(
   options: CreateCommandToolsOptions,
 ): Promise<ToolImplementation[]> {
   const prepared = await prepareCommandTools(options);
-  return prepared.map((p) => buildCommandTool(p, options));
+  // Shared by this runtime's tools: a program two tools pin is refused by both once changed.
+  const changes: ChangeLog = new Map();
+  return prepared.map((p) => buildCommandTool(p, options, changes));
 }
 
 function buildCommandTool(
   prepared: Prepared,
   options: CreateCommandToolsOptions,
+  changes: ChangeLog,
 ): ToolImplementation {
   const { tool, manifest } = prepared;
   const timeoutMs = tool.timeoutMs ?? commandToolLimits.defaultTimeoutMs;
@@ -91,8 +101,52 @@ function buildCommandTool(
     tool.allowOptions === true ||
     prepared.args.some((a) => a.kind === "literal" && a.value === "--") ||
     tool.mode === "chain";
-  const { plan, verify, verifyScript } = createCommandPlanner(prepared, options, optionsAllowed);
+  const { plan, verify, verifyScript } = createCommandPlanner(
+    prepared,
+    options,
+    optionsAllowed,
+    changes,
+  );
   const { gateStage, stageEvent } = createStageGate(tool, manifest);
+  const verifiedPaths = [
+    ...(prepared.script === undefined ? [] : [prepared.script.path]),
+    ...[...prepared.programs.values()].filter((p) => p.staged !== undefined).map((p) => p.path),
+  ];
+  /** Runs a check; a changed file's refusal is audited as a refused stage before it is thrown. */
+  const audited = async (ctx: ToolCallContext, stage: PlannedStage, check: () => Promise<void>) => {
+    try {
+      await check();
+    } catch (error) {
+      if (error instanceof ChangedFileError) {
+        stageEvent(ctx, stage, "refused", { reason: error.message });
+      }
+      throw error;
+    }
+  };
+  const unconfined = options.sandbox.kind === "none";
+  /** What one pipeline starts: verified files from their copies, never the operator's path. */
+  const launch = (stages: readonly PlannedStage[]) => {
+    if (unconfined) {
+      const argvs = stages.map(
+        (s) =>
+          s.argv.map((arg, i) => s.files.find((f) => f.index === i)?.staged ?? arg) as [
+            string,
+            ...string[],
+          ],
+      );
+      return { argvs, backend: options.sandbox, verified: new Set<string>() };
+    }
+    const bound = new Map(stages.flatMap((s) => s.files.map((f) => [f.path, f.staged] as const)));
+    const boundFiles = [...bound].map(([target, source]) => ({ source, target }));
+    const backend: SandboxBackend =
+      boundFiles.length === 0
+        ? options.sandbox
+        : {
+            ...options.sandbox,
+            wrap: (request) => options.sandbox.wrap({ ...request, boundFiles }),
+          };
+    return { argvs: stages.map((s) => s.argv), backend, verified: new Set(bound.keys()) };
+  };
 
   const run = async (
     input: CallInput,
@@ -116,7 +170,7 @@ function buildCommandTool(
             `This command is not allowed: ${verdict.reason}. Nothing was run.`,
           );
         }
-        await verify(stage);
+        await audited(ctx, stage, () => verify(stage));
       }
     }
     const stdin = input.stdin === undefined ? undefined : Buffer.from(input.stdin, "utf8");
@@ -169,8 +223,9 @@ function buildCommandTool(
       }
       try {
         for (const stage of item.stages) await gateStage(stage, ctx);
-        if (tool.mode === "script") await verifyScript();
-        for (const stage of item.stages) await verify(stage);
+        const first = item.stages[0];
+        if (tool.mode === "script" && first !== undefined) await audited(ctx, first, verifyScript);
+        for (const stage of item.stages) await audited(ctx, stage, () => verify(stage));
       } catch (error) {
         if (error instanceof StageParked) {
           progress?.end();
@@ -190,8 +245,9 @@ function buildCommandTool(
         continue;
       }
       for (const stage of item.stages) stageEvent(ctx, stage, "started");
+      const started = launch(item.stages);
       const result = await runPipeline({
-        stages: item.stages.map((s) => s.argv),
+        stages: started.argvs,
         stdin: index === 0 ? stdin : undefined,
         cwd: options.workspace.root,
         workspace: options.workspace.root,
@@ -202,8 +258,8 @@ function buildCommandTool(
           ...new Set(
             item.stages.map((s) => s.argv[0]).concat(prepared.script ? [prepared.script.path] : []),
           ),
-        ],
-        backend: options.sandbox,
+        ].filter((p) => !started.verified.has(p)),
+        backend: started.backend,
         timeoutMs: Math.max(1, deadline - Date.now()),
         signal: ctx.signal,
         maxOutputBytes,
@@ -247,6 +303,7 @@ function buildCommandTool(
   return {
     name: tool.name,
     description: describeDeclaredTool(tool, optionsAllowed),
+    changedSinceLoad: () => verifiedPaths.some((p) => changes.has(p)),
     inputSchema,
     timeoutMs: timeoutMs + 10_000,
     execute: async (args, ctx) => {
