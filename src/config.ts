@@ -1,6 +1,7 @@
 // One schema over the environment, parsed once by src/main.ts. A bad value stops start-up with
 // one message naming every bad variable, its value and what was expected.
 import { lstatSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { z } from "zod";
 import { ConfigError, type Problem } from "./errors.ts";
@@ -274,6 +275,19 @@ export function checkWorkspacePlace(
         value: policiesDir,
         expected: "a policy directory outside the workspace",
         message: `PEERGATE_POLICIES_DIR=${JSON.stringify(policiesDir)}${real(policiesDir)} is inside the workspace ${JSON.stringify(workspace)}${real(workspace)}, so a command could rewrite the policies it runs under: set PEERGATE_POLICIES_DIR to a directory outside it`,
+      },
+    ]);
+  }
+  // The sandbox's /etc and the verified copies of scripts and pins are staged under TMPDIR: a
+  // command that could write there would change what other commands read and run.
+  const temp = os.tmpdir();
+  if (liesWithin(temp, workspace)) {
+    throw new ConfigError([
+      {
+        field: "TMPDIR",
+        value: temp,
+        expected: "a temp directory outside the workspace",
+        message: `TMPDIR=${JSON.stringify(temp)}${real(temp)} is inside the workspace ${JSON.stringify(workspace)}: peergate stages the sandbox's /etc and verified scripts there; set TMPDIR (or PEERGATE_WORKSPACE) so the workspace does not hold it`,
       },
     ]);
   }
