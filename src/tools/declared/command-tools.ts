@@ -17,7 +17,7 @@ import { z } from "zod";
 import { quoteUntrusted } from "../../policy/quote.ts";
 import { SandboxUnavailableError } from "../../sandbox/pids-cgroup.ts";
 import { createRedactor } from "../../sandbox/redact.ts";
-import { resolveSandboxLimits, type SandboxBackend } from "../../sandbox/types.ts";
+import { resolveSandboxLimits } from "../../sandbox/types.ts";
 import { scrubEnvironment } from "../scrub-environment.ts";
 import { checkCommandDenylist } from "../shell/command-denylist.ts";
 import {
@@ -57,6 +57,7 @@ import { createStageGate, StageParked } from "./command-stage-gate.ts";
 import { chainRedactors, createProgressStream, stripTerminal } from "./declared-output.ts";
 import { describeDeclaredTool } from "./describe.ts";
 import { type PipelineResult, runPipeline, type StageStatus } from "./pipeline.ts";
+import { launchVerified } from "./verified-files.ts";
 
 export {
   type CreateCommandToolsOptions,
@@ -123,31 +124,6 @@ function buildCommandTool(
       throw error;
     }
   };
-  const unconfined = options.sandbox.kind === "none";
-  /** What one pipeline starts: verified files from their copies, never the operator's path. */
-  const launch = (stages: readonly PlannedStage[]) => {
-    if (unconfined) {
-      const argvs = stages.map(
-        (s) =>
-          s.argv.map((arg, i) => s.files.find((f) => f.index === i)?.staged ?? arg) as [
-            string,
-            ...string[],
-          ],
-      );
-      return { argvs, backend: options.sandbox, verified: new Set<string>() };
-    }
-    const bound = new Map(stages.flatMap((s) => s.files.map((f) => [f.path, f.staged] as const)));
-    const boundFiles = [...bound].map(([target, source]) => ({ source, target }));
-    const backend: SandboxBackend =
-      boundFiles.length === 0
-        ? options.sandbox
-        : {
-            ...options.sandbox,
-            wrap: (request) => options.sandbox.wrap({ ...request, boundFiles }),
-          };
-    return { argvs: stages.map((s) => s.argv), backend, verified: new Set(bound.keys()) };
-  };
-
   const run = async (
     input: CallInput,
     ctx: ToolCallContext,
@@ -245,7 +221,7 @@ function buildCommandTool(
         continue;
       }
       for (const stage of item.stages) stageEvent(ctx, stage, "started");
-      const started = launch(item.stages);
+      const started = launchVerified(item.stages, options.sandbox);
       const result = await runPipeline({
         stages: started.argvs,
         stdin: index === 0 ? stdin : undefined,

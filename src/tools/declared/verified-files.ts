@@ -13,6 +13,7 @@ import { chmodSync, constants, mkdtempSync, rmSync } from "node:fs";
 import { chmod, link, mkdir, open, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import type { SandboxBackend } from "../../sandbox/types.ts";
 
 let stagingDir: string | undefined;
 
@@ -95,4 +96,51 @@ export async function stageVerifiedFile(
     await source?.close();
     await rm(temp, { force: true });
   }
+}
+
+/** The argv of one stage and which of its positions name a verified file (command-plan.ts). */
+export type VerifiedStage = {
+  readonly argv: readonly [string, ...string[]];
+  readonly files: readonly {
+    readonly index: number;
+    readonly path: string;
+    readonly staged: string;
+  }[];
+};
+
+/**
+ * What one pipeline starts: each verified file from its copy, never the operator's path. Under
+ * `none` the copies are named in the argv; under a confining backend the argv is unchanged and
+ * every request the backend wraps binds the copies at the operator's paths (`boundFiles`).
+ * `verified` lists those paths: nothing else may bind them.
+ */
+export function launchVerified(
+  stages: readonly VerifiedStage[],
+  backend: SandboxBackend,
+): {
+  argvs: [string, ...string[]][];
+  backend: SandboxBackend;
+  verified: ReadonlySet<string>;
+} {
+  if (backend.kind === "none") {
+    const argvs = stages.map(
+      (s) =>
+        s.argv.map((arg, i) => s.files.find((f) => f.index === i)?.staged ?? arg) as [
+          string,
+          ...string[],
+        ],
+    );
+    return { argvs, backend, verified: new Set() };
+  }
+  const bound = new Map(stages.flatMap((s) => s.files.map((f) => [f.path, f.staged] as const)));
+  const boundFiles = [...bound].map(([target, source]) => ({ source, target }));
+  const binding: SandboxBackend =
+    boundFiles.length === 0
+      ? backend
+      : { ...backend, wrap: (request) => backend.wrap({ ...request, boundFiles }) };
+  return {
+    argvs: stages.map((s) => [...s.argv]),
+    backend: binding,
+    verified: new Set(bound.keys()),
+  };
 }
