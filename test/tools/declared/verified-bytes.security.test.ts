@@ -15,6 +15,7 @@ import { parseToolsPolicy } from "../../../src/policy/policy-files.ts";
 import { createNoneBackend } from "../../../src/sandbox/none.ts";
 import type { SandboxBackend } from "../../../src/sandbox/types.ts";
 import { builtinDescriptors } from "../../../src/tools/builtin-tools.ts";
+import { stagingDirectory } from "../../../src/tools/declared/verified-files.ts";
 import type { StageEvent, ToolResult, ToolRuntime } from "../../../src/tools/types.ts";
 import { bwrapBackend, describeWithBwrap } from "../../sandbox/support.ts";
 import {
@@ -219,4 +220,27 @@ attacks("under PEERGATE_SANDBOX=none", () => createNoneBackend());
 
 describeWithBwrap("under bwrap", () => {
   attacks("the verified copy bound at the script's path", () => bwrapBackend);
+
+  it("a running script cannot change, remove or replace its own file, nor see the copies", async () => {
+    await writeFile(
+      script,
+      [
+        "#!/bin/sh",
+        'echo changed > "$0" 2>/dev/null || echo write-refused',
+        'rm -f "$0" 2>/dev/null || echo remove-refused',
+        'echo x > "$0.new" && mv -f "$0.new" "$0" 2>/dev/null || echo replace-refused',
+        // The staging directory itself is not in the sandbox (its /tmp is a fresh one).
+        `ls ${stagingDirectory()} >/dev/null 2>&1 || echo staging-hidden`,
+        "",
+      ].join("\n"),
+    );
+    const rt = await start(bwrapBackend);
+    const result = await call(rt, "check");
+    expect(result.content?.stdout).toBe(
+      "write-refused\nremove-refused\nreplace-refused\nstaging-hidden\n",
+    );
+    // The operator's file is as it was loaded, so the next call is not refused.
+    expect(await readFile(script, "utf8")).toContain("write-refused");
+    expect((await call(rt, "check")).ok).toBe(true);
+  }, 60_000);
 });
