@@ -1,10 +1,14 @@
 // One schema over the environment, parsed once by src/main.ts. A bad value stops start-up with
 // one message naming every bad variable, its value and what was expected.
+import { lstatSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { z } from "zod";
 import { ConfigError, type Problem } from "./errors.ts";
+import { canonicalPath, liesWithin } from "./path-identity.ts";
 import { plainIssueWords } from "./plain-issue.ts";
 import { type SandboxKind, sandboxKinds } from "./sandbox/types.ts";
+import { adminTokenFile, secretKeyFile } from "./secret-files.ts";
 
 export const logLevels = ["debug", "info", "warn", "error", "silent"] as const;
 export type LogLevel = (typeof logLevels)[number];
@@ -199,13 +203,14 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
   const e = parsed.data;
   const dataDir = path.resolve(cwd, e.PEERGATE_DATA_DIR);
   const workspace = path.resolve(cwd, e.PEERGATE_WORKSPACE ?? "workspace");
-  checkWorkspacePlace(workspace, dataDir, env);
+  const policiesDir = path.resolve(cwd, e.PEERGATE_POLICIES_DIR);
+  checkWorkspacePlace({ workspace, dataDir, policiesDir }, env);
   return {
     host: e.PEERGATE_HOST,
     port: e.PEERGATE_PORT,
     dataDir,
     databaseUrl: e.DATABASE_URL,
-    policiesDir: path.resolve(cwd, e.PEERGATE_POLICIES_DIR),
+    policiesDir,
     logLevel: e.PEERGATE_LOG_LEVEL,
     shutdownTimeoutMs: e.PEERGATE_SHUTDOWN_TIMEOUT_MS,
     publicUrl: e.PEERGATE_PUBLIC_URL,
@@ -225,21 +230,19 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
   };
 }
 
-function isWithin(inner: string, outer: string): boolean {
-  const relative = path.relative(outer, inner);
-  return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative));
-}
-
 /**
  * The data directory holds the admin token and the secret key: a process confined to the
  * workspace must not find it there, and a workspace inside the data dir would put the secrets one
- * `..` away. Either nesting stops start-up.
+ * `..` away. The policy files must not be in the workspace either, where a command could rewrite
+ * the tools it is given. Each is compared by what it is (src/path-identity.ts: real paths, device
+ * and inode, bind mounts), not by its spelling, so a symlinked parent or a second name is seen.
+ * Run by loadConfig, again once the directories exist, and on every policy reload.
  */
-function checkWorkspacePlace(
-  workspace: string,
-  dataDir: string,
-  env: Readonly<Record<string, string | undefined>>,
+export function checkWorkspacePlace(
+  config: Pick<Config, "workspace" | "dataDir" | "policiesDir">,
+  env: Readonly<Record<string, string | undefined>> = {},
 ): void {
+  const { workspace, dataDir, policiesDir } = config;
   const field = env.PEERGATE_WORKSPACE ? "PEERGATE_WORKSPACE" : "PEERGATE_DATA_DIR";
   const value = field === "PEERGATE_WORKSPACE" ? workspace : dataDir;
   const problem = (message: string): Problem => ({
@@ -248,18 +251,69 @@ function checkWorkspacePlace(
     expected: "a workspace and a data directory that do not contain each other",
     message,
   });
-  if (isWithin(workspace, dataDir)) {
+  const real = (p: string) => {
+    const resolved = canonicalPath(p);
+    return resolved === p ? "" : ` (really ${JSON.stringify(resolved)})`;
+  };
+  if (liesWithin(workspace, dataDir)) {
     throw new ConfigError([
       problem(
-        `PEERGATE_WORKSPACE=${JSON.stringify(workspace)} is inside the data directory ${JSON.stringify(dataDir)}, where the admin token and secret key are: set PEERGATE_WORKSPACE to a directory outside it (the default is ./workspace)`,
+        `PEERGATE_WORKSPACE=${JSON.stringify(workspace)}${real(workspace)} is inside the data directory ${JSON.stringify(dataDir)}${real(dataDir)}, where the admin token and secret key are: set PEERGATE_WORKSPACE to a directory outside it (the default is ./workspace)`,
       ),
     ]);
   }
-  if (isWithin(dataDir, workspace)) {
+  if (liesWithin(dataDir, workspace)) {
     throw new ConfigError([
       problem(
-        `PEERGATE_DATA_DIR=${JSON.stringify(dataDir)} is inside the workspace ${JSON.stringify(workspace)}, so tools could read the admin token and secret key: set PEERGATE_DATA_DIR or PEERGATE_WORKSPACE so neither contains the other`,
+        `PEERGATE_DATA_DIR=${JSON.stringify(dataDir)}${real(dataDir)} is inside the workspace ${JSON.stringify(workspace)}${real(workspace)}, so tools could read the admin token and secret key: set PEERGATE_DATA_DIR or PEERGATE_WORKSPACE so neither contains the other (through symlinks or bind mounts included)`,
       ),
     ]);
+  }
+  if (liesWithin(policiesDir, workspace)) {
+    throw new ConfigError([
+      {
+        field: "PEERGATE_POLICIES_DIR",
+        value: policiesDir,
+        expected: "a policy directory outside the workspace",
+        message: `PEERGATE_POLICIES_DIR=${JSON.stringify(policiesDir)}${real(policiesDir)} is inside the workspace ${JSON.stringify(workspace)}${real(workspace)}, so a command could rewrite the policies it runs under: set PEERGATE_POLICIES_DIR to a directory outside it`,
+      },
+    ]);
+  }
+  // The sandbox's /etc and the verified copies of scripts and pins are staged under TMPDIR: a
+  // command that could write there would change what other commands read and run.
+  const temp = os.tmpdir();
+  if (liesWithin(temp, workspace)) {
+    throw new ConfigError([
+      {
+        field: "TMPDIR",
+        value: temp,
+        expected: "a temp directory outside the workspace",
+        message: `TMPDIR=${JSON.stringify(temp)}${real(temp)} is inside the workspace ${JSON.stringify(workspace)}: peergate stages the sandbox's /etc and verified scripts there; set TMPDIR (or PEERGATE_WORKSPACE) so the workspace does not hold it`,
+      },
+    ]);
+  }
+  // A second name of a secret file (a hard link) may lie anywhere, the workspace included.
+  for (const name of [adminTokenFile, secretKeyFile]) {
+    const file = path.join(dataDir, name);
+    const links = linkCount(file);
+    if (links > 1) {
+      throw new ConfigError([
+        {
+          field: "PEERGATE_DATA_DIR",
+          value: dataDir,
+          expected: "secret files with one name each",
+          message: `${file} has ${links} hard links: another name for it may be where tools can read it; remove the other links (find / -samefile ${file}) and rotate the secret`,
+        },
+      ]);
+    }
+  }
+}
+
+function linkCount(file: string): number {
+  try {
+    const stats = lstatSync(file);
+    return stats.isFile() ? stats.nlink : 0;
+  } catch {
+    return 0;
   }
 }

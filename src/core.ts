@@ -27,7 +27,7 @@ import { type A2aService, createA2aService } from "./a2a/service.ts";
 import { createJwksCache } from "./auth/jwt.ts";
 import { createRateLimiter, type RateLimiter } from "./auth/rate-limit.ts";
 import { loadSecretKey } from "./auth/secret-key-file.ts";
-import type { Config } from "./config.ts";
+import { type Config, checkWorkspacePlace } from "./config.ts";
 import { serveControlSocket } from "./control/serve-control-socket.ts";
 import { startAuditChainer } from "./db/audit-chainer.ts";
 import type { Database } from "./db/client.ts";
@@ -101,6 +101,8 @@ export async function openCore(
       fix,
     );
   }
+  // Again now that the data directory exists: by identity, it may only now have one.
+  checkWorkspacePlace(config, env);
   const secretKey = await loadSecretKey({
     configured: config.secretKey,
     dataDir: config.dataDir,
@@ -245,6 +247,7 @@ export async function openCore(
         });
       },
       buildTools: (next) => createToolRuntime(runtimeOptions(next)),
+      checkPlaces: () => checkWorkspacePlace(config, env),
     });
     const livePolicies = live;
     opened.push(() => livePolicies.close());

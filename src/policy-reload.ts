@@ -123,6 +123,11 @@ export async function watchPolicies(options: {
   readonly checkSandbox: (next: LoadedPolicies) => Promise<void>;
   /** A tool runtime for new policies whose tools differ from those in force. */
   readonly buildTools: (next: LoadedPolicies) => Promise<ToolRuntime>;
+  /**
+   * The places of the data directory, workspace and policy directory checked again by identity
+   * (config.ts checkWorkspacePlace); throws ConfigError when one now holds another.
+   */
+  readonly checkPlaces?: () => void;
 }): Promise<LivePolicies> {
   const { dir, logger } = options;
   const files = policyFiles.map((name) => path.join(dir, name));
@@ -193,12 +198,17 @@ export async function watchPolicies(options: {
   const reloadOnce = async (): Promise<PolicyReloadResult> => {
     let texts: (string | undefined)[];
     try {
+      options.checkPlaces?.();
       texts = await Promise.all(files.map(readText));
     } catch (error) {
       return refuse(toProblems(error, files));
     }
     const changed = files.filter((_, i) => texts[i] !== lastTexts[i]);
-    if (changed.length === 0) return { ok: true, changed: [] };
+    // A script or pinned program that changed keeps its tool refused until a reload: this one.
+    const stale = [...tools.tools.values()]
+      .filter((tool) => tool.changedSinceLoad?.() === true)
+      .map((tool) => tool.name);
+    if (changed.length === 0 && stale.length === 0) return { ok: true, changed: [] };
     const policiesChanged = changed.includes(agentFile) || changed.includes(toolsFile);
 
     // Everything is validated before anything is replaced.
@@ -228,12 +238,15 @@ export async function watchPolicies(options: {
           );
         }
       }
-      if (!isDeepStrictEqual(runtimeInputs(next), runtimeInputs(current))) {
-        try {
-          nextTools = await options.buildTools(next);
-        } catch (error) {
-          return refuse(toProblems(error, [toolsFile, agentFile]));
-        }
+    }
+    if (
+      stale.length > 0 ||
+      (policiesChanged && !isDeepStrictEqual(runtimeInputs(next), runtimeInputs(current)))
+    ) {
+      try {
+        nextTools = await options.buildTools(next);
+      } catch (error) {
+        return refuse(toProblems(error, [toolsFile, agentFile]));
       }
     }
 
@@ -254,6 +267,14 @@ export async function watchPolicies(options: {
     }
     if (changed.includes(modelsFile)) {
       logger.info("prices reloaded", { file: modelsFile, models: prices.models.size });
+    }
+    if (stale.length > 0) {
+      logger.info(
+        "tools whose script or pinned program changed were read, hashed and loaded again",
+        {
+          tools: stale,
+        },
+      );
     }
     logger.info("policies reloaded", {
       files: changed,

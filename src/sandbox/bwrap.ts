@@ -212,6 +212,17 @@ export function bwrapArguments(
   }
   // After /tmp: a workspace under /tmp is bound on top of the fresh tmpfs.
   args.push("--bind", request.workspace, request.workspace, "--chdir", request.cwd);
+  // After the workspace: a verified copy covers the file of the same name there. Refused, not
+  // skipped: running the operator's file instead would run bytes nobody verified.
+  for (const file of request.boundFiles ?? []) {
+    const hidden = hiddenPaths.some((h) =>
+      [file.source, file.target].some((p) => isUnder(p, h) || isUnder(h, p)),
+    );
+    if (hidden || !path.isAbsolute(file.target) || !isRegularFile(file.source)) {
+      throw new Error(`cannot bind ${file.source} at ${file.target}; nothing was run`);
+    }
+    args.push("--ro-bind", file.source, file.target);
+  }
   args.push("--clearenv");
   for (const [name, value] of Object.entries({ HOME: "/tmp", ...request.env })) {
     args.push("--setenv", name, value);

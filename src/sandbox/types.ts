@@ -40,6 +40,12 @@ export type SandboxRequest = {
   readonly limits: SandboxLimits;
   /** Absolute paths outside /usr the program needs to read (a declared program's own file). */
   readonly readOnlyPaths?: readonly string[];
+  /**
+   * Regular files bound read-only at `target` (over whatever is there, workspace included):
+   * a verified copy of a script or pinned program, so the path the program names holds the
+   * bytes that were hashed, never a second open of the operator's file.
+   */
+  readonly boundFiles?: readonly { readonly source: string; readonly target: string }[];
 };
 
 /** What to spawn: `command` with `args`, in `cwd`, with exactly `env`. */

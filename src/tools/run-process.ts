@@ -8,7 +8,7 @@
 // not) with it; a sandboxed script therefore gets no SIGTERM grace of its own.
 import { spawn } from "node:child_process";
 import type { Redactor } from "../sandbox/redact.ts";
-import type { SandboxBackend, SandboxLimits } from "../sandbox/types.ts";
+import type { SandboxBackend, SandboxLimits, SandboxRequest } from "../sandbox/types.ts";
 
 export const processDefaults = { killGraceMs: 3_000, lingerMs: 500 };
 
@@ -39,6 +39,8 @@ export type ProcessConfinement = {
   readonly limits: SandboxLimits;
   /** Files outside /usr the program needs to read (a declared program's own path). */
   readonly readOnlyPaths?: readonly string[];
+  /** Verified copies bound read-only at the path the program names (SandboxRequest.boundFiles). */
+  readonly boundFiles?: SandboxRequest["boundFiles"];
   /** Applied to stdout and stderr before they leave this module. */
   readonly redactor?: Redactor;
 };
@@ -97,6 +99,7 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
       egress: request.sandbox.egress,
       limits: request.sandbox.limits,
       ...(request.sandbox.readOnlyPaths ? { readOnlyPaths: request.sandbox.readOnlyPaths } : {}),
+      ...(request.sandbox.boundFiles ? { boundFiles: request.sandbox.boundFiles } : {}),
     });
     const child = spawn(command.command, [...command.args], {
       cwd: command.cwd,

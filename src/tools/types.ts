@@ -154,6 +154,11 @@ export type ToolImplementation = {
     readonly timeoutMs?: number;
     execute(args: unknown, ctx: ToolCallContext): Promise<ToolSuccess | ToolFailure>;
   };
+  /**
+   * Declared command tools: true once a script or pinned program was found changed since load;
+   * the tool then refuses every call until a policy reload builds it again (src/policy-reload.ts).
+   */
+  changedSinceLoad?(): boolean;
 };
 
 /** Every implemented tool of this process, by canonical name. */

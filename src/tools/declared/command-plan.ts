@@ -3,7 +3,10 @@
 // model names; `script` runs the hashed script (through its interpreter when one is declared);
 // `chain` reads the command with the bash parser and resolves every stage on its own (a declared
 // program, or, when the tool lists none, a name on PATH, hashed at first use). Nothing here runs a
-// program; `verify` and `verifyScript` re-check pins and the script just before a start.
+// program; `verify` and `verifyScript` re-check pins and the script just before a start. What
+// runs is never the operator's file: a pinned program or script runs from the copy made at load
+// (verified-files.ts), named in `files` by its argv position. A file found changed is recorded in
+// the runtime's change log and stays refused, even once restored, until a reload builds anew.
 import { realpath } from "node:fs/promises";
 import path from "node:path";
 import { quoteUntrusted } from "../../policy/quote.ts";
@@ -25,7 +28,21 @@ export type PlannedStage = {
   resolved: ResolvedProgram;
   /** What the model sees of the argv (declared secrets masked). */
   shown: string[];
+  /** argv positions naming a verified file (a pinned program, the script) and its staged copy. */
+  files: readonly VerifiedArg[];
 };
+
+export type VerifiedArg = {
+  readonly index: number;
+  readonly path: string;
+  readonly staged: string;
+};
+
+/** Files found changed since load, by the operator's path, with what was seen: refused until reload. */
+export type ChangeLog = Map<string, string>;
+
+/** A refusal because a verified file changed: audited as a refused stage. */
+export class ChangedFileError extends DeclaredToolError {}
 
 /** One item of a chain (a pipeline), or the single item of the other modes. */
 export type PlannedItem = { op: ChainItem["op"]; stages: PlannedStage[] };
@@ -43,6 +60,7 @@ export function createCommandPlanner(
   prepared: Prepared,
   options: CreateCommandToolsOptions,
   optionsAllowed: boolean,
+  changes: ChangeLog,
 ): CommandPlanner {
   const { tool, programs } = prepared;
   const onPath = new Map<string, ResolvedProgram>();
@@ -70,16 +88,24 @@ export function createCommandPlanner(
     return resolved;
   };
 
+  const untilReload =
+    "it stays refused, even if the file is restored, until peergate's policies are reloaded (SIGHUP) or it restarts";
+
   const verify = async (stage: PlannedStage) => {
-    if (stage.resolved.pinned === undefined) return;
-    const now = await hashExecutable(stage.resolved.path).catch(() => "");
-    if (now !== stage.resolved.pinned) {
-      throw new DeclaredToolError(
+    const { pinned, path: file } = stage.resolved;
+    if (pinned === undefined) return;
+    const seen = changes.get(file) ?? (await hashExecutable(file).catch(() => "gone"));
+    if (seen !== pinned) {
+      changes.set(file, seen);
+      throw new ChangedFileError(
         "refused",
-        `The program ${quoteUntrusted(stage.name)} of ${tool.name} changed since peergate started (its SHA-256 no longer matches the pin); nothing was run.`,
+        `The program ${quoteUntrusted(stage.name)} of ${tool.name} changed since peergate loaded it (its SHA-256 no longer matches the pin); nothing was run, and ${untilReload}.`,
       );
     }
   };
+
+  const verifiedProgram = (index: number, resolved: ResolvedProgram): VerifiedArg[] =>
+    resolved.staged === undefined ? [] : [{ index, path: resolved.path, staged: resolved.staged }];
 
   const declaredArgv = async (): Promise<{ argv: string[]; shown: string[] }> => {
     const argv: string[] = [];
@@ -130,7 +156,13 @@ export function createCommandPlanner(
         const stages: PlannedStage[] = [];
         for (const [name, ...rest] of item.stages) {
           const resolved = await resolveStageProgram(name);
-          stages.push({ name, argv: [resolved.path, ...rest], resolved, shown: rest });
+          stages.push({
+            name,
+            argv: [resolved.path, ...rest],
+            resolved,
+            shown: rest,
+            files: verifiedProgram(0, resolved),
+          });
         }
         out.push({ op: item.op, stages });
       }
@@ -150,10 +182,17 @@ export function createCommandPlanner(
         interpreter === undefined
           ? [script.path, ...fixed.argv, ...modelArgs]
           : [interpreter.path, script.path, ...fixed.argv, ...modelArgs];
+      const scriptArg = { path: script.path, staged: script.staged };
+      const files =
+        interpreter === undefined
+          ? [{ index: 0, ...scriptArg }]
+          : [...verifiedProgram(0, interpreter), { index: 1, ...scriptArg }];
       return [
         {
           op: undefined,
-          stages: [{ name: tool.script, argv, resolved, shown: [...fixed.shown, ...modelArgs] }],
+          stages: [
+            { name: tool.script, argv, resolved, shown: [...fixed.shown, ...modelArgs], files },
+          ],
         },
       ];
     }
@@ -168,6 +207,7 @@ export function createCommandPlanner(
             argv: [resolved.path, ...fixed.argv, ...modelArgs],
             resolved,
             shown: [...fixed.shown, ...modelArgs],
+            files: verifiedProgram(0, resolved),
           },
         ],
       },
@@ -177,11 +217,16 @@ export function createCommandPlanner(
   const verifyScript = async () => {
     const script = prepared.script;
     if (script === undefined) return;
-    const read = await readScript(script.path, script.maxBytes);
-    if (typeof read === "string" || read.sha256 !== script.sha256) {
-      throw new DeclaredToolError(
+    let read = changes.get(script.path);
+    if (read === undefined) {
+      const now = await readScript(script.path, script.maxBytes);
+      read = typeof now === "string" ? "gone" : now.sha256;
+    }
+    if (read !== script.sha256) {
+      changes.set(script.path, read);
+      throw new ChangedFileError(
         "script-changed",
-        `The script of ${tool.name} changed since peergate loaded it (its SHA-256 differs, or it is gone or too large); nothing was run. Restart peergate after reviewing it.`,
+        `The script of ${tool.name} changed since peergate loaded it (its SHA-256 differs, or it is gone or too large); nothing was run, and ${untilReload}. Review it first.`,
       );
     }
   };

@@ -9,6 +9,7 @@ import { access, open, stat } from "node:fs/promises";
 import path from "node:path";
 import { canonicalJson } from "../../db/audit.ts";
 import { ConfigError, type Problem } from "../../errors.ts";
+import { liesWithin } from "../../path-identity.ts";
 import type {
   ArgSourcePolicy,
   CommandToolPolicy,
@@ -19,6 +20,7 @@ import type { Redactor } from "../../sandbox/redact.ts";
 import type { SandboxBackend } from "../../sandbox/types.ts";
 import type { Workspace } from "../workspace.ts";
 import { sha256Hex } from "./declared-output.ts";
+import { stageVerifiedFile, stagingDirectory, type VerifiedFile } from "./verified-files.ts";
 
 export const commandToolLimits = {
   maxArguments: 32,
@@ -81,8 +83,17 @@ export async function hashExecutable(file: string): Promise<string> {
   return hash.digest("hex");
 }
 
-/** A program as the tool will run it: where it is, its hash now, and a pin if one was declared. */
-export type ResolvedProgram = { path: string; sha256: string; pinned: string | undefined };
+/**
+ * A program as the tool will run it: where it is, its hash at load, and a pin if one was declared.
+ * A pinned program also has `staged`, the read-only copy of the bytes the pin was checked on:
+ * that copy is what runs (verified-files.ts).
+ */
+export type ResolvedProgram = {
+  path: string;
+  sha256: string;
+  pinned: string | undefined;
+  staged?: string | undefined;
+};
 
 export type DeclaredArg =
   | { kind: "literal"; value: string }
@@ -94,7 +105,8 @@ export type Prepared = {
   /** Program name (as declared) to what it resolved to. */
   programs: Map<string, ResolvedProgram>;
   args: DeclaredArg[];
-  script: { path: string; sha256: string; maxBytes: number } | undefined;
+  /** The script's path, its hash at load, and `staged`: the copy of those bytes that runs. */
+  script: { path: string; sha256: string; maxBytes: number; staged: string } | undefined;
   manifest: string;
   secrets: string[];
 };
@@ -170,7 +182,23 @@ export async function prepareCommandTools(options: CreateCommandToolsOptions): P
     }
     return hash;
   };
+  const staging = new Map<string, Promise<VerifiedFile | string>>();
+  const stageOnce = (file: string) => {
+    let copy = staging.get(file);
+    if (copy === undefined) {
+      copy = stageVerifiedFile(file, { executable: true });
+      staging.set(file, copy);
+    }
+    return copy;
+  };
   const source = options.file ?? "tools.yaml";
+  const stagingProblem = needsStaging(options) ? checkStagingPlace(options.workspace) : undefined;
+  if (stagingProblem !== undefined) {
+    throw new ConfigError(
+      [{ field: "TMPDIR", value: stagingDirectory(), message: stagingProblem }],
+      "peergate cannot start: a declared command tool cannot run",
+    );
+  }
   for (const [index, tool] of options.commands.entries()) {
     const where = `commands[${index}] (${tool.name})`;
     const fail = (field: string, value: unknown, message: string, expected?: string) =>
@@ -195,8 +223,24 @@ export async function prepareCommandTools(options: CreateCommandToolsOptions): P
         );
         continue;
       }
-      const actual = await hashOnce(resolved.path);
       const pinned = alias?.sha256 ?? (tool.mode === "fixed" ? tool.sha256 : undefined);
+      const place = checkProgramPlace(resolved.path, pinned !== undefined, options.workspace);
+      if (place !== undefined) {
+        fail(field, name, place);
+        continue;
+      }
+      let actual: string;
+      let staged: string | undefined;
+      if (pinned === undefined) actual = await hashOnce(resolved.path);
+      else {
+        const copy = await stageOnce(resolved.path);
+        if (typeof copy === "string") {
+          fail(field, name, `${copy}; fix the path or the pin`);
+          continue;
+        }
+        actual = copy.sha256;
+        staged = copy.staged;
+      }
       if (pinned !== undefined && actual !== pinned) {
         fail(
           alias === undefined ? "sha256" : `executables ${alias.id}.sha256`,
@@ -205,7 +249,7 @@ export async function prepareCommandTools(options: CreateCommandToolsOptions): P
           pinned,
         );
       }
-      programs.set(name, { path: resolved.path, sha256: actual, pinned });
+      programs.set(name, { path: resolved.path, sha256: actual, pinned, staged });
     }
     const secrets: string[] = [];
     const args: DeclaredArg[] = [];
@@ -220,7 +264,16 @@ export async function prepareCommandTools(options: CreateCommandToolsOptions): P
     if (tool.mode === "script") {
       const file = path.resolve(options.workspace.root, tool.script);
       const maxBytes = tool.maxSourceBytes ?? commandToolLimits.maxSourceBytes;
-      const read = await readScript(file, maxBytes);
+      const place = liesWithin(file, options.workspace.dataDir)
+        ? `${file} is in peergate's data directory, which no tool reads`
+        : undefined;
+      const read =
+        place ??
+        (await stageVerifiedFile(file, {
+          noFollow: true,
+          maxBytes,
+          executable: tool.executable === true,
+        }));
       if (typeof read === "string")
         fail("script", tool.script, `${read}; fix the path or the bound`);
       else if (tool.sha256 !== undefined && read.sha256 !== tool.sha256) {
@@ -236,7 +289,7 @@ export async function prepareCommandTools(options: CreateCommandToolsOptions): P
           true,
           `${file} is not executable; chmod +x it or declare an interpreter`,
         );
-      } else script = { path: file, sha256: read.sha256, maxBytes };
+      } else script = { path: file, sha256: read.sha256, maxBytes, staged: read.staged };
     }
     const manifest = sha256Hex(
       canonicalJson({
@@ -255,6 +308,47 @@ export async function prepareCommandTools(options: CreateCommandToolsOptions): P
     throw new ConfigError(problems, "peergate cannot start: a declared command tool cannot run");
   }
   return prepared;
+}
+
+/**
+ * Where a program may be, judged by its real location: never in the data directory, and in the
+ * workspace (however it is named: an absolute path, a PATH entry, a symlink) only when pinned,
+ * since commands can write there.
+ */
+function checkProgramPlace(
+  file: string,
+  pinned: boolean,
+  workspace: Workspace,
+): string | undefined {
+  if (liesWithin(file, workspace.dataDir)) {
+    return `${file} is in peergate's data directory, which no tool reads; fix the path`;
+  }
+  if (!pinned && liesWithin(file, workspace.root)) {
+    return `${file} is in the workspace, where commands can change it; pin it (sha256 under executables) or install it outside the workspace`;
+  }
+  return undefined;
+}
+
+/** True when some declared tool runs a staged copy (a script or a pin). */
+function needsStaging(options: CreateCommandToolsOptions): boolean {
+  const pinned = new Set(
+    (options.executables ?? []).filter((e) => e.sha256 !== undefined).map((e) => e.id),
+  );
+  return options.commands.some(
+    (tool) =>
+      tool.mode === "script" ||
+      (tool.mode === "fixed" && tool.sha256 !== undefined) ||
+      declaredPrograms(tool).some((name) => pinned.has(name)),
+  );
+}
+
+/** The staging directory must not be where commands or the data directory are. */
+function checkStagingPlace(workspace: Workspace): string | undefined {
+  const dir = stagingDirectory();
+  if (liesWithin(dir, workspace.root) || liesWithin(dir, workspace.dataDir)) {
+    return `the staging directory ${dir} for verified scripts and programs is in the workspace or the data directory: set TMPDIR to a directory outside both`;
+  }
+  return undefined;
 }
 
 function prepareArg(

@@ -10,7 +10,9 @@
 // each mode's stages in command-plan.ts, the stage gate in command-stage-gate.ts and the result's
 // shape in command-result.ts. The digest travels in the call's arguments, so an approval names it,
 // and a call whose digest is not the running manifest's is refused. A `sha256` pin is checked at
-// start and before every call.
+// start and before every call; a script or pinned program runs from the copy hashed at load
+// (verified-files.ts), so the digest names the bytes that run. One found changed is refused, and
+// the refusal audited as a refused stage, until a policy reload builds the tools again.
 import { z } from "zod";
 import { quoteUntrusted } from "../../policy/quote.ts";
 import { SandboxUnavailableError } from "../../sandbox/pids-cgroup.ts";
@@ -30,7 +32,12 @@ import {
 import { checkCallWorkspace } from "../workspace.ts";
 import { ChainSyntaxError } from "./chain.ts";
 import { buildInputSchema, type CallInput } from "./command-input.ts";
-import { createCommandPlanner } from "./command-plan.ts";
+import {
+  ChangedFileError,
+  type ChangeLog,
+  createCommandPlanner,
+  type PlannedStage,
+} from "./command-plan.ts";
 import {
   type CreateCommandToolsOptions,
   commandToolLimits,
@@ -50,6 +57,7 @@ import { createStageGate, StageParked } from "./command-stage-gate.ts";
 import { chainRedactors, createProgressStream, stripTerminal } from "./declared-output.ts";
 import { describeDeclaredTool } from "./describe.ts";
 import { type PipelineResult, runPipeline, type StageStatus } from "./pipeline.ts";
+import { launchVerified } from "./verified-files.ts";
 
 export {
   type CreateCommandToolsOptions,
@@ -67,12 +75,15 @@ export async function createCommandTools(
   options: CreateCommandToolsOptions,
 ): Promise<ToolImplementation[]> {
   const prepared = await prepareCommandTools(options);
-  return prepared.map((p) => buildCommandTool(p, options));
+  // Shared by this runtime's tools: a program two tools pin is refused by both once changed.
+  const changes: ChangeLog = new Map();
+  return prepared.map((p) => buildCommandTool(p, options, changes));
 }
 
 function buildCommandTool(
   prepared: Prepared,
   options: CreateCommandToolsOptions,
+  changes: ChangeLog,
 ): ToolImplementation {
   const { tool, manifest } = prepared;
   const timeoutMs = tool.timeoutMs ?? commandToolLimits.defaultTimeoutMs;
@@ -91,9 +102,28 @@ function buildCommandTool(
     tool.allowOptions === true ||
     prepared.args.some((a) => a.kind === "literal" && a.value === "--") ||
     tool.mode === "chain";
-  const { plan, verify, verifyScript } = createCommandPlanner(prepared, options, optionsAllowed);
+  const { plan, verify, verifyScript } = createCommandPlanner(
+    prepared,
+    options,
+    optionsAllowed,
+    changes,
+  );
   const { gateStage, stageEvent } = createStageGate(tool, manifest);
-
+  const verifiedPaths = [
+    ...(prepared.script === undefined ? [] : [prepared.script.path]),
+    ...[...prepared.programs.values()].filter((p) => p.staged !== undefined).map((p) => p.path),
+  ];
+  /** Runs a check; a changed file's refusal is audited as a refused stage before it is thrown. */
+  const audited = async (ctx: ToolCallContext, stage: PlannedStage, check: () => Promise<void>) => {
+    try {
+      await check();
+    } catch (error) {
+      if (error instanceof ChangedFileError) {
+        stageEvent(ctx, stage, "refused", { reason: error.message });
+      }
+      throw error;
+    }
+  };
   const run = async (
     input: CallInput,
     ctx: ToolCallContext,
@@ -116,7 +146,7 @@ function buildCommandTool(
             `This command is not allowed: ${verdict.reason}. Nothing was run.`,
           );
         }
-        await verify(stage);
+        await audited(ctx, stage, () => verify(stage));
       }
     }
     const stdin = input.stdin === undefined ? undefined : Buffer.from(input.stdin, "utf8");
@@ -169,8 +199,9 @@ function buildCommandTool(
       }
       try {
         for (const stage of item.stages) await gateStage(stage, ctx);
-        if (tool.mode === "script") await verifyScript();
-        for (const stage of item.stages) await verify(stage);
+        const first = item.stages[0];
+        if (tool.mode === "script" && first !== undefined) await audited(ctx, first, verifyScript);
+        for (const stage of item.stages) await audited(ctx, stage, () => verify(stage));
       } catch (error) {
         if (error instanceof StageParked) {
           progress?.end();
@@ -190,8 +221,9 @@ function buildCommandTool(
         continue;
       }
       for (const stage of item.stages) stageEvent(ctx, stage, "started");
+      const started = launchVerified(item.stages, options.sandbox);
       const result = await runPipeline({
-        stages: item.stages.map((s) => s.argv),
+        stages: started.argvs,
         stdin: index === 0 ? stdin : undefined,
         cwd: options.workspace.root,
         workspace: options.workspace.root,
@@ -202,8 +234,8 @@ function buildCommandTool(
           ...new Set(
             item.stages.map((s) => s.argv[0]).concat(prepared.script ? [prepared.script.path] : []),
           ),
-        ],
-        backend: options.sandbox,
+        ].filter((p) => !started.verified.has(p)),
+        backend: started.backend,
         timeoutMs: Math.max(1, deadline - Date.now()),
         signal: ctx.signal,
         maxOutputBytes,
@@ -247,6 +279,7 @@ function buildCommandTool(
   return {
     name: tool.name,
     description: describeDeclaredTool(tool, optionsAllowed),
+    changedSinceLoad: () => verifiedPaths.some((p) => changes.has(p)),
     inputSchema,
     timeoutMs: timeoutMs + 10_000,
     execute: async (args, ctx) => {
