@@ -19,11 +19,12 @@ import { describeUnmended } from "./patch-postgres-driver.mjs";
 
 /** The database options `config` names. */
 export function resolveDatabaseOptions(
-  config: Pick<Config, "databaseUrl" | "dataDir">,
+  config: Pick<Config, "databaseUrl" | "dataDir"> & Partial<Pick<Config, "countRoundTrips">>,
 ): DatabaseOptions {
-  return config.databaseUrl
-    ? { kind: "postgres", url: config.databaseUrl }
-    : { kind: "pglite", dataDir: path.join(config.dataDir, "pg") };
+  if (!config.databaseUrl) return { kind: "pglite", dataDir: path.join(config.dataDir, "pg") };
+  return config.countRoundTrips
+    ? { kind: "postgres", url: config.databaseUrl, countRoundTrips: true }
+    : { kind: "postgres", url: config.databaseUrl };
 }
 
 /** A one-line description for logs and CLI output; never includes a password. */
@@ -77,7 +78,8 @@ export function checkDriverMended(
 
 /** Opens the configured database (not migrated: see `migrateDatabase`). */
 export async function openConfiguredDatabase(
-  config: Pick<Config, "databaseUrl" | "dataDir"> & Partial<Pick<Config, "allowUnmendedDriver">>,
+  config: Pick<Config, "databaseUrl" | "dataDir"> &
+    Partial<Pick<Config, "allowUnmendedDriver" | "countRoundTrips">>,
   warn: (message: string, fields: Record<string, unknown>) => void = (message, fields) =>
     console.error(`warning: ${message}: ${JSON.stringify(fields)}`),
 ): Promise<Database> {
