@@ -6,7 +6,8 @@
 // connection in test/faults/database-outage.test.ts, the others in
 // test/db/postgres-driver-mends.test.ts.
 import { spawnSync } from "node:child_process";
-import { readFile, rm, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import {
@@ -99,6 +100,29 @@ describe("the postgres driver's mends", () => {
     // All or nothing: the flavours that did match were not patched either.
     expect(await readFile(path.join(dir, "src/connection.js"), "utf8")).toBe(before);
     expect(new Set(states(dir))).not.toContain("mended");
+  });
+
+  it("fail npm's install step: `npm run postinstall` (what npm ci runs) exits non-zero on a driver it does not recognise", async () => {
+    // A throwaway project: package.json, the patch and its script, and a changed driver copy.
+    const project = await mkdtemp(path.join(tmpdir(), "peergate-install-"));
+    temps.push(project);
+    const driver = path.join(project, "node_modules/postgres");
+    await mkdir(path.join(project, "src/db"), { recursive: true });
+    await cp(path.join(repo, "package.json"), path.join(project, "package.json"));
+    for (const file of ["patch-postgres-driver.mjs", "postgres-driver.patch"]) {
+      await cp(path.join(repo, "src/db", file), path.join(project, "src/db", file));
+    }
+    await cp(installed, driver, { recursive: true });
+    const index = path.join(driver, "src/index.js");
+    await writeFile(index, (await readFile(index, "utf8")).replace("let q\n", "let query\n"));
+    const run = spawnSync("npm", ["run", "postinstall"], {
+      cwd: project,
+      encoding: "utf8",
+      env: { ...process.env, npm_config_offline: "true" },
+    });
+    expect(run.status).not.toBe(0);
+    expect(run.stderr).toContain("postgres driver not recognised");
+    expect(run.stderr).toContain("src/index.js: mend 3a");
   });
 
   it("fail the install on a driver of another version, even if its text matches", async () => {
