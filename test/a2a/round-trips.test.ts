@@ -8,7 +8,7 @@ import { sql } from "drizzle-orm";
 import { afterEach, expect, it } from "vitest";
 import { selectRows } from "../../src/db/client.ts";
 import { startEngine, stopEngines } from "../runs/support.ts";
-import { describeEachDatabase } from "../support/databases.ts";
+import { describeEachCountedDatabase } from "../support/databases.ts";
 import { sendBody, startHarness } from "./support.ts";
 
 /**
@@ -33,72 +33,68 @@ function answer(text: string): LanguageModelV4GenerateResult {
   };
 }
 
-describeEachDatabase(
-  "SQL round trips",
-  (ctx) => {
-    afterEach(stopEngines);
+describeEachCountedDatabase("SQL round trips", (ctx) => {
+  afterEach(stopEngines);
 
-    it.runIf(ctx.kind === "postgres")("counts a statement and a transaction", async () => {
+  it.runIf(ctx.kind === "postgres")("counts a statement and a transaction", async () => {
+    const counter = ctx.database.roundTrips;
+    if (!counter) throw new Error("no counter on a postgres database");
+    const before = counter.read();
+    await selectRows(ctx.db, sql`select 1`);
+    await ctx.db.transaction(async (tx) => {
+      await selectRows(tx, sql`select 1`);
+      await selectRows(tx, sql`select 2`);
+    });
+    const after = counter.read();
+    // 1 + (BEGIN with the first statement, the second, COMMIT)
+    expect(after.roundTrips - before.roundTrips).toBe(1 + 3);
+    expect(after.statements - before.statements).toBe(1 + 4);
+  });
+
+  it.runIf(ctx.kind === "postgres")(
+    "a plain SendMessage costs exactly its pinned number of round trips",
+    async () => {
       const counter = ctx.database.roundTrips;
       if (!counter) throw new Error("no counter on a postgres database");
-      const before = counter.read();
-      await selectRows(ctx.db, sql`select 1`);
-      await ctx.db.transaction(async (tx) => {
-        await selectRows(tx, sql`select 1`);
-        await selectRows(tx, sql`select 2`);
+      const model = new MockLanguageModelV4({ doGenerate: async () => answer("hello back") });
+      const { engine } = await startEngine(ctx.database, {
+        model: { model, calls: [], offered: () => [], toolResults: () => [] },
       });
-      const after = counter.read();
-      // 1 + (BEGIN with the first statement, the second, COMMIT)
-      expect(after.roundTrips - before.roundTrips).toBe(1 + 3);
-      expect(after.statements - before.statements).toBe(1 + 4);
-    });
-
-    it.runIf(ctx.kind === "postgres")(
-      "a plain SendMessage costs exactly its pinned number of round trips",
-      async () => {
-        const counter = ctx.database.roundTrips;
-        if (!counter) throw new Error("no counter on a postgres database");
-        const model = new MockLanguageModelV4({ doGenerate: async () => answer("hello back") });
-        const { engine } = await startEngine(ctx.database, {
-          model: { model, calls: [], offered: () => [], toolResults: () => [] },
-        });
-        const harness = await startHarness(ctx.database, ["alice"], { runs: engine });
-        try {
-          const send = async (text: string) => {
-            const response = await harness.rpc("alice", sendBody(text));
-            const body = (await response.json()) as {
-              result?: { task?: { id?: string; status?: { state?: string } } };
-            };
-            expect(body.result?.task?.status?.state).toBe("TASK_STATE_COMPLETED");
-            return body.result?.task;
+      const harness = await startHarness(ctx.database, ["alice"], { runs: engine });
+      try {
+        const send = async (text: string) => {
+          const response = await harness.rpc("alice", sendBody(text));
+          const body = (await response.json()) as {
+            result?: { task?: { id?: string; status?: { state?: string } } };
           };
-          // Warm: the caller's rows exist and statements are prepared on some connections.
-          await send("warm up");
-          await send("warm up again");
-          const before = counter.read();
-          const stop = counter.record();
-          const answered = await send("hello");
-          const after = counter.read();
-          const list = stop();
-          // The task the caller was answered is the one stored: written with the run's end, the
-          // SDK's own save of it skipped as already done.
-          const [stored] = await selectRows<{ task: { status?: { state?: string } } }>(
-            ctx.db,
-            sql`select task from a2a_tasks where id = ${answered?.id ?? ""}`,
-          );
-          expect(stored?.task).toEqual(answered);
-          if (process.env.PEERGATE_PRINT_ROUND_TRIPS) {
-            console.log(list.map((s) => `${s.roundTrip ? "RT " : "   "}${s.sql}`).join("\n"));
-          }
-          const trips = after.roundTrips - before.roundTrips;
-          expect(model.doGenerateCalls).toHaveLength(3);
-          expect(model.doStreamCalls).toHaveLength(0);
-          expect(trips, list.map((s) => s.sql.slice(0, 60)).join("\n")).toBe(sendMessageRoundTrips);
-        } finally {
-          await harness.close();
+          expect(body.result?.task?.status?.state).toBe("TASK_STATE_COMPLETED");
+          return body.result?.task;
+        };
+        // Warm: the caller's rows exist and statements are prepared on some connections.
+        await send("warm up");
+        await send("warm up again");
+        const before = counter.read();
+        const stop = counter.record();
+        const answered = await send("hello");
+        const after = counter.read();
+        const list = stop();
+        // The task the caller was answered is the one stored: written with the run's end, the
+        // SDK's own save of it skipped as already done.
+        const [stored] = await selectRows<{ task: { status?: { state?: string } } }>(
+          ctx.db,
+          sql`select task from a2a_tasks where id = ${answered?.id ?? ""}`,
+        );
+        expect(stored?.task).toEqual(answered);
+        if (process.env.PEERGATE_PRINT_ROUND_TRIPS) {
+          console.log(list.map((s) => `${s.roundTrip ? "RT " : "   "}${s.sql}`).join("\n"));
         }
-      },
-    );
-  },
-  { countRoundTrips: true },
-);
+        const trips = after.roundTrips - before.roundTrips;
+        expect(model.doGenerateCalls).toHaveLength(3);
+        expect(model.doStreamCalls).toHaveLength(0);
+        expect(trips, list.map((s) => s.sql.slice(0, 60)).join("\n")).toBe(sendMessageRoundTrips);
+      } finally {
+        await harness.close();
+      }
+    },
+  );
+});

@@ -237,3 +237,12 @@ export function describeEachDatabase(
     });
   }
 }
+
+/** `describeEachDatabase` with round trips counted on PostgreSQL, for the tests that measure them. */
+export function describeEachCountedDatabase(
+  title: string,
+  define: (ctx: DatabaseTestContext) => void,
+  options: DescribeEachDatabaseOptions = {},
+): void {
+  describeEachDatabase(title, define, { ...options, countRoundTrips: true });
+}
