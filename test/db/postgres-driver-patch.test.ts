@@ -6,10 +6,11 @@
 // connection in test/faults/database-outage.test.ts, the others in
 // test/db/postgres-driver-mends.test.ts.
 import { spawnSync } from "node:child_process";
-import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readFile, realpath, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { checkDriverMended, resolveDriverDir } from "../../src/db/open-configured.ts";
 import {
   describeUnmended,
   flavours,
@@ -56,6 +57,19 @@ describe("the postgres driver's mends", () => {
     ]);
     for (const hunk of hunks) expect(hunk.after).toContain("patched by peergate");
     expect(describeUnmended(installed)).toEqual([]);
+  });
+
+  it("are what the server's start-up check finds in the driver it loads", async () => {
+    const loaded = resolveDriverDir();
+    expect(await realpath(loaded)).toBe(await realpath(installed));
+    expect(() => checkDriverMended(loaded, false, () => {})).not.toThrow();
+    const unmended = await copyUnmended();
+    const warnings: unknown[] = [];
+    expect(() => checkDriverMended(unmended, false, () => {})).toThrow(
+      "the postgres driver is not mended",
+    );
+    checkDriverMended(unmended, true, (message, fields) => warnings.push({ message, fields }));
+    expect(warnings).toHaveLength(1);
   });
 
   it("are applied to an unmended driver once, and a second run changes nothing", async () => {
