@@ -273,7 +273,8 @@ async function runPeergate(): Promise<void> {
   const { createLogger } = await import("../src/log.ts");
   const { startServer } = await import("../src/server.ts");
   const env = { ...process.env } as Record<string, string>;
-  const config = loadConfig(env, process.cwd());
+  // The bench measures round trips: the one place a server counts them.
+  const config = { ...loadConfig(env, process.cwd()), countRoundTrips: true };
   // As `peergate serve` logs: JSON lines on stdout (here /dev/null), one per request at info.
   // Warnings and errors also go to stderr, the bench's own: a failed task can then be explained.
   const logger = createLogger({

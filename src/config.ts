@@ -127,6 +127,13 @@ const envSchema = z.object({
     .min(1_000, { error: "milliseconds, a whole number from 1000 to 600000" })
     .max(600_000, { error: "milliseconds, a whole number from 1000 to 600000" })
     .default(30_000),
+  // Opening PostgreSQL through a postgres.js without the project's mends (src/db/
+  // postgres-driver.patch) is refused unless this is 1: an explicit, logged override.
+  PEERGATE_ALLOW_UNMENDED_DRIVER: z
+    .enum(["", "0", "1"], {
+      error: "1 (open PostgreSQL through a driver without the project's mends) or unset",
+    })
+    .default(""),
   PEERGATE_PUSH_RETRY_MS: z.coerce
     .number({ error: "milliseconds, a whole number from 10 to 60000" })
     .int({ error: "milliseconds, a whole number from 10 to 60000" })
@@ -163,6 +170,10 @@ export type Config = {
   model: string | undefined;
   modelBaseUrl: string | undefined;
   modelApiKey: string | undefined;
+  /** PEERGATE_ALLOW_UNMENDED_DRIVER=1: open PostgreSQL through an unmended driver (warned). */
+  allowUnmendedDriver: boolean;
+  /** Count PostgreSQL round trips (`Database.roundTrips`); set by the bench, never from the environment. */
+  countRoundTrips?: boolean;
   /** Push notifications: exempted addresses, the delivery lease, the first retry delay. */
   push: { allowAddresses: string[]; leaseMs: number; retryBaseMs: number };
 };
@@ -222,6 +233,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
     model: e.PEERGATE_MODEL,
     modelBaseUrl: e.PEERGATE_MODEL_BASE_URL,
     modelApiKey: e.PEERGATE_MODEL_API_KEY,
+    allowUnmendedDriver: e.PEERGATE_ALLOW_UNMENDED_DRIVER === "1",
     push: {
       allowAddresses: e.PEERGATE_PUSH_ALLOW_ADDRESSES,
       leaseMs: e.PEERGATE_PUSH_LEASE_MS,

@@ -110,7 +110,7 @@ export async function openCore(
     logger,
   });
   const databaseOptions = resolveDatabaseOptions(config);
-  const database = await openConfiguredDatabase(config);
+  const database = await openConfiguredDatabase(config, (msg, fields) => logger.warn(msg, fields));
   const opened: (() => Promise<void>)[] = [() => database.close()];
   let closing: Promise<void> | undefined;
   const close = () => {

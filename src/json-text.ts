@@ -7,6 +7,8 @@
 //   JSON.stringify, zod and the A2A SDK's converters overflow the stack at a few thousand levels,
 //   which answered 500 (admin API) or a JSON-RPC internal error (/a2a). No request we serve needs
 //   more than a handful of levels.
+// And writing JSON one way: `canonicalJson`, whose text the audit chain hashes and argument
+// digests compare, so equal values always give equal text.
 
 /** Objects and arrays nested deeper than this are refused. */
 export const maxJsonDepth = 64;
@@ -60,4 +62,32 @@ export function nestsDeeperThan(value: unknown, limit: number = maxJsonDepth): b
     for (const child of Object.values(v)) stack.push([child, depth + 1]);
   }
   return false;
+}
+
+/** JSON with object keys sorted at every depth, so equal values always give equal text. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== "object") {
+    const text = JSON.stringify(value);
+    if (text === undefined) throw new TypeError(`cannot encode ${typeof value} as JSON`);
+    return text;
+  }
+  if (Array.isArray(value)) {
+    let text = "[";
+    for (let i = 0; i < value.length; i++) {
+      if (i > 0) text += ",";
+      text += canonicalJson(value[i] ?? null);
+    }
+    return `${text}]`;
+  }
+  // sort() without a comparator orders by UTF-16 code units, as `<` on strings does.
+  const object = value as Record<string, unknown>;
+  const keys = Object.keys(object).sort();
+  let text = "{";
+  for (const key of keys) {
+    const v = object[key];
+    if (v === undefined) continue;
+    if (text.length > 1) text += ",";
+    text += `${JSON.stringify(key)}:${canonicalJson(v)}`;
+  }
+  return `${text}}`;
 }

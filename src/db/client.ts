@@ -53,7 +53,11 @@ export type Database = {
   notify(channel: string, payload: string): Promise<void>;
   /** Idempotent. */
   close(): Promise<void>;
-  /** postgres: round trips and statements sent so far (src/db/round-trips.ts). */
+  /**
+   * postgres opened with `countRoundTrips`: round trips and statements sent so far
+   * (src/db/round-trips.ts). Absent otherwise: only the bench and the tests that pin round trips
+   * measure them, so a server does not pay for the counting.
+   */
   readonly roundTrips?: RoundTripCounter;
 };
 
@@ -70,6 +74,8 @@ export type DatabaseOptions =
       url: string;
       /** Deadline of each statement (and of BEGIN and COMMIT); default 5 s. */
       statementTimeoutMs?: number;
+      /** Count round trips (`Database.roundTrips`): for the bench and the round-trip tests. */
+      countRoundTrips?: boolean;
     };
 
 export const defaultPingTimeoutMs = 2_000;
@@ -133,7 +139,11 @@ function describeError(error: unknown): string {
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   return options.kind === "pglite"
     ? openPglite(options.dataDir, options.loadDataDir)
-    : openPostgres(options.url, options.statementTimeoutMs ?? defaultStatementTimeoutMs);
+    : openPostgres(
+        options.url,
+        options.statementTimeoutMs ?? defaultStatementTimeoutMs,
+        options.countRoundTrips === true,
+      );
 }
 
 async function openPglite(
@@ -204,12 +214,17 @@ async function openPglite(
   };
 }
 
-async function openPostgres(url: string, statementTimeoutMs: number): Promise<Database> {
+async function openPostgres(
+  url: string,
+  statementTimeoutMs: number,
+  counting: boolean,
+): Promise<Database> {
   const client = postgres(url, postgresOptions);
-  const counted = countRoundTrips(client);
+  // The counter wraps the driver under everything else, so it sees each statement as it is sent.
+  const counted = counting ? countRoundTrips(client) : undefined;
   const db: Db = drizzlePostgres({
     client: withStatementDeadline(
-      usePreparedStatements(pipelineTransactions(counted.sql)),
+      usePreparedStatements(pipelineTransactions(counted?.sql ?? client)),
       statementTimeoutMs,
     ),
     schema,
@@ -227,7 +242,7 @@ async function openPostgres(url: string, statementTimeoutMs: number): Promise<Da
   return {
     kind: "postgres",
     db,
-    roundTrips: counted.counter,
+    ...(counted ? { roundTrips: counted.counter } : {}),
     async ping(timeoutMs = defaultPingTimeoutMs) {
       if (closing) throw new UnavailableError("the database is closed");
       const query = client`select 1`;

@@ -1,115 +1,190 @@
-// Run by `npm install` / `npm ci` (the `postinstall` script): mends four defects of postgres.js
-// 3.4.9, the PostgreSQL driver, until upstream releases fixes. Each is a text replacement in the
-// driver's files, applied once; a driver whose text differs is reported, not touched.
+// Run by `npm install` / `npm ci` (the `postinstall` script): applies src/db/postgres-driver.patch,
+// the project's mends to postgres.js (what each mends and why: that file and
+// docs/dependencies.md), to every flavour of the installed driver.
 //
-// 1. A write on a closed connection (porsager/postgres#1154, #1208). The driver batches small
-//    writes behind a setImmediate. When the connection closes before that immediate runs,
-//    `closed()` has set the socket to null and the immediate calls `socket.write` on it: a
-//    TypeError thrown from a timer, which no caller can catch, so a database that goes away at the
-//    wrong moment takes the whole server down. Seen in the database-outage fault test. The guard:
-//    with no socket, drop the buffered bytes and fail what was waiting on the connection with the
-//    driver's own CONNECTION_CLOSED error, instead of throwing.
-// 2. A cancelled query pipelined behind another is skipped when its turn comes. The driver sends
-//    its CancelRequest then, but also makes the query behind it the current one, although the
-//    server has the cancelled query and answers it: from then on every answer on that connection
-//    goes to the query after the one it belongs to, for good (a frozen database whose statements
-//    passed their deadline left a connection that failed every statement with a RangeError). The
-//    mend: the cancelled query stays the current one and takes its own answers.
-// 3. A cancelled query still queued on a reserved connection stalls it. A reserved connection
-//    that is busy keeps later queries in a queue of its own and sends the next when the server is
-//    ready; a query cancelled meanwhile is "sent" as nothing, so no answer ever comes to send the
-//    one after it, and the transaction's ROLLBACK waits forever with its connection. The mend:
-//    cancelled queries are skipped there.
-// 4. A server error left over from a closed session fails the next session's first statement.
-//    An error the server sends while a statement runs is held until the server says it is ready
-//    again; a FATAL one (the backend was terminated: `pg_terminate_backend`, a fast shutdown) is
-//    followed by the connection closing instead, and the held error outlives it: when the driver
-//    reconnects, the new session's first statement fails with "terminating connection due to
-//    administrator command". The mend: a closed connection forgets it.
+// It fails closed. The installed driver must be the exact version package.json pins, and every
+// hunk of the patch must match the driver's text exactly, context included, exactly once (or be
+// there already, applied): otherwise nothing is written and the install fails, naming what to
+// re-check. Hunks are placed by their text, not by their line numbers, so the three flavours
+// (ESM, CommonJS, Cloudflare), whose line numbers differ, share one patch.
+//
+// The server checks the same hunks at start-up (src/db/open-configured.ts) and refuses to open
+// PostgreSQL through a driver without them, since `npm ci --ignore-scripts` skips this script.
+//
 // Plain JavaScript on purpose: npm may run this on an older system Node before the pinned one.
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const driver = path.join(root, "node_modules", "postgres");
-const mark = "// patched by peergate (src/db/patch-postgres-driver.mjs)";
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, "../..");
 
-/** Each mend: the file it is in (per flavour), the driver's text, and the text that replaces it. */
-export const mends = [
-  {
-    name: "write on a closed connection",
-    file: "connection.js",
-    unpatched: "  function nextWrite(fn) {\n    const x = socket.write(chunk, fn)\n",
-    patched:
-      "  function nextWrite(fn) {\n" +
-      `    if (socket === null) { ${mark}\n` +
-      "      chunk = nextWriteTimer = null\n" +
-      "      error(Errors.connection('CONNECTION_CLOSED', options))\n" +
-      "      return false\n" +
-      "    }\n" +
-      "    const x = socket.write(chunk, fn)\n",
-  },
-  {
-    name: "cancelled pipelined query skipped",
-    file: "connection.js",
-    unpatched:
-      "    while (sent.length && (query = sent.shift()) && (query.active = true, query.cancelled))\n",
-    patched:
-      `    ${mark}: the cancelled query stays current; its answers are on their way\n` +
-      "    if (sent.length && (query = sent.shift(), query.active = true, query.cancelled))\n",
-  },
-  {
-    name: "cancelled query stalls a reserved connection",
-    file: "index.js",
-    unpatched:
-      "    c.reserved = () => queue.length\n" +
-      "      ? c.execute(queue.shift())\n" +
-      "      : move(c, reserved)\n",
-    patched:
-      `    c.reserved = () => { ${mark}: skip cancelled queries\n` +
-      "      let q\n" +
-      "      while ((q = queue.shift()) && q.cancelled);\n" +
-      "      return q ? c.execute(q) : move(c, reserved)\n" +
-      "    }\n",
-  },
-  {
-    name: "server error outlives its session",
-    file: "connection.js",
-    unpatched: "  async function closed(hadError) {\n    incoming = Buffer.alloc(0)\n",
-    patched:
-      "  async function closed(hadError) {\n" +
-      `    errorResponse = null ${mark}: the error was this session's\n` +
-      "    incoming = Buffer.alloc(0)\n",
-  },
-];
+/** The driver version the patch was written against; package.json must pin exactly this. */
+export const pinnedVersion = "3.4.9";
+export const patchFile = path.join(here, "postgres-driver.patch");
+export const flavours = ["src", "cjs/src", "cf/src"];
 
-export function patchDriver(dir = driver) {
-  const results = [];
-  for (const flavour of ["src", "cjs/src", "cf/src"]) {
-    for (const mend of mends) {
-      const file = path.join(dir, flavour, mend.file);
-      if (!existsSync(file)) continue;
-      const text = readFileSync(file, "utf8");
-      const result = { file, mend: mend.name };
-      if (text.includes(mend.patched)) results.push({ ...result, state: "already patched" });
-      else if (text.includes(mend.unpatched)) {
-        writeFileSync(file, text.replace(mend.unpatched, mend.patched));
-        results.push({ ...result, state: "patched" });
-      } else {
-        results.push({
-          ...result,
-          state: "not recognised (a newer driver? check the fix is in it)",
-        });
-      }
+/**
+ * The patch's hunks, read from the unified diff: for each, the file (relative to a flavour's
+ * directory), its label (the text after the second `@@`), and the text before and after.
+ */
+export function readPatch(text = readFileSync(patchFile, "utf8")) {
+  const hunks = [];
+  let file;
+  let hunk;
+  for (const line of text.split("\n")) {
+    if (line.startsWith("--- ")) {
+      file = undefined;
+      hunk = undefined;
+      continue;
     }
+    if (line.startsWith("+++ ")) {
+      file = line.slice(4).replace(/^b\/src\//, "");
+      continue;
+    }
+    if (!file) continue; // the explanation before the first file
+    if (line.startsWith("@@")) {
+      const label = line.replace(/^@@ [^@]* @@ ?/, "").trim();
+      hunk = { file, label, before: "", after: "" };
+      hunks.push(hunk);
+      continue;
+    }
+    if (!hunk) continue;
+    const body = `${line.slice(1)}\n`;
+    if (line.startsWith(" ")) {
+      hunk.before += body;
+      hunk.after += body;
+    } else if (line.startsWith("-")) hunk.before += body;
+    else if (line.startsWith("+")) hunk.after += body;
+    else if (line === "" || line.startsWith("\\")) continue;
+    else throw new Error(`${patchFile}: not a unified diff line: ${JSON.stringify(line)}`);
+  }
+  return hunks;
+}
+
+const count = (text, part) => text.split(part).length - 1;
+
+/**
+ * What state the driver in `dir` is in, without changing it: its version, and for each flavour
+ * and hunk "mended" (the patched text is there once, the driver's is not), "unmended" (the
+ * driver's text is there once) or "not recognised" (anything else).
+ */
+export function inspectDriver(dir, hunks = readPatch()) {
+  const manifest = path.join(dir, "package.json");
+  const version = existsSync(manifest) ? JSON.parse(readFileSync(manifest, "utf8")).version : null;
+  const results = [];
+  for (const flavour of flavours) {
+    for (const [index, hunk] of hunks.entries()) {
+      const file = path.join(dir, flavour, hunk.file);
+      const text = existsSync(file) ? readFileSync(file, "utf8") : "";
+      const patched = count(text, hunk.after);
+      const unpatched = count(text, hunk.before);
+      const state =
+        patched === 1 && unpatched === 0
+          ? "mended"
+          : unpatched === 1 && patched === 0
+            ? "unmended"
+            : "not recognised";
+      results.push({ file, flavour, hunk: hunk.label, index, state });
+    }
+  }
+  return { version, results };
+}
+
+/** Why the driver in `dir` is not mended, one line each; empty when every hunk is in place. */
+export function describeUnmended(dir, hunks = readPatch()) {
+  const { version, results } = inspectDriver(dir, hunks);
+  const problems = [];
+  if (version !== pinnedVersion) {
+    problems.push(
+      `postgres ${version ?? "(no package.json)"} is installed, the mends are for ${pinnedVersion}`,
+    );
+  }
+  for (const r of results) {
+    if (r.state !== "mended") problems.push(`${path.relative(dir, r.file)}: ${r.hunk}: ${r.state}`);
+  }
+  return problems;
+}
+
+/** Raised when the driver is not the one the patch was written for; nothing has been written. */
+export class DriverNotRecognisedError extends Error {
+  constructor(problems) {
+    super(
+      [
+        "postgres driver not recognised, so its mends cannot be applied:",
+        ...problems.map((p) => `  - ${p}`),
+        `Re-check each mend in ${path.relative(root, patchFile)} against the new driver's source`,
+        "(is the defect fixed upstream? does the same shape appear elsewhere?), then update the",
+        "patch, pinnedVersion in src/db/patch-postgres-driver.mjs and docs/dependencies.md.",
+      ].join("\n"),
+    );
+    this.name = "DriverNotRecognisedError";
+    this.problems = problems;
+  }
+}
+
+/**
+ * Applies every hunk the driver in `dir` lacks, all or nothing. `expectedVersion` is the version
+ * the project pins (package.json); it must be pinnedVersion. Returns what it found per hunk.
+ */
+export function patchDriver(dir, expectedVersion = readPinnedVersion()) {
+  const hunks = readPatch();
+  const { version, results } = inspectDriver(dir, hunks);
+  const problems = [];
+  if (expectedVersion !== pinnedVersion) {
+    problems.push(
+      `package.json pins postgres ${expectedVersion}, the mends are for ${pinnedVersion}`,
+    );
+  }
+  if (version !== pinnedVersion) {
+    problems.push(
+      `the installed driver is ${version ?? "missing"}, the mends are for ${pinnedVersion}`,
+    );
+  }
+  for (const r of results) {
+    if (r.state === "not recognised") {
+      problems.push(
+        `${path.relative(dir, r.file)}: ${r.hunk}: the expected text is not there once`,
+      );
+    }
+  }
+  if (problems.length > 0) throw new DriverNotRecognisedError(problems);
+
+  const files = new Map();
+  for (const r of results) {
+    if (r.state !== "unmended") continue;
+    const hunk = hunks[r.index];
+    const text = files.get(r.file) ?? readFileSync(r.file, "utf8");
+    files.set(
+      r.file,
+      text.replace(hunk.before, () => hunk.after),
+    );
+  }
+  // Each file is replaced whole (write aside, then rename): a process loading the driver
+  // meanwhile sees the old file or the new one, never half of one.
+  for (const [file, text] of files) {
+    writeFileSync(`${file}.peergate-tmp`, text);
+    renameSync(`${file}.peergate-tmp`, file);
   }
   return results;
 }
 
+/** The postgres version package.json pins. */
+export function readPinnedVersion(manifest = path.join(root, "package.json")) {
+  return JSON.parse(readFileSync(manifest, "utf8")).dependencies?.postgres;
+}
+
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  if (!existsSync(driver)) process.exit(0);
-  for (const { file, mend, state } of patchDriver()) {
-    console.log(`postgres driver: ${path.relative(root, file)}: ${mend}: ${state}`);
+  // A directory argument patches that copy instead (the tests do, on a copy of the driver).
+  const driver = process.argv[2] ?? path.join(root, "node_modules", "postgres");
+  try {
+    const results = patchDriver(driver);
+    const applied = results.filter((r) => r.state === "unmended").length;
+    console.log(
+      `postgres driver ${pinnedVersion}: ${applied} hunk(s) applied, ${results.length - applied} already in place`,
+    );
+  } catch (error) {
+    console.error(error instanceof DriverNotRecognisedError ? error.message : error);
+    process.exit(1);
   }
 }

@@ -10,7 +10,8 @@
 //   COMMIT count as statements: postgres.js's `begin()` sends each alone (one round trip each); a
 //   pipelined transaction's BEGIN carries its first statements.
 //
-// Two counters per client, always on: the bookkeeping is a few increments per statement.
+// Two counters per client, on only when the database is opened with `countRoundTrips` (the bench
+// and the round-trip tests): a server does not pay for a Proxy and a callback per statement.
 import type postgres from "postgres";
 
 type AnySql = postgres.Sql<Record<string, never>>;

@@ -8,7 +8,7 @@ import { sql } from "drizzle-orm";
 import { afterEach, expect, it } from "vitest";
 import { selectRows } from "../../src/db/client.ts";
 import { startEngine, stopEngines } from "../runs/support.ts";
-import { describeEachDatabase } from "../support/databases.ts";
+import { describeEachCountedDatabase } from "../support/databases.ts";
 import { sendBody, startHarness } from "./support.ts";
 
 /**
@@ -33,7 +33,7 @@ function answer(text: string): LanguageModelV4GenerateResult {
   };
 }
 
-describeEachDatabase("SQL round trips", (ctx) => {
+describeEachCountedDatabase("SQL round trips", (ctx) => {
   afterEach(stopEngines);
 
   it.runIf(ctx.kind === "postgres")("counts a statement and a transaction", async () => {

@@ -19,7 +19,7 @@ describe.skipIf(skip !== undefined)(
     let database: Database;
     beforeAll(async () => {
       created = await createPostgresTestDatabase({ migrate: true });
-      database = await openDatabase({ kind: "postgres", url: created.url });
+      database = await openDatabase({ kind: "postgres", url: created.url, countRoundTrips: true });
     });
     afterAll(async () => {
       await database?.close();
@@ -41,6 +41,20 @@ describe.skipIf(skip !== undefined)(
       await work();
       return counter.read().roundTrips - before;
     };
+
+    it("counts round trips only on a database opened to count them, as the server's is not", async () => {
+      const plain = await openDatabase({ kind: "postgres", url: created.url });
+      try {
+        expect(plain.roundTrips).toBeUndefined();
+        await plain.db.transaction(async (tx) => {
+          await tx.insert(callers).values({ name: "pipe-uncounted", kind: "peer" });
+        });
+      } finally {
+        await plain.close();
+      }
+      expect(await names("pipe-uncounted")).toEqual(["pipe-uncounted"]);
+      expect(database.roundTrips).toBeDefined();
+    });
 
     it("sends BEGIN with the first statement, and commits what the transaction wrote", async () => {
       const used = await trips(() =>

@@ -95,6 +95,47 @@ describe.skipIf(skip !== undefined)(
       expect(await outcome(sql.unsafe("select 'after' as x"))).toEqual({ rows: [{ x: "after" }] });
     }, 60_000);
 
+    it("a query cancelled while queued in a busy transaction is skipped, so the transaction rolls back and its connection returns", async () => {
+      // sql.begin keeps a queue of its own like a reservation (the same shape, its own copy). A
+      // failed statement fails the transaction (the driver's rule), so the cancelled one makes
+      // it roll back: the ROLLBACK must be sent, not wait behind a query that is never sent.
+      let behind: Promise<unknown> | undefined;
+      const ended = await within(
+        sql
+          .begin(async (tx) => {
+            const busy = tx.unsafe("select pg_sleep(2), $1::text as x", ["busy"]).execute();
+            const cancelled = tx.unsafe("select 'cancelled' as x").execute();
+            behind = outcome(tx.unsafe("select 'behind' as x").execute());
+            while (!(busy as unknown as { state?: unknown }).state) {
+              await new Promise((resolve) => setTimeout(resolve, 5));
+            }
+            expect((cancelled as unknown as { state?: unknown }).state).toBeFalsy();
+            await cancelled.cancel();
+            return Promise.all([busy, cancelled]);
+          })
+          .then(
+            () => "committed",
+            (error: { code?: string }) => error.code,
+          ),
+        20_000,
+      );
+      expect(ended).toBe("57014");
+      expect(await within(behind as Promise<unknown>, 20_000)).toEqual({ rows: [{ x: "behind" }] });
+      expect(await outcome(sql.unsafe("select 'after' as x"))).toEqual({ rows: [{ x: "after" }] });
+    }, 60_000);
+
+    it("a query cancelled before it reached a connection does not take the connection with it", async () => {
+      // Asked for, then cancelled on the same tick: postgres.js hands a query to a connection on
+      // the tick after, so the cancelled one must not be handed over (it would send nothing and
+      // the connection would wait, marked busy, for an answer that never comes).
+      const cancelled = sql.unsafe("select 'cancelled' as x").execute();
+      void cancelled.cancel();
+      expect(await outcome(cancelled)).toEqual({ error: "57014" });
+      expect(await within(outcome(sql.unsafe("select 'after' as x")), 20_000)).toEqual({
+        rows: [{ x: "after" }],
+      });
+    }, 60_000);
+
     it("the statement deadline cancels what the server runs, not a statement waiting behind it, so the statement after that is not hit", async () => {
       const guarded = withStatementDeadline(sql as never, 150);
       const raw = sql as unknown as postgres.Sql<Record<string, never>>;

@@ -6,11 +6,11 @@ import { sql } from "drizzle-orm";
 import { expect, it } from "vitest";
 import { selectRows } from "../../src/db/client.ts";
 import { createJtiClaimer } from "../../src/services/jti-claims.ts";
-import { describeEachDatabase } from "../support/databases.ts";
+import { describeEachCountedDatabase } from "../support/databases.ts";
 
 const later = () => new Date(Date.now() + 3_600_000);
 
-describeEachDatabase("jti claims", (ctx) => {
+describeEachCountedDatabase("jti claims", (ctx) => {
   it("accepts each jti once, a repeat of it never, and groups concurrent claims", async () => {
     const claimer = createJtiClaimer(ctx.db, () => new Date());
     const before = ctx.database.roundTrips?.read().statements;

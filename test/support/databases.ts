@@ -54,6 +54,8 @@ export type DescribeEachDatabaseOptions = {
   migrate?: boolean;
   /** A new database per test (default) or one for the whole suite. */
   fresh?: "test" | "suite";
+  /** postgres: count round trips (`database.roundTrips`), for the tests that measure them. */
+  countRoundTrips?: boolean;
 };
 
 /** Why real-PostgreSQL tests are skipped in this run, or undefined when they run. */
@@ -148,6 +150,7 @@ async function openFresh(
   kind: DatabaseKind,
   migrate: boolean,
   template: PostgresTestDatabase | undefined,
+  countRoundTrips = false,
 ): Promise<Opened> {
   if (kind === "pglite") {
     const loadDataDir = await loadPgliteTemplate(migrate);
@@ -156,7 +159,7 @@ async function openFresh(
   // Copying a migrated template is cheaper than migrating every new database.
   const created = await createDatabaseFrom(template?.name);
   try {
-    const database = await openDatabase({ kind: "postgres", url: created.url });
+    const database = await openDatabase({ kind: "postgres", url: created.url, countRoundTrips });
     if (migrate && !template) await migrateDatabase(database);
     return { database, url: created.url, drop: created.drop };
   } catch (error) {
@@ -182,7 +185,7 @@ export function describeEachDatabase(
       const seconds: Database[] = [];
 
       const open = async () => {
-        current = await openFresh(kind, migrate, template);
+        current = await openFresh(kind, migrate, template, options.countRoundTrips);
       };
       const close = async () => {
         const opened = current;
@@ -233,4 +236,13 @@ export function describeEachDatabase(
       });
     });
   }
+}
+
+/** `describeEachDatabase` with round trips counted on PostgreSQL, for the tests that measure them. */
+export function describeEachCountedDatabase(
+  title: string,
+  define: (ctx: DatabaseTestContext) => void,
+  options: DescribeEachDatabaseOptions = {},
+): void {
+  describeEachDatabase(title, define, { ...options, countRoundTrips: true });
 }

@@ -31,6 +31,7 @@ describe("loadConfig", () => {
       model: undefined,
       modelBaseUrl: undefined,
       modelApiKey: undefined,
+      allowUnmendedDriver: false,
       push: { allowAddresses: [], leaseMs: 30_000, retryBaseMs: 1_000 },
     });
   });

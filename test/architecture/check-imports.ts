@@ -1,0 +1,233 @@
+// The dependency rules of docs/architecture.md ("Dependency direction"), kept by the machine:
+// every import between rooms of src/ (a folder, or a file at the top of src/) must be an arrow
+// the rules allow, or a listed exception. `npm run check` runs this; a violation fails it.
+//
+// The exceptions below are known breaks of the written rules, each with the room the code belongs
+// in. The list may only shrink: an exception that no longer occurs fails the check too, so
+// fixing one means deleting its line, and a new break cannot hide behind an old one (each names
+// the exact file and room).
+//
+// Usage: node test/architecture/check-imports.ts [src dir]
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import path from "node:path";
+
+/** A room's allowed targets; `type:` means type-only imports (`import type`). */
+export type Rules = Record<string, readonly string[]>;
+
+/** Imported from anywhere: pure words and helpers with no imports of their own rooms. */
+const everywhere = ["domain", "errors.ts", "json-text.ts"];
+/** Imported from anywhere but `domain` and `policy` (which are pure). */
+const plumbing = [...everywhere, "log.ts", "type:config.ts"];
+
+// In the order of docs/architecture.md; nothing points back up (checked: the rules are acyclic).
+export const rules: Rules = {
+  "errors.ts": [],
+  "json-text.ts": [],
+  "config.ts": ["errors.ts"],
+  "log.ts": ["type:config.ts"],
+  "secret-files.ts": ["errors.ts"],
+  domain: [],
+  policy: ["domain", "errors.ts"],
+  auth: [...plumbing, "secret-files.ts"],
+  db: [...plumbing],
+  sandbox: [...plumbing, "policy"],
+  tools: [...plumbing, "policy", "sandbox"],
+  "load-policies.ts": [...plumbing, "policy", "tools"],
+  runs: [...plumbing, "policy", "db", "tools", "load-policies.ts"],
+  "metrics-model.ts": [...plumbing, "type:runs"],
+  "metrics.ts": [...plumbing, "auth", "db", "metrics-model.ts"],
+  notify: [...plumbing, "db"],
+  services: [
+    ...plumbing,
+    "config.ts",
+    "policy",
+    "auth",
+    "db",
+    "runs",
+    "sandbox",
+    "secret-files.ts",
+    "load-policies.ts",
+  ],
+  a2a: [...plumbing, "type:runs", "services", "db", "type:load-policies.ts"],
+  control: [...plumbing, "services"],
+  http: [...plumbing, "auth", "type:runs", "services", "a2a", "type:metrics.ts"],
+  "policy-reload.ts": [...plumbing, "load-policies.ts", "runs", "sandbox", "tools"],
+  "server.ts": ["*"],
+  cli: [
+    ...plumbing,
+    "config.ts",
+    "services",
+    "control",
+    "db",
+    "policy",
+    "load-policies.ts",
+    "secret-files.ts",
+    "server.ts",
+    "http/routes/admin-api.ts",
+  ],
+  "reactions.ts": [...plumbing, "services", "type:a2a"],
+  "core.ts": ["*"],
+  "main.ts": ["cli"],
+};
+
+/** Known breaks of the rules: `file → room`, each with where the code belongs. Only shrinks. */
+export const exceptions: Record<string, string> = {
+  // canonicalJson now lives in json-text.ts (a leaf); these still import it through db/audit.ts.
+  "src/tools/declared/command-prepare.ts → db": "import canonicalJson from json-text.ts",
+  "src/tools/declared/command-stage-gate.ts → db": "import canonicalJson from json-text.ts",
+  "src/tools/declared/describe.ts → db": "import canonicalJson from json-text.ts",
+  // Circle: load-policies.ts → tools/builtin-tools.ts → … and tools/runtime.ts → load-policies.ts.
+  "src/tools/runtime.ts → load-policies.ts": "take the loaded policies' type from policy/",
+  // The egress guard (tools/net/web-fetch.ts) is used by push delivery and notices: it belongs
+  // in a room below tools, a2a and notify (e.g. sandbox/ or its own net/).
+  "src/a2a/push-targets.ts → tools": "move the egress guard below tools",
+  "src/notify/safe-post.ts → tools": "move the egress guard below tools",
+  // Push delivery seals tokens and reads URL grants: not in a2a's written arrows.
+  "src/a2a/push-targets.ts → policy": "write a2a → policy (push grants) into the rules, or move",
+  "src/a2a/push-store.ts → auth": "seal push tokens in a service",
+  "src/a2a/push-worker.ts → auth": "seal push tokens in a service",
+  "src/a2a/service.ts → auth": "seal push tokens in a service",
+  // The admin API's contract names policy's enumerations: they are domain words.
+  "src/http/routes/admin-api-callers.ts → policy": "move the enumerations to domain/",
+  // The CLI reaches past the services.
+  "src/cli/audit-list.ts → runs": "isUuid belongs in a leaf (or domain/)",
+  "src/cli/tools.ts → tools": "describe declared tools through a service",
+  // Services reaching sideways and up.
+  "src/services/doctor.ts → control": "the CLI asks the control socket, then the service",
+  "src/services/explain-caller.ts → tools": "commandKey belongs in policy/ (the shell words)",
+  // config.ts is a leaf; the sandbox kinds are a configuration word.
+  "src/config.ts → sandbox": "define the sandbox kinds in config.ts (or domain/)",
+  // Type-only, downward, but not written: runs' tool results carry the sandbox's types.
+  "src/runs/core.ts → sandbox": "write runs → sandbox (types) into the rules",
+  "src/runs/tool-batch.ts → sandbox": "write runs → sandbox (types) into the rules",
+  "src/runs/tool-results.ts → sandbox": "write runs → sandbox (types) into the rules",
+};
+
+export type Import = { file: string; specifier: string; typeOnly: boolean };
+
+/** The relative imports of a TypeScript (or .mjs) source: static, re-exports and dynamic. */
+export function readImports(file: string, text: string): Import[] {
+  const found: Import[] = [];
+  const statement =
+    /^\s*(?:import|export)\s+(type\s+)?(?:([^;]*?)\s+from\s+)?["'](\.[^"']+)["']/gms;
+  for (const m of text.matchAll(statement)) {
+    const clause = m[2] ?? "";
+    // `import { type A, type B }` is type-only too.
+    const inline = /^\{[\s\S]*\}$/.test(clause.trim())
+      ? clause
+          .trim()
+          .slice(1, -1)
+          .split(",")
+          .map((s) => s.trim())
+          .filter((s) => s !== "")
+          .every((s) => s.startsWith("type "))
+      : false;
+    found.push({ file, specifier: m[3] as string, typeOnly: m[1] !== undefined || inline });
+  }
+  for (const m of text.matchAll(/\bimport\(\s*["'](\.[^"']+)["']\s*\)/g)) {
+    found.push({ file, specifier: m[1] as string, typeOnly: false });
+  }
+  return found;
+}
+
+/** The room of a path under `src`: its first folder, or the file itself at the top. */
+export function roomOf(src: string, file: string): string {
+  const parts = path.relative(src, file).split(path.sep);
+  return parts[0] as string;
+}
+
+function listSources(dir: string): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(dir)) {
+    const full = path.join(dir, name);
+    if (statSync(full).isDirectory()) out.push(...listSources(full));
+    else if (/\.(ts|mts|mjs)$/.test(name) && !name.endsWith(".d.mts")) out.push(full);
+  }
+  return out;
+}
+
+function allows(allowed: readonly string[], target: string, targetPath: string, typeOnly: boolean) {
+  return allowed.some(
+    (a) =>
+      a === "*" ||
+      a === target ||
+      a === targetPath ||
+      (typeOnly && (a === `type:${target}` || a === `type:${targetPath}`)),
+  );
+}
+
+export type Report = { violations: string[]; stale: string[] };
+
+/** Checks every import under `src` against `rules`, minus `known` exceptions. */
+export function checkImports(src: string, known: Record<string, string> = exceptions): Report {
+  const violations: string[] = [];
+  const seen = new Set<string>();
+  const root = path.dirname(src);
+  for (const file of listSources(src)) {
+    const from = roomOf(src, file);
+    const allowed = rules[from];
+    const rel = path.relative(root, file);
+    if (!allowed) {
+      violations.push(`${rel}: its room "${from}" has no rule in docs/architecture.md`);
+      continue;
+    }
+    for (const imp of readImports(file, readFileSync(file, "utf8"))) {
+      const target = path.resolve(path.dirname(file), imp.specifier);
+      if (path.relative(src, target).startsWith("..")) continue; // outside src: not ours to rule
+      const to = roomOf(src, target);
+      if (to === from) continue;
+      const targetPath = path.relative(src, target).split(path.sep).join("/");
+      if (allows(allowed, to, targetPath, imp.typeOnly)) continue;
+      const key = `${rel.split(path.sep).join("/")} → ${to}`;
+      if (key in known) {
+        seen.add(key);
+        continue;
+      }
+      const kind = imp.typeOnly ? "a type import" : "an import";
+      violations.push(
+        `${rel}: ${kind} of ${imp.specifier} (${from} → ${to}) breaks docs/architecture.md's rules`,
+      );
+    }
+  }
+  const stale = Object.keys(known)
+    .filter((k) => !seen.has(k))
+    .map((k) => `${k}: listed as an exception but no longer imported: delete its line`);
+  return { violations, stale };
+}
+
+/** The rooms in an order where every allowed arrow points back (throws on a circle). */
+export function orderRooms(all: Rules = rules): string[] {
+  const order: string[] = [];
+  const state = new Map<string, "visiting" | "done">();
+  const visit = (room: string, trail: string[]) => {
+    if (state.get(room) === "done") return;
+    if (state.get(room) === "visiting") {
+      throw new Error(`the rules have a circle: ${[...trail, room].join(" → ")}`);
+    }
+    state.set(room, "visiting");
+    for (const target of all[room] ?? []) {
+      const name = target.replace(/^type:/, "").split("/")[0] as string;
+      if (name !== "*" && name !== room) visit(name, [...trail, room]);
+    }
+    state.set(room, "done");
+    order.push(room);
+  };
+  for (const room of Object.keys(all)) visit(room, []);
+  return order;
+}
+
+if (import.meta.main) {
+  const src = path.resolve(process.argv[2] ?? path.join(import.meta.dirname, "../../src"));
+  orderRooms();
+  const { violations, stale } = checkImports(src);
+  for (const line of [...violations, ...stale]) console.error(line);
+  if (violations.length + stale.length > 0) {
+    console.error(
+      `${violations.length + stale.length} import rule problem(s): see docs/architecture.md, "Dependency direction"`,
+    );
+    process.exit(1);
+  }
+  console.log(
+    `imports: every arrow between the rooms of src/ keeps the rules (${Object.keys(exceptions).length} listed exceptions)`,
+  );
+}
