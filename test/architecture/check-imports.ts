@@ -15,7 +15,7 @@ import path from "node:path";
 export type Rules = Record<string, readonly string[]>;
 
 /** Imported from anywhere: pure words and helpers with no imports of their own rooms. */
-const everywhere = ["domain", "errors.ts", "json-text.ts"];
+const everywhere = ["domain", "errors.ts", "json-text.ts", "plain-issue.ts"];
 /** Imported from anywhere but `domain` and `policy` (which are pure). */
 const plumbing = [...everywhere, "log.ts", "type:config.ts"];
 
@@ -23,15 +23,17 @@ const plumbing = [...everywhere, "log.ts", "type:config.ts"];
 export const rules: Rules = {
   "errors.ts": [],
   "json-text.ts": [],
-  "config.ts": ["errors.ts"],
-  "log.ts": ["type:config.ts"],
+  "plain-issue.ts": [],
+  "path-identity.ts": [],
   "secret-files.ts": ["errors.ts"],
+  "config.ts": ["errors.ts", "plain-issue.ts", "path-identity.ts", "secret-files.ts"],
+  "log.ts": ["type:config.ts"],
   domain: [],
-  policy: ["domain", "errors.ts"],
+  policy: ["domain", "errors.ts", "plain-issue.ts"],
   auth: [...plumbing, "secret-files.ts"],
   db: [...plumbing],
   sandbox: [...plumbing, "policy"],
-  tools: [...plumbing, "policy", "sandbox"],
+  tools: [...plumbing, "policy", "sandbox", "path-identity.ts"],
   "load-policies.ts": [...plumbing, "policy", "tools"],
   runs: [...plumbing, "policy", "db", "tools", "load-policies.ts"],
   "metrics-model.ts": [...plumbing, "type:runs"],
@@ -65,7 +67,7 @@ export const rules: Rules = {
     "server.ts",
     "http/routes/admin-api.ts",
   ],
-  "reactions.ts": [...plumbing, "services", "type:a2a"],
+  "reactions.ts": [...plumbing, "services", "type:a2a", "type:tools"],
   "core.ts": ["*"],
   "main.ts": ["cli"],
 };
