@@ -138,6 +138,10 @@ const operatorMessage = (tool: string | undefined) =>
   "Nothing is needed from you: the task continues on its own once approved, or ends if the " +
   "operator rejects it or the approval expires. Follow it with GetTask or SubscribeToTask.";
 
+/** The status message of a task whose run ended because its caller was revoked. */
+export const revokedTaskMessage =
+  "The task was stopped: an operator revoked this caller's access, so no run of it goes on.";
+
 /**
  * Failures whose message peergate wrote for the caller (a budget, a deadline). Any other failure
  * (a model provider's error, an internal one) may carry addresses, paths or keys' names: the
@@ -204,6 +208,14 @@ export function describeOutcome(
               : "An operator rejected the pending tool call."),
           "status",
         ),
+      );
+    case "revoked":
+      // The agent will not go on: REJECTED ("can't or won't proceed"), not CANCELED, which A2A
+      // keeps for a cancel the client asked for. Whatever state the run was in.
+      return statusEvent(
+        ids,
+        TaskStates.TASK_STATE_REJECTED,
+        agentMessage(ids, revokedTaskMessage, "status", { stoppedBecause: "caller-revoked" }),
       );
     case "interrupted":
       return statusEvent(

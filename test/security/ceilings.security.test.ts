@@ -399,7 +399,7 @@ describeEachDatabase("ceilings under attack", (db) => {
     expect(await snapshotTree(harness.workspace)).not.toHaveProperty(["approved.txt"]);
     expect(model.calls).toHaveLength(1);
     const row = await readRunRow(db.database, handle.runId);
-    expect(row).toMatchObject({ status: "rejected", error: { code: "caller-revoked" } });
+    expect(row).toMatchObject({ status: "revoked", error: { code: "caller-revoked" } });
     // The trail: parked, then the late answer refused (the revocation itself names the run).
     const kinds = await runAudit(handle.runId);
     expect(kinds).toContain("run.parked");
@@ -409,8 +409,8 @@ describeEachDatabase("ceilings under attack", (db) => {
       .select()
       .from(auditEvents)
       .where(eq(auditEvents.kind, "caller.revoked"));
-    const revokedData = revokedEvent?.data as { parkedRunsRejected?: string[] } | undefined;
-    expect(revokedData?.parkedRunsRejected).toEqual([handle.runId]);
+    const revokedData = revokedEvent?.data as { waitingRunsRevoked?: string[] } | undefined;
+    expect(revokedData?.waitingRunsRevoked).toEqual([handle.runId]);
     expect((await readToolCalls(db.database, handle.runId)).get("w1")?.status).not.toBe(
       "completed",
     );
