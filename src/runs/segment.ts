@@ -403,11 +403,7 @@ export async function checkBetweenSteps(
     runId: entry.runId,
     callerId: entry.callerId,
   });
-  if (
-    request.stop?.kind === "revoked" ||
-    !request.caller ||
-    isCallerRevoked(request.caller)
-  ) {
+  if (request.stop?.kind === "revoked" || !request.caller || isCallerRevoked(request.caller)) {
     core.active.stop(entry, { kind: "revoked", message: revokedStopReason });
   } else if (request.stop) {
     core.active.stop(entry, { kind: "cancel", message: request.stop.reason });
