@@ -287,7 +287,7 @@ describeEachDatabase("ceilings under attack", (db) => {
       messages: [{ role: "user", content: "write twice" }],
     });
     const outcome = await handle.outcome;
-    expect(outcome).toMatchObject({ status: "canceled", error: { code: "caller-revoked" } });
+    expect(outcome).toMatchObject({ status: "revoked", error: { code: "caller-revoked" } });
     const files = await snapshotTree(harness.workspace);
     expect(Object.keys(files)).toContain("first.txt");
     const rows = await readToolCalls(db.database, handle.runId);
@@ -341,7 +341,7 @@ describeEachDatabase("ceilings under attack", (db) => {
     );
     const outcome = await handle.outcome;
     await revoking;
-    expect(outcome).toMatchObject({ status: "canceled", error: { code: "caller-revoked" } });
+    expect(outcome).toMatchObject({ status: "revoked", error: { code: "caller-revoked" } });
     // The sleep was interrupted, not waited out.
     expect(performance.now() - started).toBeLessThan(2_900);
     const rows = await readToolCalls(db.database, handle.runId);
