@@ -5,10 +5,12 @@
 // `revoked`, whatever state it was in (working, parked for an operator, waiting for its caller's
 // input), and its A2A task is REJECTED with one message.
 //
-// Instance B's notifications are lost through the server's seam (`wrapNotifications`): it hears
+// Notifications are lost through the server's seam (`wrapNotifications`): the instance hears
 // nothing its hub delivers — no caller event, no run cancel — while its hub's own heartbeat keeps
-// it healthy, so no gap is reported and no re-read happens on that account. Its run heartbeat is
-// short (`runHeartbeatMs`), so nothing here sleeps: every wait polls for a condition.
+// it healthy, so no gap is reported and no re-read happens on that account: on instance B of two
+// (the revocation is made on A), and on a single instance that revokes the caller itself (it acts
+// on its own commit). The run heartbeat is short (`runHeartbeatMs`), so nothing here sleeps: every
+// wait polls for a condition.
 import { readdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { Task, TaskState } from "@a2a-js/sdk";
@@ -281,15 +283,16 @@ describe.skipIf(skipPostgres !== undefined)(
 for (const kind of ["pglite", "postgres"] as const) {
   const skip = kind === "postgres" ? skipPostgres : undefined;
   describe.skipIf(skip !== undefined)(
-    `every run of a revoked caller ends revoked [${kind}]${skip ? ` — skipped: ${skip}` : ""}`,
+    `every run of a revoked caller ends revoked, notifications lost [${kind}]${skip ? ` — skipped: ${skip}` : ""}`,
     () => {
       let peergate: Peergate;
+      const lossy = createLossyHub();
 
       beforeAll(async () => {
         peergate = await startPeergateOn(kind, {
           policiesDir,
           modelBaseUrl: model.baseUrl,
-          server: { runHeartbeatMs: 100 },
+          server: { runHeartbeatMs: 100, wrapNotifications: lossy.wrap },
         });
       });
       afterAll(async () => peergate?.stop());
@@ -330,6 +333,13 @@ for (const kind of ["pglite", "postgres"] as const) {
         });
 
         const runIds = [readTaskRunId(parked), readTaskRunId(asked), working.runId];
+        // The instance revoked the caller itself: it acts on the commit, not on its own NOTIFY.
+        await waitFor(
+          () =>
+            lossy.lost.some((l) => JSON.stringify(l.message).includes('"revoked"')) ? 1 : undefined,
+          30_000,
+          "the revocation's notification to be lost",
+        );
         for (const runId of runIds) {
           const run = await waitForRun(peergate, runId, ["revoked"], 30_000);
           expect(run.error).toMatchObject({ code: "caller-revoked" });
