@@ -296,10 +296,10 @@ describeEachDatabase("ceilings under attack", (db) => {
       "second.txt" in files || (second !== undefined && second.status !== "not-started");
     expectRefused("ceilings", "second write_file after revocation (next step)", executed);
     expect(rows.get("w1")?.status).toBe("completed");
-    expect((await readRunRow(db.database, handle.runId)).status).toBe("canceled");
-    // The trail: the first call ran, then the run was canceled; nothing ran after it.
+    expect((await readRunRow(db.database, handle.runId)).status).toBe("revoked");
+    // The trail: the first call ran, then the run was revoked; nothing ran after it.
     const kinds = await runAudit(handle.runId);
-    expect(kinds.at(-1)).toBe("run.canceled");
+    expect(kinds.at(-1)).toBe("run.revoked");
     expect(kinds.filter((k) => k === "tool.called")).toHaveLength(
       kinds.includes("tool.called") ? 1 : 0,
     );
@@ -349,7 +349,7 @@ describeEachDatabase("ceilings under attack", (db) => {
     const executed = "queued.txt" in files || rows.get("c2")?.status !== "not-started";
     expectRefused("ceilings", "queued write_file after revocation (same batch)", executed);
     expect(rows.get("c1")?.status).toBe("interrupted");
-    expect((await runAudit(handle.runId)).at(-1)).toBe("run.canceled");
+    expect((await runAudit(handle.runId)).at(-1)).toBe("run.revoked");
   });
 
   it("a parked run approved after its caller was revoked: refused, the write never happens", async () => {
