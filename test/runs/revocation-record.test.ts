@@ -11,6 +11,7 @@ import type { ServiceContext } from "../../src/services/context.ts";
 import { revokeCaller } from "../../src/services/revoke-caller.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 import {
+  createFakeTools,
   insertCaller,
   readRunRow,
   readToolCalls,
@@ -111,5 +112,39 @@ describeEachDatabase("a revocation recorded on the run", (ctx) => {
       error: { code: "caller-revoked" },
     });
     expect(model.calls[0]?.abortSignal?.aborted).toBe(true);
+  });
+
+  it("a run that parks after the revocation marked it is closed revoked, not left parked", async () => {
+    const caller = await insertCaller(ctx.database, {
+      allow: ["write_file"],
+      approvalPolicy: "read-only",
+    });
+    // The batch's first call revokes the caller (no notification reaches the engine); its second
+    // needs an operator, so the run parks after the revocation committed, as a working run.
+    let revoked: Awaited<ReturnType<typeof revokeCaller>> | undefined;
+    const tools = createFakeTools({
+      get_time: async () => {
+        revoked = await revokeCaller({ ctx: services(), name: caller.name, actor: "admin" });
+        return { ok: true, content: "now" };
+      },
+    });
+    const model = scriptModel([
+      {
+        calls: [
+          { id: "t1", name: "get_time", input: {} },
+          { id: "w1", name: "write_file", input: { path: "a.txt", content: "hi" } },
+        ],
+      },
+    ]);
+    const { engine } = await startEngine(ctx.database, { model, tools });
+    const handle = await engine.start({ caller, origin: "a2a", messages: userMessage("go") });
+    expect(await handle.outcome).toMatchObject({
+      status: "revoked",
+      error: { code: "caller-revoked" },
+    });
+    expect(revoked).toMatchObject({ workingRunsStopped: 1, waitingRunsRevoked: 0 });
+    const row = await readRunRow(ctx.database, handle.runId);
+    expect(row).toMatchObject({ status: "revoked", pendingApproval: null });
+    expect((await readToolCalls(ctx.database, handle.runId)).get("w1")?.status).toBe("not-started");
   });
 });
