@@ -32,7 +32,7 @@ import { serveControlSocket } from "./control/serve-control-socket.ts";
 import { startAuditChainer } from "./db/audit-chainer.ts";
 import type { Database } from "./db/client.ts";
 import { migrateDatabase } from "./db/migrate.ts";
-import { openNotifications } from "./db/notifications.ts";
+import { type Notifications, openNotifications } from "./db/notifications.ts";
 import {
   describeDatabase,
   openConfiguredDatabase,
@@ -69,6 +69,10 @@ export type CoreOptions = {
   readonly authThrottle: { readonly maxFailures: number; readonly windowMs: number };
   /** Binds the port; called once, after the migrations and before the services. */
   readonly listen: () => Promise<Listening>;
+  /** How often the engine heartbeats its runs and reads their recorded stops (default 5 s). */
+  readonly runHeartbeatMs?: number;
+  /** Tests only: what the instance's modules hear of notifications (e.g. a hub that loses some). */
+  readonly wrapNotifications?: (hub: Notifications) => Notifications;
 };
 
 export type Core = {
@@ -133,8 +137,9 @@ export async function openCore(
     opened.push(() => listening.close());
 
     // One LISTEN hub for the instance: the caller directory and the run engine share it.
-    const notifications = await openNotifications({ database, logger });
-    opened.push(() => notifications.close());
+    const hub = await openNotifications({ database, logger });
+    opened.push(() => hub.close());
+    const notifications = options.wrapNotifications?.(hub) ?? hub;
     const directory = await openCallerDirectory({ database, logger, notifications });
     opened.push(() => directory.close());
     // Closed after the engine and before the database: every failure's summary reaches the trail.
@@ -265,6 +270,7 @@ export async function openCore(
       // The runtime's resolved root (realpath): tools refuse a call made for any other root.
       workspace: tools.workspace ?? config.workspace,
       notifications,
+      ...(options.runHeartbeatMs === undefined ? {} : { heartbeatMs: options.runHeartbeatMs }),
       priceTable: live.prices,
       redactor,
       ...(policies.agent.classifier?.model === undefined

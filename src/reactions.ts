@@ -54,6 +54,7 @@ export function reactionsOf(p: ReactionParts): AnyReaction[] {
   const callerChangedHere = p.committedHere;
   const callerEventHeard: When<CallerEvent> = (listener) => p.directory.onCallerEvent(listener);
   const callerRevoked = only(callerEventHeard, (event) => event.change === "revoked");
+  const callerRevokedHere = only(callerChangedHere, (event) => event.change === "revoked");
   const runSettledElsewhere: When<SettledRun> = (listener) => p.engine.onRunSettled(listener);
   return [
     reaction({
@@ -65,6 +66,14 @@ export function reactionsOf(p: ReactionParts): AnyReaction[] {
       when: callerEventHeard,
       act: (event) => p.engine.callerChanged(event),
       why: "a revoked caller's runs stop on every instance, and the parked runs its revocation closed reach their A2A tasks",
+    }),
+    reaction({
+      when: callerRevokedHere,
+      act: (event) => {
+        p.engine.callerChanged(event);
+        p.a2a.closeCallerStreams(event.callerId);
+      },
+      why: "the instance that revoked a caller stops its runs, ends its streams and settles the A2A tasks of the waiting runs it closed without waiting for its own NOTIFY to come back (a lost one would leave those tasks open); every other instance has the runs' records and its heartbeat",
     }),
     reaction({
       when: callerRevoked,

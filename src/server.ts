@@ -6,7 +6,7 @@
 import { serve } from "@hono/node-server";
 import type { Hono } from "hono";
 import type { Config } from "./config.ts";
-import { type Core, type Listening, openCore } from "./core.ts";
+import { type Core, type CoreOptions, type Listening, openCore } from "./core.ts";
 import type { Database } from "./db/client.ts";
 import { createApp } from "./http/app.ts";
 import { consoleRoutes } from "./http/console/routes.ts";
@@ -56,6 +56,10 @@ export const defaultAuthThrottle = { maxFailures: 20, windowMs: 60_000 } as cons
 export type StartServerOptions = {
   readonly authThrottle?: { readonly maxFailures: number; readonly windowMs: number };
   readonly clientTimeouts?: ClientTimeouts;
+  /** The run engine's heartbeat period (CoreOptions.runHeartbeatMs). */
+  readonly runHeartbeatMs?: number;
+  /** What the instance hears of notifications (CoreOptions.wrapNotifications). */
+  readonly wrapNotifications?: CoreOptions["wrapNotifications"];
 };
 
 type HttpServer = ReturnType<typeof serve>;
@@ -149,6 +153,8 @@ export async function startServer(
   const core = await openCore(config, logger, env, {
     authThrottle: options.authThrottle ?? defaultAuthThrottle,
     listen: listener.listen,
+    ...(options.runHeartbeatMs === undefined ? {} : { runHeartbeatMs: options.runHeartbeatMs }),
+    ...(options.wrapNotifications ? { wrapNotifications: options.wrapNotifications } : {}),
   });
   let app: ReturnType<typeof createApp>;
   try {

@@ -20,6 +20,11 @@
 //   the engine cannot take a message into a run in flight); a task in a terminal state is refused
 //   by the SDK (-32004). A conversation goes on with a new message in the same `contextId`, and
 //   the run sees the context's earlier turns;
+// - an answer claims its run here, before the SDK writes anything of the task: the engine's
+//   compare-and-set (input-required → working, under the run's row lock) decides which of answers
+//   racing for one task resumes the run. Every other one is refused with -32004 — the task is no
+//   longer waiting for input — on every database, and leaves the task's history alone; the one
+//   that won hands the running run to the executor (`ClaimedAnswer`, run-executor.ts);
 // - every `referenceTaskIds` entry must be a task of this caller (-32001).
 //
 // Cancel reaches a run wherever it is: when no run of the task is in flight on this instance (it
@@ -55,12 +60,27 @@ import {
   type ResultManager,
   type ServerCallContext,
 } from "@a2a-js/sdk/server";
+import { ConflictError, NotFoundError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { RunEngine } from "../runs/types.ts";
-import { markFreshContext, readCallerId } from "./call-context.ts";
+import {
+  escalate,
+  isStreaming,
+  markFreshContext,
+  readCaller,
+  readCallerId,
+  toEscalated,
+} from "./call-context.ts";
+import { describeParts } from "./conversation.ts";
 import type { PeergatePushStore } from "./push-store.ts";
 import type { PushTargetCheck } from "./push-targets.ts";
-import { readRunId } from "./run-executor.ts";
+import {
+  createRunEventRelay,
+  holdClaimedAnswer,
+  readClaimedAnswer,
+  readRunId,
+  waitingRunId,
+} from "./run-executor.ts";
 import type { PostgresTaskStore } from "./task-store.ts";
 
 const terminalStates = new Set<TaskState>([
@@ -238,19 +258,30 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     return super.createTaskPushNotificationConfig(params, context);
   }
 
-  async #checkSend(params: SendMessageRequest, context: ServerCallContext): Promise<void> {
+  /** The checks of the module comment; returns the task a follow-up names. */
+  async #checkSend(
+    params: SendMessageRequest,
+    context: ServerCallContext,
+  ): Promise<Task | undefined> {
     const message = params.message;
     checkMessageShape(message);
     checkHistoryLength(params.configuration?.historyLength);
     const callerId = readCallerId(context);
     if (!message.taskId && !message.contextId) markFreshContext(context);
+    let task: Task | undefined;
     if (message.taskId) {
-      const task = await this.#store.load(message.taskId, context);
+      task = await this.#store.load(message.taskId, context);
       if (!task) throw new TaskNotFoundError(`Task not found: ${message.taskId}`);
       const state = task.status?.state;
       if (!isTerminal(task) && state !== TaskState.TASK_STATE_INPUT_REQUIRED) {
         throw new UnsupportedOperationError(
           `Task ${task.id} is not waiting for input (it is still working, or waits for an operator); wait for it to finish or cancel it`,
+        );
+      }
+      // The SDK checks this too, but only after an answer has claimed its run.
+      if (message.contextId && task.contextId && message.contextId !== task.contextId) {
+        throw new RequestMalformedError(
+          `contextId mismatch: message contextId '${message.contextId}' does not match task '${task.id}' contextId '${task.contextId}'`,
         );
       }
     }
@@ -263,22 +294,85 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     }
     const pushConfig = params.configuration?.taskPushNotificationConfig;
     if (pushConfig) await this.#checkPushConfig(pushConfig, message.taskId, context);
+    return task;
+  }
+
+  /**
+   * Resumes the run an answer is for, when `task` waits for its caller's input: the engine's claim
+   * is the compare-and-set that lets one answer through. A lost race, or a run that ended meanwhile,
+   * is -32004; a caller at its concurrency limit or a database that is gone becomes an HTTP answer
+   * (call-context.ts). Nothing of the task has been written yet either way.
+   */
+  async #claimAnswer(
+    params: SendMessageRequest,
+    context: ServerCallContext,
+    task: Task | undefined,
+  ): Promise<void> {
+    const runId = waitingRunId(task);
+    const message = params.message;
+    if (runId === undefined || !task || !message) return;
+    const events = createRunEventRelay();
+    try {
+      const handle = await this.#runs.answerInput(
+        {
+          caller: readCaller(context),
+          runId,
+          answer: describeParts(message.parts),
+          ...(isStreaming(context) ? {} : { stream: false }),
+        },
+        events.emit,
+      );
+      holdClaimedAnswer(context, { taskId: task.id, handle, events, taken: false });
+    } catch (error) {
+      if (error instanceof ConflictError || error instanceof NotFoundError) {
+        throw new UnsupportedOperationError(
+          `Task ${task.id} is not waiting for input any more (${error.message}); read it with GetTask`,
+        );
+      }
+      const escalated = toEscalated(error);
+      if (escalated) escalate(context, escalated);
+      throw error;
+    }
+  }
+
+  /** A claimed answer the SDK then refused to deliver: its run must not go on unseen. */
+  async #dropUndelivered(context: ServerCallContext, taskId: string): Promise<void> {
+    const claim = readClaimedAnswer(context, taskId);
+    if (!claim || claim.taken) return;
+    const runId = claim.handle.runId;
+    this.#logger.warn("an answer resumed its run, but the task refused it; stopping the run", {
+      runId,
+      taskId,
+    });
+    await this.#runs.cancel(runId, "the answer could not be delivered to its task").catch(() => {});
   }
 
   override async sendMessage(
     params: SendMessageRequest,
     context: ServerCallContext,
   ): Promise<Message | Task> {
-    await this.#checkSend(params, context);
-    return super.sendMessage(params, context);
+    const task = await this.#checkSend(params, context);
+    await this.#claimAnswer(params, context, task);
+    try {
+      return await super.sendMessage(params, context);
+    } catch (error) {
+      if (task) await this.#dropUndelivered(context, task.id);
+      throw error;
+    }
   }
 
   override async *sendMessageStream(
     params: SendMessageRequest,
     context: ServerCallContext,
   ): AsyncGenerator<StreamResponse, void, undefined> {
-    await this.#checkSend(params, context);
-    yield* super.sendMessageStream(params, context);
+    const task = await this.#checkSend(params, context);
+    await this.#claimAnswer(params, context, task);
+    try {
+      yield* super.sendMessageStream(params, context);
+    } catch (error) {
+      if (task) await this.#dropUndelivered(context, task.id);
+      throw error;
+    }
   }
 
   override async getTask(params: GetTaskRequest, context: ServerCallContext): Promise<Task> {

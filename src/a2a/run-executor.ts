@@ -21,7 +21,9 @@
 // generic client, as "authenticate": the task is still being worked on, by someone else. The
 // stream closes there (the run holds no instance); the task moves on when the operator answers
 // (`settleRun` in service.ts). INPUT_REQUIRED is the model asking its caller (ask_caller): a
-// message on the same task answers it and the same run resumes (`answerInput`).
+// message on the same task answers it and the same run resumes (`answerInput`). The answer claims
+// the run before the SDK touches the task (request-handler.ts), so of answers racing for one
+// task only the one that resumed the run reaches here; the others were refused with -32004.
 //
 // The engine is asked for the run before the task is published. When it refuses with
 // RateLimitedError (or the database is down), nothing has been stored for a new task, and the
@@ -45,19 +47,14 @@ import {
   type AgentExecutor,
   type ExecutionEventBus,
   type RequestContext,
+  type ServerCallContext,
 } from "@a2a-js/sdk/server";
 import type { DbTransaction } from "../db/client.ts";
 import type { RunStatus } from "../domain/run.ts";
-import { ConflictError, NotFoundError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import type { RunEnd, RunEngine, RunEvent, RunOutcome } from "../runs/types.ts";
+import type { RunEnd, RunEngine, RunEvent, RunHandle, RunOutcome } from "../runs/types.ts";
 import { escalate, isFreshContext, isStreaming, readCaller, toEscalated } from "./call-context.ts";
-import {
-  buildConversation,
-  describeParts,
-  type PeergateMessageKind,
-  peergateMetaKey,
-} from "./conversation.ts";
+import { buildConversation, type PeergateMessageKind, peergateMetaKey } from "./conversation.ts";
 import type { PostgresTaskStore } from "./task-store.ts";
 
 export type RunExecutorDeps = {
@@ -77,9 +74,54 @@ export function readRunId(task: Task): string | undefined {
 }
 
 /** The run a task waits on for its caller's answer, when it does. */
-function waitingRunId(task: Task | undefined): string | undefined {
+export function waitingRunId(task: Task | undefined): string | undefined {
   if (task?.status?.state !== TaskStates.TASK_STATE_INPUT_REQUIRED) return undefined;
   return readRunId(task);
+}
+
+/**
+ * An answer that already resumed its run (request-handler.ts claims it before the SDK writes the
+ * task): the run's handle, and its events held until the executor listens.
+ */
+export type ClaimedAnswer = {
+  readonly taskId: string;
+  readonly handle: RunHandle;
+  readonly events: RunEventRelay;
+  /** Set once the executor took it over. */
+  taken: boolean;
+};
+
+/** Events of a run that started before anyone listened: held, then handed over in order. */
+export type RunEventRelay = {
+  readonly emit: (event: RunEvent) => void;
+  attach(listener: (event: RunEvent) => void): void;
+};
+
+export function createRunEventRelay(): RunEventRelay {
+  let listener: ((event: RunEvent) => void) | undefined;
+  const held: RunEvent[] = [];
+  return {
+    emit: (event) => (listener ? listener(event) : void held.push(event)),
+    attach(next) {
+      listener = next;
+      for (const event of held.splice(0)) next(event);
+    },
+  };
+}
+
+const claimedAnswerKey = "peergate.claimedAnswer";
+
+export function holdClaimedAnswer(context: ServerCallContext, claim: ClaimedAnswer): void {
+  context.state.set(claimedAnswerKey, claim);
+}
+
+/** The answer claimed for `taskId` in this request, if any (read by the executor once). */
+export function readClaimedAnswer(
+  context: ServerCallContext | undefined,
+  taskId: string,
+): ClaimedAnswer | undefined {
+  const claim = context?.state.get(claimedAnswerKey) as ClaimedAnswer | undefined;
+  return claim?.taskId === taskId ? claim : undefined;
 }
 
 function textPart(text: string): Part {
@@ -137,6 +179,10 @@ const operatorMessage = (tool: string | undefined) =>
   `Waiting for an operator to approve ${tool ? `the call to \`${tool}\`` : "a tool call"}. ` +
   "Nothing is needed from you: the task continues on its own once approved, or ends if the " +
   "operator rejects it or the approval expires. Follow it with GetTask or SubscribeToTask.";
+
+/** The status message of a task whose run ended because its caller was revoked. */
+export const revokedTaskMessage =
+  "The task was stopped: an operator revoked this caller's access, so no run of it goes on.";
 
 /**
  * Failures whose message peergate wrote for the caller (a budget, a deadline). Any other failure
@@ -204,6 +250,14 @@ export function describeOutcome(
               : "An operator rejected the pending tool call."),
           "status",
         ),
+      );
+    case "revoked":
+      // The agent will not go on: REJECTED ("can't or won't proceed"), not CANCELED, which A2A
+      // keeps for a cancel the client asked for. Whatever state the run was in.
+      return statusEvent(
+        ids,
+        TaskStates.TASK_STATE_REJECTED,
+        agentMessage(ids, revokedTaskMessage, "status", { stoppedBecause: "caller-revoked" }),
       );
     case "interrupted":
       return statusEvent(
@@ -460,20 +514,14 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
 
     try {
       let handle: Awaited<ReturnType<RunEngine["start"]>>;
-      const waiting = waitingRunId(requestContext.task);
+      const answer = readClaimedAnswer(context, ids.taskId);
       let created: Task | undefined;
       try {
-        if (waiting !== undefined) {
-          // The caller's answer to the run's question: the same run goes on, nothing new starts.
-          handle = await deps.runs.answerInput(
-            {
-              caller,
-              runId: waiting,
-              answer: describeParts(requestContext.userMessage.parts),
-              ...(isStreaming(context) ? {} : { stream: false }),
-            },
-            onEvent,
-          );
+        if (answer) {
+          // The caller's answer to the run's question, which already resumed the same run.
+          answer.taken = true;
+          handle = answer.handle;
+          answer.events.attach(onEvent);
         } else {
           const messages = await buildMessages(requestContext, caller.id);
           handle = await deps.runs.start(
@@ -501,21 +549,6 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
           );
         }
       } catch (error) {
-        if (
-          waiting !== undefined &&
-          (error instanceof NotFoundError || error instanceof ConflictError)
-        ) {
-          // The run stopped waiting meanwhile (canceled, expired, its caller revoked): the answer is
-          // dropped and the task reported as it now stands.
-          await rollBackFollowUp(requestContext, context, log);
-          const current = await deps.store.load(ids.taskId, context);
-          if (current) {
-            bus.publish(AgentEvent.task(current));
-            if (current.status)
-              bus.publish(statusEvent(ids, current.status.state, current.status.message));
-          }
-          return;
-        }
         const escalated = toEscalated(error);
         if (escalated) {
           escalate(context, escalated);

@@ -23,7 +23,7 @@ export const callersRevokeCommand: Command = {
     if (args.values.json) ctx.io.out(toTerminalJson(result));
     else
       ctx.io.out(
-        `revoked ${escapeForTerminal(result.caller.name)}: ${result.credentialsRevoked} credential(s) killed, ${result.parkedRunsRejected} parked run(s) rejected`,
+        `revoked ${escapeForTerminal(result.caller.name)}: ${result.credentialsRevoked} credential(s) killed, ${result.waitingRunsRevoked} waiting run(s) ended, ${result.workingRunsStopped} working run(s) stopping`,
       );
     return exitCodes.ok;
   },

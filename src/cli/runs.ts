@@ -102,7 +102,7 @@ export const runsListCommand: Command = {
     "",
     "Options:",
     "  --caller NAME  only this caller's runs",
-    "  --status S     submitted, working, parked, input-required, completed, failed, canceled, rejected, expired, interrupted",
+    "  --status S     submitted, working, parked, input-required, completed, failed, canceled, rejected, expired, interrupted, revoked",
     "  --limit N      at most N runs (default 50)",
     "  --json         print {runs} as JSON",
   ].join("\n"),

@@ -57,6 +57,8 @@ import {
   type RunStatus,
   runOrigins,
   runStatuses,
+  type StopKind,
+  stopKinds,
   type ToolCallStatus,
   toolCallStatuses,
 } from "../domain/run.ts";
@@ -113,9 +115,10 @@ export type {
   RunError,
   RunOrigin,
   RunStatus,
+  StopKind,
   ToolCallStatus,
 } from "../domain/run.ts";
-export { runOrigins, runStatuses, toolCallStatuses } from "../domain/run.ts";
+export { runOrigins, runStatuses, stopKinds, toolCallStatuses } from "../domain/run.ts";
 
 /**
  * The precise controls a run started with (src/runs/run-controls.ts): narrowing the caller later
@@ -282,6 +285,8 @@ export const runs = pgTable(
      */
     cancelRequestedAt: timestamptz("cancel_requested_at"),
     cancelReason: text("cancel_reason"),
+    /** Who asked for the stop (src/domain/run.ts); null reads as `cancel` (rows before it). */
+    stopKind: text("stop_kind").$type<StopKind>(),
   },
   (t) => [
     index("runs_caller_status_idx").on(t.callerId, t.status),
@@ -295,6 +300,7 @@ export const runs = pgTable(
     check("runs_status_check", isOneOf("status", runStatuses)),
     check("runs_approval_policy_check", isOneOf("approval_policy", approvalPolicies)),
     check("runs_segments_check", sql`"segments" >= 0`),
+    check("runs_stop_kind_check", sql`"stop_kind" IS NULL OR ${isOneOf("stop_kind", stopKinds)}`),
   ],
 );
 

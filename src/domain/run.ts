@@ -16,6 +16,7 @@ export const runStatuses = [
   "rejected",
   "expired",
   "interrupted",
+  "revoked",
 ] as const;
 export type RunStatus = (typeof runStatuses)[number];
 
@@ -28,7 +29,11 @@ export type RunStatus = (typeof runStatuses)[number];
  *
  *   working → input-required   the model called ask_caller alone in a step (src/runs/run-loop.ts)
  *   input-required → working   the caller answered (src/services/runs/answer-run-input.ts)
- *   input-required → canceled | rejected | expired   as for a parked run
+ *   input-required → canceled | rejected | expired | revoked   as for a parked run
+ *
+ * `revoked` is how every run of a revoked caller ends, whatever state it was in: a working run
+ * stops (within one heartbeat, on whichever instance runs it), a waiting one is closed by the
+ * revocation itself (src/services/revoke-caller.ts).
  */
 export const waitingStatuses = ["parked", "input-required"] as const satisfies readonly RunStatus[];
 export type WaitingStatus = (typeof waitingStatuses)[number];
@@ -140,6 +145,14 @@ export type PendingBatch = {
   results: { index: number; part: Record<string, unknown> }[];
   approvals: (QueuedApproval & { index: number })[];
 };
+
+/**
+ * Who asked a working run to stop, recorded on its row with the request (`cancel_requested_at`):
+ * its caller or an operator (`cancel`), or the caller's revocation (`revoked`). The instance
+ * executing the run reads it at every heartbeat and between steps.
+ */
+export const stopKinds = ["cancel", "revoked"] as const;
+export type StopKind = (typeof stopKinds)[number];
 
 /** Why a run ended badly; `budget` names the budget a `budget-exceeded` run hit. */
 export type RunError = { code: string; message: string; budget?: string };

@@ -59,7 +59,7 @@ export function describeStop(reason: StopReason | undefined): {
     case "cancel":
       return { status: "canceled", error: { code: "canceled", message: reason.message } };
     case "revoked":
-      return { status: "canceled", error: { code: "caller-revoked", message: reason.message } };
+      return { status: "revoked", error: { code: "caller-revoked", message: reason.message } };
     case "deadline":
       return {
         status: "failed",

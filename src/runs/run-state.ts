@@ -13,6 +13,7 @@ import type { DbOrTx, DbTransaction } from "../db/client.ts";
 import { prebuilt, setPlaceholder } from "../db/prebuilt.ts";
 import {
   type Caller,
+  callers,
   instances,
   type NewRun,
   type PendingApproval,
@@ -25,11 +26,13 @@ import {
   type RunError,
   type RunStatus,
   runs,
+  type StopKind,
   toolCalls,
 } from "../db/schema.ts";
 import { storableText, toStorableJson } from "../db/storable.ts";
 import type { AuditActor } from "../domain/audit.ts";
 import { waitingStatuses } from "../domain/run.ts";
+import { isCallerRevoked } from "../policy/caller-revoked.ts";
 import {
   activeStatuses,
   addDailyUsage,
@@ -39,6 +42,24 @@ import {
   takeSlotWithin,
 } from "./run-queries.ts";
 import type { CallEnd, OpenedCall, ToolCallRecorder } from "./tool-batch.ts";
+
+/** A stop recorded on a working run's row: who asked (src/domain/run.ts) and why. */
+export type RecordedStop = { readonly kind: StopKind; readonly reason: string };
+
+/** The words every run of a revoked caller ends with (status `revoked`). */
+export const revokedStopReason = "the caller was revoked";
+
+/** The stop a run row records, if any (a row from before `stop_kind` reads as a cancel). */
+function recordedStop(row: {
+  cancelRequestedAt: Date | null;
+  cancelReason: string | null;
+  stopKind: StopKind | null;
+}): RecordedStop | undefined {
+  if (row.cancelRequestedAt === null) return undefined;
+  return row.stopKind === "revoked"
+    ? { kind: "revoked", reason: row.cancelReason ?? revokedStopReason }
+    : { kind: "cancel", reason: row.cancelReason ?? "canceled" };
+}
 
 /** The compare-and-set of a working run's change: still working, and still this instance's. */
 function ownedWorking(
@@ -268,7 +289,7 @@ export async function parkRun(
     at: Date;
     daily?: DailyCharge;
   },
-): Promise<{ cancelReason: string | null } | undefined> {
+): Promise<{ stop: RecordedStop | undefined } | undefined> {
   return db.transaction(async (tx) => {
     const [row] = await tx
       .update(runs)
@@ -288,6 +309,7 @@ export async function parkRun(
         callerId: runs.callerId,
         cancelRequestedAt: runs.cancelRequestedAt,
         cancelReason: runs.cancelReason,
+        stopKind: runs.stopKind,
       });
     if (!row) return undefined;
     // A parked run holds no slot; it keeps its share of the day until it ends.
@@ -304,8 +326,8 @@ export async function parkRun(
         parkedUntil: input.parkedUntil.toISOString(),
       },
     });
-    // A cancel recorded while the run was parking still ends it (the caller closes it).
-    return { cancelReason: row.cancelRequestedAt ? (row.cancelReason ?? "canceled") : null };
+    // A stop recorded while the run was parking still ends it (the caller closes it).
+    return { stop: recordedStop(row) };
   });
 }
 
@@ -553,7 +575,7 @@ export async function awaitCallerInput(
     at: Date;
     daily?: DailyCharge;
   },
-): Promise<{ cancelReason: string | null } | undefined> {
+): Promise<{ stop: RecordedStop | undefined } | undefined> {
   return db.transaction(async (tx) => {
     const [row] = await tx
       .update(runs)
@@ -572,6 +594,7 @@ export async function awaitCallerInput(
         callerId: runs.callerId,
         cancelRequestedAt: runs.cancelRequestedAt,
         cancelReason: runs.cancelReason,
+        stopKind: runs.stopKind,
       });
     if (!row) return undefined;
     await settleRun(tx, { callerId: row.callerId, releaseSlot: true, daily: input.daily });
@@ -587,13 +610,13 @@ export async function awaitCallerInput(
         waitUntil: input.waitUntil.toISOString(),
       },
     });
-    return { cancelReason: row.cancelRequestedAt ? (row.cancelReason ?? "canceled") : null };
+    return { stop: recordedStop(row) };
   });
 }
 
 /** How a parked run ends without resuming. */
 export type ParkedRunEnd = {
-  readonly status: "canceled" | "expired" | "rejected";
+  readonly status: "canceled" | "expired" | "rejected" | "revoked";
   readonly error: RunError;
   readonly actor: AuditActor;
   readonly at: Date;
@@ -674,6 +697,7 @@ export async function requestCancel(
     .set({
       cancelRequestedAt: sql`coalesce(${runs.cancelRequestedAt}, ${input.at.toISOString()}::timestamptz)`,
       cancelReason: sql`coalesce(${runs.cancelReason}, ${storableText(input.reason)})`,
+      stopKind: sql`coalesce(${runs.stopKind}, 'cancel')`,
       updatedAt: input.at,
     })
     .where(and(eq(runs.id, input.runId), inArray(runs.status, [...activeStatuses])))
@@ -682,34 +706,61 @@ export async function requestCancel(
 }
 
 /**
- * What the between-steps check reads before a step's tools run: a cancel recorded for the run and
+ * Records the revocation of a caller on every one of its runs that is working (or about to), in
+ * the revocation's transaction: the same record as a cancel, so the instance executing the run
+ * reads it at its next heartbeat or step whether or not the notification reaches it. A revocation
+ * outranks a cancel recorded before it (the run ends `revoked`), keeping the first request's time.
+ * Returns the runs it marked.
+ */
+export async function recordRevocationStops(
+  tx: DbTransaction,
+  input: { callerId: string; at: Date },
+): Promise<string[]> {
+  const rows = await tx
+    .update(runs)
+    .set({
+      cancelRequestedAt: sql`coalesce(${runs.cancelRequestedAt}, ${input.at.toISOString()}::timestamptz)`,
+      cancelReason: revokedStopReason,
+      stopKind: "revoked",
+      updatedAt: input.at,
+    })
+    .where(and(eq(runs.callerId, input.callerId), inArray(runs.status, [...activeStatuses])))
+    .returning({ id: runs.id });
+  return rows.map((r) => r.id);
+}
+
+/**
+ * What the between-steps check reads before a step's tools run: a stop recorded for the run and
  * whether its caller is revoked. Both also travel by notification; this read is what makes them
  * hold when a notification is lost.
  */
 export async function readStopRequest(
   db: DbOrTx,
   input: { runId: string; callerId: string },
-): Promise<{ cancelReason: string | undefined; caller: Caller | undefined }> {
+): Promise<{ stop: RecordedStop | undefined; caller: Caller | undefined }> {
   const [run] = await db
-    .select({ cancelRequestedAt: runs.cancelRequestedAt, cancelReason: runs.cancelReason })
+    .select({
+      cancelRequestedAt: runs.cancelRequestedAt,
+      cancelReason: runs.cancelReason,
+      stopKind: runs.stopKind,
+    })
     .from(runs)
     .where(eq(runs.id, input.runId))
     .limit(1);
   const caller = await readCaller(db, input.callerId);
-  return {
-    cancelReason: run?.cancelRequestedAt ? (run.cancelReason ?? "canceled") : undefined,
-    caller,
-  };
+  return { stop: run ? recordedStop(run) : undefined, caller };
 }
 
 /**
- * Heartbeats this instance and the runs it is executing; returns those of them with a cancel
- * recorded, so a cancel whose notification was lost stops even a run busy in a long tool call.
+ * Heartbeats this instance and the runs it is executing; returns those of them that must stop: a
+ * stop recorded on the run (a cancel, a revocation), or a caller revoked (a run admitted while
+ * its caller's revocation committed carries no record of it). So a stop whose notification was
+ * lost reaches even a run busy in a long tool call or model stream, within one heartbeat.
  */
 export async function heartbeat(
   db: DbOrTx,
   input: { instanceId: string; runIds: readonly string[]; at: Date },
-): Promise<{ runId: string; cancelReason: string }[]> {
+): Promise<({ runId: string } & RecordedStop)[]> {
   await db
     .update(instances)
     .set({ heartbeatAt: input.at })
@@ -718,8 +769,10 @@ export async function heartbeat(
   const rows = await db
     .update(runs)
     .set({ heartbeatAt: input.at })
+    .from(callers)
     .where(
       and(
+        eq(callers.id, runs.callerId),
         inArray(runs.id, [...input.runIds]),
         eq(runs.ownerInstanceId, input.instanceId),
         inArray(runs.status, [...activeStatuses]),
@@ -729,10 +782,18 @@ export async function heartbeat(
       runId: runs.id,
       cancelRequestedAt: runs.cancelRequestedAt,
       cancelReason: runs.cancelReason,
+      stopKind: runs.stopKind,
+      revokedAt: callers.revokedAt,
+      tier: callers.tier,
     });
-  return rows
-    .filter((r) => r.cancelRequestedAt !== null)
-    .map((r) => ({ runId: r.runId, cancelReason: r.cancelReason ?? "canceled" }));
+  const stops: ({ runId: string } & RecordedStop)[] = [];
+  for (const row of rows) {
+    const stop: RecordedStop | undefined = isCallerRevoked(row)
+      ? { kind: "revoked", reason: revokedStopReason }
+      : recordedStop(row);
+    if (stop) stops.push({ runId: row.runId, ...stop });
+  }
+  return stops;
 }
 
 /**

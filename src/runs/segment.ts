@@ -45,7 +45,9 @@ import {
   createToolCallRecorder,
   finishRun,
   parkRun,
+  type RecordedStop,
   readStopRequest,
+  revokedStopReason,
   saveMessages,
   saveRunControls,
 } from "./run-state.ts";
@@ -151,7 +153,7 @@ async function runAndRecord(
       daily,
     });
     if (!waiting) return settleTakenOver(core, run, input);
-    const stopped = await closeIfStoppedMeanwhile(core, entry, input, waiting.cancelReason);
+    const stopped = await closeIfStoppedMeanwhile(core, entry, input, waiting.stop);
     if (stopped) return stopped;
     core.emit(input.onEvent, {
       type: "status",
@@ -189,7 +191,7 @@ async function runAndRecord(
       daily,
     });
     if (!parked) return settleTakenOver(core, run, input);
-    const stopped = await closeIfStoppedMeanwhile(core, entry, input, parked.cancelReason);
+    const stopped = await closeIfStoppedMeanwhile(core, entry, input, parked.stop);
     if (stopped) return stopped;
     const pendingTool = pending.calledTool ?? pending.tool;
     core.emit(input.onEvent, {
@@ -393,8 +395,9 @@ async function runSteps(
 }
 
 /**
- * The between-steps check: a cancel recorded for the run, or its caller revoked, stops it before
- * the step's tools run, whether or not the notification that says so ever arrives here.
+ * The between-steps check: a stop recorded for the run (a cancel, a revocation), or its caller
+ * revoked, stops it before the step's tools run, whether or not the notification that says so
+ * ever arrives here. A revocation outranks a cancel.
  */
 export async function checkBetweenSteps(
   core: RunCore,
@@ -405,10 +408,10 @@ export async function checkBetweenSteps(
     runId: entry.runId,
     callerId: entry.callerId,
   });
-  if (request.cancelReason !== undefined) {
-    core.active.stop(entry, { kind: "cancel", message: request.cancelReason });
-  } else if (!request.caller || isCallerRevoked(request.caller)) {
-    core.active.stop(entry, { kind: "revoked", message: "the caller was revoked" });
+  if (request.stop?.kind === "revoked" || !request.caller || isCallerRevoked(request.caller)) {
+    core.active.stop(entry, { kind: "revoked", message: revokedStopReason });
+  } else if (request.stop) {
+    core.active.stop(entry, { kind: "cancel", message: request.stop.reason });
   } else {
     // The caller as it is now: a narrower tier, allow list, policy, override or allowlist holds
     // from this step; a wider one never reaches the run (run-controls.ts).
@@ -491,7 +494,7 @@ async function classifyWith(
   return { result, model: resolved.id, costUsd };
 }
 
-/** Ends a parked run at once (canceled, or rejected for a revoked caller); undefined if not parked. */
+/** Ends a waiting run at once (canceled, or revoked with its caller); undefined if not waiting. */
 export async function closeParkedRunNow(
   core: RunCore,
   runId: string,
@@ -504,7 +507,7 @@ export async function closeParkedRunNow(
       runs: [locked],
       ...(reason.kind === "revoked"
         ? {
-            status: "rejected" as const,
+            status: "revoked" as const,
             error: { code: "caller-revoked", message: reason.message },
           }
         : { status: "canceled" as const, error: { code: "canceled", message: reason.message } }),
@@ -520,22 +523,22 @@ export async function closeParkedRunNow(
 
 /**
  * A cancel or revocation that came while the run was parking or starting to wait for its caller
- * still ends it: one heard here (`entry.reason`) or a cancel recorded in the database
- * (`cancelReason`). A shutdown or deadline does not: a waiting run holds no instance and spends
- * no wall time. Undefined: the run waits on.
+ * still ends it: one heard here (`entry.reason`) or one recorded in the database (`recorded`; a
+ * recorded revocation outranks a cancel heard here). A shutdown or deadline does not: a waiting
+ * run holds no instance and spends no wall time. Undefined: the run waits on.
  */
 async function closeIfStoppedMeanwhile(
   core: RunCore,
   entry: ActiveRun,
   input: SegmentInput,
-  cancelReason: string | null,
+  recorded: RecordedStop | undefined,
 ): Promise<SegmentResult | undefined> {
+  const heard =
+    entry.reason?.kind === "cancel" || entry.reason?.kind === "revoked" ? entry.reason : undefined;
   const reason: StopReason | undefined =
-    entry.reason?.kind === "cancel" || entry.reason?.kind === "revoked"
-      ? entry.reason
-      : cancelReason !== null
-        ? { kind: "cancel", message: cancelReason }
-        : undefined;
+    recorded?.kind === "revoked"
+      ? { kind: "revoked", message: recorded.reason }
+      : (heard ?? (recorded ? { kind: "cancel", message: recorded.reason } : undefined));
   if (!reason) return undefined;
   const closed = await closeParkedRunNow(core, input.run.id, reason);
   if (!closed) return undefined;

@@ -1,6 +1,6 @@
-// The periodic work of an instance: heartbeat the runs executing here (and stop those a cancel was
-// recorded for, in case its notification was lost), close parked runs whose approval window
-// passed, and mark runs interrupted whose instance stopped heartbeating.
+// The periodic work of an instance: heartbeat the runs executing here (and stop those a cancel or
+// a revocation was recorded for, in case its notification was lost), close parked runs whose
+// approval window passed, and mark runs interrupted whose instance stopped heartbeating.
 import { isWaitingStatus } from "../domain/run.ts";
 import type { RunCore } from "./core.ts";
 import { expiredError, outcomeOf, settledFromRun } from "./outcome.ts";
@@ -45,16 +45,19 @@ export async function expireParkedRuns(core: RunCore): Promise<void> {
   }
 }
 
-/** Heartbeats the runs here and stops those a cancel was recorded for. */
+/**
+ * Heartbeats the runs here and stops those a stop was recorded for (a cancel, a revocation) or
+ * whose caller is revoked: the durable path, for when the notification never came.
+ */
 export async function stopRecordedCancels(core: RunCore): Promise<void> {
-  const canceled = await heartbeat(core.db, {
+  const stops = await heartbeat(core.db, {
     instanceId: core.instanceId,
     runIds: core.active.ids(),
     at: core.now(),
   });
-  for (const { runId, cancelReason } of canceled) {
+  for (const { runId, kind, reason } of stops) {
     const entry = core.active.get(runId);
-    if (entry) core.active.stop(entry, { kind: "cancel", message: cancelReason });
+    if (entry) core.active.stop(entry, { kind, message: reason });
   }
 }
 

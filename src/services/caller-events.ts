@@ -12,7 +12,7 @@ export type CallerEvent = {
   name: string;
   version: number;
   change: "created" | "updated" | "revoked" | "restored" | "rotated";
-  /** `revoked`: the parked runs the revocation closed (rejected), so surfaces learn they ended. */
+  /** `revoked`: the waiting runs the revocation closed (`revoked`), so surfaces learn they ended. */
   closedRunIds?: string[];
 };
 

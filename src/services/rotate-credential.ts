@@ -1,11 +1,12 @@
 // Rotation: a new credential now; the old ones keep working for `graceSeconds` (default 0: they
 // die at once), so a counterparty can switch over without downtime when the admin wants that.
 // Rotation changes nothing the caller may do, but the new credential hands the caller's authority
-// to whoever asked: for a caller above the floor it needs the operator token too (widening.ts).
-import { and, eq, gt, isNull, or, sql } from "drizzle-orm";
+// to whoever asked: for a caller above the floor it needs the operator token too (widening.ts),
+// push grants included (read in the rotation's transaction, beside the caller row).
+import { and, asc, eq, gt, isNull, or, sql } from "drizzle-orm";
 import { z } from "zod";
 import { appendAuditEvent } from "../db/audit.ts";
-import { callers, credentials } from "../db/schema.ts";
+import { callerPushHosts, callers, credentials } from "../db/schema.ts";
 import { ConflictError } from "../errors.ts";
 import { type OperatorProof, withWideningCheck } from "./admin-credentials.ts";
 import { changeCaller } from "./caller-events.ts";
@@ -51,7 +52,16 @@ export async function rotateCredential({
             `caller ${name} is revoked; restore it to issue a new credential`,
           );
         }
-        await authorize(tx, `caller:${current.id}`, describeWidening(floorCaller, current));
+        const pushHosts = await tx
+          .select({ entry: callerPushHosts.entry })
+          .from(callerPushHosts)
+          .where(eq(callerPushHosts.callerId, current.id))
+          .orderBy(asc(callerPushHosts.entry));
+        const widened = describeWidening(floorCaller, {
+          ...current,
+          pushHosts: pushHosts.map((h) => h.entry),
+        });
+        await authorize(tx, `caller:${current.id}`, widened);
         const now = ctx.now();
         const expiresAt = new Date(now.getTime() + graceSeconds * 1000);
         const old = await tx
@@ -82,6 +92,7 @@ export async function rotateCredential({
             graceSeconds,
             newCredential: { id: credential.id, prefix: credential.prefix },
             oldCredentials: old.map((c) => ({ id: c.id, prefix: c.prefix })),
+            ...(widened.length ? { withOperator: widened.map((w) => w.field) } : {}),
           },
         });
         await announce({

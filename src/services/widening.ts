@@ -6,8 +6,11 @@
 //
 // Minting a credential hands whoever asks the caller's authority, so it is judged as creating the
 // caller anew: `describeWidening(floorCaller, caller)`. A caller at the floor (public tier, no
-// allow entries, default budgets) can only use public read-only tools, so its credential needs the
-// admin token alone; any other caller's credential needs the operator too (rotation included).
+// allow entries, default budgets, no push grants) can only use public read-only tools, so its
+// credential needs the admin token alone; any other caller's credential needs the operator too
+// (rotation included). Grants kept beside the caller row count as well: push grants live in
+// `caller_push_hosts`, and the credential of a caller holding one carries a destination an
+// operator approved, whatever its tier.
 import {
   type ApprovalPolicy,
   type CallerBudgets,
@@ -34,6 +37,11 @@ export type AuthorityFields = {
   urlGrants?: StoredUrlGrants | null;
   /** Absent reads as `on` (the default). */
   classifier?: "on" | "off";
+  /**
+   * Push grants (`caller_push_hosts`, src/services/set-push-hosts.ts). Absent reads as none: only
+   * a writer that read them compares them (rotation does; a PATCH cannot change them).
+   */
+  pushHosts?: readonly string[];
 };
 
 export type Widening = { field: string; message: string };
@@ -52,6 +60,7 @@ export const floorCaller: AuthorityFields = {
   toolOverrides: {},
   urlGrants: null,
   classifier: "on",
+  pushHosts: [],
 };
 
 /** allow < none < prompt < deny: a step left lets the tool do more. */
@@ -219,6 +228,14 @@ export function describeWidening(before: AuthorityFields, after: AuthorityFields
   }
   out.push(...widenedBudgets(before.budgets, after.budgets));
   out.push(...widenedControls(before, after));
+  // A push grant sends the caller's task updates to a destination, whatever its tier.
+  const pushed = (after.pushHosts ?? []).filter((h) => !(before.pushHosts ?? []).includes(h));
+  if (pushed.length) {
+    out.push({
+      field: "pushHosts",
+      message: `pushHosts: adds ${pushed.map((h) => JSON.stringify(h)).join(", ")}`,
+    });
+  }
 
   const reachesMore = tiers.indexOf(after.tier) > tiers.indexOf("public") || after.allow.length > 0;
   if (!reachesMore) return out;

@@ -203,7 +203,9 @@ for (const variant of variants) {
       );
       expect(rotated.out).toMatch(/old credentials work until \d{4}-/);
       const revoked = await cli("callers", "revoke", "alice", "--reason", "test");
-      expect(revoked.out).toBe("revoked alice: 2 credential(s) killed, 0 parked run(s) rejected");
+      expect(revoked.out).toBe(
+        "revoked alice: 2 credential(s) killed, 0 waiting run(s) ended, 0 working run(s) stopping",
+      );
       const emptied = await json("ceiling", "alice");
       expect(emptied.admitted).toEqual([]);
       const refused = await cli("callers", "set", "alice", "--tier", "private");

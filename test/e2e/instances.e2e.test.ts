@@ -4,7 +4,7 @@
 // the file is written, and the A2A task the client follows on A completes. And a caller revoked
 // on B mid-run: its run on A stops, its open stream on A ends, and both instances refuse it. And
 // a caller revoked on B while its run is parked, A2A task waiting on A: the revocation closes the
-// run through the one function that closes parked runs (the call closed, a run.rejected audit
+// run through the one function that closes parked runs (the call closed, a run.revoked audit
 // event), and A learns it from the caller event, which names the runs it closed, and marks the
 // task REJECTED.
 import { access, readFile } from "node:fs/promises";
@@ -248,7 +248,7 @@ describe.skipIf(skip !== undefined)(
       expect(states.every((s) => s === TaskState.TASK_STATE_WORKING)).toBe(true);
       expect(events.some((e) => e.payload?.$case === "artifactUpdate")).toBe(false);
 
-      const run = await waitForRun(a, runId as string, ["canceled"]);
+      const run = await waitForRun(a, runId as string, ["revoked"]);
       expect(run.error).toMatchObject({ code: "caller-revoked" });
       expect(
         run.toolCalls.map((c: { callId: string; status: string }) => [c.callId, c.status]),
@@ -288,7 +288,7 @@ describe.skipIf(skip !== undefined)(
       );
     });
 
-    it("revoked on B while parked: the run is rejected, its call closed and audited, A's task REJECTED", async () => {
+    it("revoked on B while parked: the run ends revoked, its call closed and audited, A's task REJECTED", async () => {
       const { parked } = await parkOnA(
         "parked-revokee",
         "scenario:park-revoke Write never.txt, please.",
@@ -298,9 +298,9 @@ describe.skipIf(skip !== undefined)(
 
       const revoked = await b.admin("POST", "/callers/parked-revokee/revoke", { reason: "e2e" });
       expect(revoked.status).toBe(200);
-      expect(revoked.body).toMatchObject({ parkedRunsRejected: 1 });
+      expect(revoked.body).toMatchObject({ waitingRunsRevoked: 1 });
 
-      const run = await waitForRun(a, runId, ["rejected"]);
+      const run = await waitForRun(a, runId, ["revoked"]);
       expect(run.error).toMatchObject({ code: "caller-revoked" });
       expect(run.pending ?? null).toBeNull();
       expect(
@@ -309,7 +309,7 @@ describe.skipIf(skip !== undefined)(
 
       const audit = await a.admin("GET", `/audit?subject=run:${runId}&limit=100`);
       const kinds = (audit.body.events as { kind: string }[]).map((e) => e.kind);
-      expect(kinds.filter((k) => k === "run.rejected")).toHaveLength(1);
+      expect(kinds.filter((k) => k === "run.revoked")).toHaveLength(1);
 
       // The caller cannot read its task any more; the task itself is settled on A.
       const state = await waitFor(

@@ -403,7 +403,7 @@ for (const kind of ["pglite", "postgres"] as const) {
         ).rejects.toThrow();
       });
 
-      it("revoking the caller rejects its run waiting for input", async () => {
+      it("revoking the caller ends its run waiting for input `revoked`", async () => {
         const name = `revokee-${kind}`;
         const revokee = await addCaller(peergate, { name, kind: "peer", tier: "public" });
         const client = await peergate.client(revokee.secret);
@@ -415,8 +415,8 @@ for (const kind of ["pglite", "postgres"] as const) {
         expect(asked.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
         const revoked = await peergate.admin("POST", `/callers/${name}/revoke`, { reason: "e2e" });
         expect(revoked.status).toBe(200);
-        expect(revoked.body).toMatchObject({ parkedRunsRejected: 1 });
-        const run = await waitForRun(peergate, readTaskRunId(asked), ["rejected"]);
+        expect(revoked.body).toMatchObject({ waitingRunsRevoked: 1, parkedRunsRejected: 1 });
+        const run = await waitForRun(peergate, readTaskRunId(asked), ["revoked"]);
         expect(run.error).toMatchObject({ code: "caller-revoked" });
         expect(
           run.toolCalls.map((c: { callId: string; status: string }) => [c.callId, c.status]),

@@ -23,7 +23,7 @@ import {
 } from "@a2a-js/sdk/client";
 import { loadConfig } from "../../src/config.ts";
 import { createLogger } from "../../src/log.ts";
-import { type RunningServer, startServer } from "../../src/server.ts";
+import { type RunningServer, type StartServerOptions, startServer } from "../../src/server.ts";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
 import { repoPoliciesDir } from "../support/app.ts";
 import { createPostgresTestDatabase } from "../support/databases.ts";
@@ -155,6 +155,8 @@ export type PeergateOptions = {
   secretKey: string;
   /** More environment variables, as an operator would set them. */
   env?: Record<string, string>;
+  /** What a test changes about the server (a short run heartbeat, lost notifications). */
+  server?: StartServerOptions;
 };
 
 export type Peergate = {
@@ -205,7 +207,7 @@ export async function startPeergate(options: PeergateOptions): Promise<Peergate>
   };
   const logs: string[] = [];
   const logger = createLogger({ level: "warn", write: (line) => logs.push(line) });
-  const server = await startServer(loadConfig(env, dataDir), logger, env);
+  const server = await startServer(loadConfig(env, dataDir), logger, env, options.server);
 
   const admin: Peergate["admin"] = async (method, pathname, body, headers = {}) => {
     const response = await fetch(`${server.url}/admin/v1${pathname}`, {
@@ -296,7 +298,10 @@ export async function startPeergateOn(
  * the database.
  */
 export async function startTwoInstances(
-  options: SuitePeergateOptions,
+  options: SuitePeergateOptions & {
+    /** Server options of instance B alone (A gets `options.server`). */
+    serverB?: StartServerOptions;
+  },
 ): Promise<{ a: Peergate; b: Peergate; stop(): Promise<void> }> {
   const database = await createPostgresTestDatabase({ migrate: false });
   const started: Peergate[] = [];
@@ -313,7 +318,10 @@ export async function startTwoInstances(
     };
     const a = await startPeergate(shared);
     started.push(a);
-    const b = await startPeergate(shared);
+    const b = await startPeergate({
+      ...shared,
+      ...(options.serverB ? { server: options.serverB } : {}),
+    });
     started.push(b);
     return { a, b, stop };
   } catch (error) {

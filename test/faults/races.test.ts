@@ -263,7 +263,7 @@ describe.skipIf(skip !== undefined)(
           seen.requestFirst += 1;
           expect(raced.status).toBe(200);
           expect(runs).toHaveLength(1);
-          expect(runs[0]?.status).toBe("canceled");
+          expect(runs[0]?.status).toBe("revoked");
           expect(runs[0]?.error).toMatchObject({ code: "caller-revoked" });
           expect(raced.body.result?.task?.status?.state).not.toBe("TASK_STATE_COMPLETED");
         }

@@ -216,7 +216,7 @@ describeEachDatabase("parked runs", (ctx) => {
     expect((await readRunRow(ctx.database, runId)).segments).toBe(3);
   });
 
-  it("never resumes a revoked caller's run: the answer is refused and the run rejected", async () => {
+  it("never resumes a revoked caller's run: the answer is refused and the run revoked", async () => {
     const caller = await insertCaller(ctx.database, {
       allow: ["write_file"],
       approvalPolicy: "read-only",
@@ -233,14 +233,14 @@ describeEachDatabase("parked runs", (ctx) => {
       engine.approveRun({ runId, callId: "w1", argsDigest: digestArgs(writeHalfArgs) }),
     ).rejects.toMatchObject({ code: "conflict", message: /revoked/ });
     const row = await readRunRow(ctx.database, runId);
-    expect(row.status).toBe("rejected");
+    expect(row.status).toBe("revoked");
     expect(row.error).toMatchObject({ code: "caller-revoked" });
     expect(model.calls).toHaveLength(1);
     expect(tools.log.executed.some((e) => e.startsWith("execute_"))).toBe(false);
     expect((await readToolCalls(ctx.database, runId)).get("w1")?.status).toBe("not-started");
   });
 
-  it("tells the run's surface when a revocation rejects its parked run", async () => {
+  it("tells the run's surface when a revocation ends its parked run", async () => {
     const caller = await insertCaller(ctx.database, {
       allow: ["write_file"],
       approvalPolicy: "read-only",

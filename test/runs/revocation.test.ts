@@ -1,5 +1,5 @@
 // Revoking a caller closes its parked runs through the one function that closes parked runs: the
-// pending approval and batch are cleared, the parked calls closed, each run gets a `run.rejected`
+// pending approval and batch are cleared, the parked calls closed, each run gets a `run.revoked`
 // audit event, and the caller event names the runs, so the run's surface (A2A) learns it settled.
 // Driven through the real revocation verb and the real caller directory (LISTEN/NOTIFY).
 import { and, eq } from "drizzle-orm";
@@ -27,7 +27,7 @@ const writeCall = { id: "w1", name: "write_file", input: { path: "a.txt", conten
 describeEachDatabase("revoking a caller with a parked run", (ctx) => {
   afterEach(stopEngines);
 
-  it("ends the run rejected, its calls closed, audited, and tells its surface", async () => {
+  it("ends the run revoked, its calls closed, audited, and tells its surface", async () => {
     const caller = await insertCaller(ctx.database, {
       allow: ["write_file"],
       approvalPolicy: "read-only",
@@ -51,11 +51,11 @@ describeEachDatabase("revoking a caller with a parked run", (ctx) => {
         logger: silentLogger,
       } as unknown as ServiceContext;
       const revoked = await revokeCaller({ ctx: services, name: caller.name, actor: "admin" });
-      expect(revoked.parkedRunsRejected).toBe(1);
+      expect(revoked.waitingRunsRevoked).toBe(1);
 
       const row = await readRunRow(ctx.database, runId);
       expect(row).toMatchObject({
-        status: "rejected",
+        status: "revoked",
         error: { code: "caller-revoked" },
         pendingApproval: null,
         pendingBatch: null,
@@ -65,20 +65,20 @@ describeEachDatabase("revoking a caller with a parked run", (ctx) => {
       const rejected = await ctx.db
         .select()
         .from(auditEvents)
-        .where(and(eq(auditEvents.subject, `run:${runId}`), eq(auditEvents.kind, "run.rejected")));
+        .where(and(eq(auditEvents.subject, `run:${runId}`), eq(auditEvents.kind, "run.revoked")));
       expect(rejected).toHaveLength(1);
       expect(rejected[0]).toMatchObject({ actor: "admin", data: { callId: "w1" } });
       const [callerEvent] = await ctx.db
         .select()
         .from(auditEvents)
         .where(eq(auditEvents.kind, "caller.revoked"));
-      expect(callerEvent?.data).toMatchObject({ parkedRunsRejected: [runId] });
+      expect(callerEvent?.data).toMatchObject({ waitingRunsRevoked: [runId] });
 
       // The caller event carried the run's id: the surface hears the run settled.
       await waitUntil(() => settled.some((s) => s.runId === runId));
       expect(settled.find((s) => s.runId === runId)).toMatchObject({
         callerId: caller.id,
-        outcome: { status: "rejected", error: { code: "caller-revoked" } },
+        outcome: { status: "revoked", error: { code: "caller-revoked" } },
       });
     } finally {
       await directory.close();

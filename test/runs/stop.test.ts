@@ -122,7 +122,7 @@ describeEachDatabase("stopping runs", (ctx) => {
     events.fire({ callerId: revoked.id, change: "updated" });
     events.fire({ callerId: revoked.id, change: "revoked" });
     expect(await mine.outcome).toMatchObject({
-      status: "canceled",
+      status: "revoked",
       error: { code: "caller-revoked" },
     });
     expect(engine.activeRunIds()).toEqual([theirs.runId]);
@@ -148,7 +148,7 @@ describeEachDatabase("stopping runs", (ctx) => {
     ]);
     const { engine } = await startEngine(ctx.database, { model, tools });
     const { runId, outcome } = await runToEnd(engine, caller);
-    expect(outcome).toMatchObject({ status: "canceled", error: { code: "caller-revoked" } });
+    expect(outcome).toMatchObject({ status: "revoked", error: { code: "caller-revoked" } });
     expect(tools.log.executed).toEqual(["get_time({})"]);
     const rows = await readToolCalls(ctx.database, runId);
     expect(rows.get("first")?.status).toBe("completed");

@@ -287,7 +287,7 @@ describeEachDatabase("ceilings under attack", (db) => {
       messages: [{ role: "user", content: "write twice" }],
     });
     const outcome = await handle.outcome;
-    expect(outcome).toMatchObject({ status: "canceled", error: { code: "caller-revoked" } });
+    expect(outcome).toMatchObject({ status: "revoked", error: { code: "caller-revoked" } });
     const files = await snapshotTree(harness.workspace);
     expect(Object.keys(files)).toContain("first.txt");
     const rows = await readToolCalls(db.database, handle.runId);
@@ -296,10 +296,10 @@ describeEachDatabase("ceilings under attack", (db) => {
       "second.txt" in files || (second !== undefined && second.status !== "not-started");
     expectRefused("ceilings", "second write_file after revocation (next step)", executed);
     expect(rows.get("w1")?.status).toBe("completed");
-    expect((await readRunRow(db.database, handle.runId)).status).toBe("canceled");
-    // The trail: the first call ran, then the run was canceled; nothing ran after it.
+    expect((await readRunRow(db.database, handle.runId)).status).toBe("revoked");
+    // The trail: the first call ran, then the run was revoked; nothing ran after it.
     const kinds = await runAudit(handle.runId);
-    expect(kinds.at(-1)).toBe("run.canceled");
+    expect(kinds.at(-1)).toBe("run.revoked");
     expect(kinds.filter((k) => k === "tool.called")).toHaveLength(
       kinds.includes("tool.called") ? 1 : 0,
     );
@@ -341,7 +341,7 @@ describeEachDatabase("ceilings under attack", (db) => {
     );
     const outcome = await handle.outcome;
     await revoking;
-    expect(outcome).toMatchObject({ status: "canceled", error: { code: "caller-revoked" } });
+    expect(outcome).toMatchObject({ status: "revoked", error: { code: "caller-revoked" } });
     // The sleep was interrupted, not waited out.
     expect(performance.now() - started).toBeLessThan(2_900);
     const rows = await readToolCalls(db.database, handle.runId);
@@ -349,7 +349,7 @@ describeEachDatabase("ceilings under attack", (db) => {
     const executed = "queued.txt" in files || rows.get("c2")?.status !== "not-started";
     expectRefused("ceilings", "queued write_file after revocation (same batch)", executed);
     expect(rows.get("c1")?.status).toBe("interrupted");
-    expect((await runAudit(handle.runId)).at(-1)).toBe("run.canceled");
+    expect((await runAudit(handle.runId)).at(-1)).toBe("run.revoked");
   });
 
   it("a parked run approved after its caller was revoked: refused, the write never happens", async () => {
@@ -399,7 +399,7 @@ describeEachDatabase("ceilings under attack", (db) => {
     expect(await snapshotTree(harness.workspace)).not.toHaveProperty(["approved.txt"]);
     expect(model.calls).toHaveLength(1);
     const row = await readRunRow(db.database, handle.runId);
-    expect(row).toMatchObject({ status: "rejected", error: { code: "caller-revoked" } });
+    expect(row).toMatchObject({ status: "revoked", error: { code: "caller-revoked" } });
     // The trail: parked, then the late answer refused (the revocation itself names the run).
     const kinds = await runAudit(handle.runId);
     expect(kinds).toContain("run.parked");
@@ -409,8 +409,8 @@ describeEachDatabase("ceilings under attack", (db) => {
       .select()
       .from(auditEvents)
       .where(eq(auditEvents.kind, "caller.revoked"));
-    const revokedData = revokedEvent?.data as { parkedRunsRejected?: string[] } | undefined;
-    expect(revokedData?.parkedRunsRejected).toEqual([handle.runId]);
+    const revokedData = revokedEvent?.data as { waitingRunsRevoked?: string[] } | undefined;
+    expect(revokedData?.waitingRunsRevoked).toEqual([handle.runId]);
     expect((await readToolCalls(db.database, handle.runId)).get("w1")?.status).not.toBe(
       "completed",
     );

@@ -551,6 +551,7 @@ async function runsPage(params) {
       "canceled",
       "expired",
       "interrupted",
+      "revoked",
     ].map((s) =>
       h("option", { value: s, selected: s === (params.get("status") ?? "") }, s || "any"),
     ),

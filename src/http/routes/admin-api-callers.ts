@@ -178,7 +178,7 @@ export const callerRoutes = {
   revokeCaller: createRoute({
     method: "post",
     path: "/callers/{name}/revoke",
-    summary: "Revoke a caller: its credentials stop working and its parked runs are rejected",
+    summary: "Revoke a caller: its credentials stop working and every run of it ends revoked",
     security: admin,
     request: { params: nameParams, body: body(revokeBodySchema, false) },
     responses: {
@@ -186,7 +186,9 @@ export const callerRoutes = {
         z.object({
           caller: callerViewSchema,
           credentialsRevoked: z.number().int(),
-          parkedRunsRejected: z.number().int(),
+          waitingRunsRevoked: z.number().int(),
+          workingRunsStopped: z.number().int(),
+          parkedRunsRejected: z.number().int().describe("deprecated: waitingRunsRevoked"),
         }),
         "the revoked caller",
       ),

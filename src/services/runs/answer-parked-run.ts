@@ -94,7 +94,7 @@ async function refuse(
 ): Promise<never> {
   if (claim.kind === "closed") return await refuseClosedRun(ctx, answer.runId, claim.why);
   // A refused answer is audited like any refusal: an approval that arrives after the run was
-  // rejected (its caller revoked), answered or expired leaves a trace, not only a 409.
+  // revoked (its caller revoked), answered or expired leaves a trace, not only a 409.
   await appendAuditEvent(ctx.db, {
     actor: answer.actor,
     kind: "run.answer-refused",

@@ -1,6 +1,6 @@
 // What an answer does with the waiting run it names (parked for an operator, or input-required
 // for its caller) once it holds the row lock, shared by both answers so the two cannot drift: a
-// run whose window closed is expired, a run whose caller was revoked (or is gone) is rejected;
+// run whose window closed is expired, a run whose caller was revoked (or is gone) is revoked;
 // either way it is closed, not resumed, and the answer is refused with why. Otherwise the run is
 // claimed for this instance, to resume here.
 
@@ -30,11 +30,11 @@ export async function closeOrClaimWaitingRun(
     readonly run: Run;
     /** The status the run waits in. */
     readonly from: "parked" | "input-required";
-    /** Who the rejection of a revoked caller's run is audited to. */
+    /** Who the end of a revoked caller's run is audited to. */
     readonly revokedBy: AuditActor;
     /** Why an expired run was not resumed, in the words of what it waited for. */
     readonly expiredWhy: string;
-    /** The error the rejected run of a revoked caller keeps. */
+    /** The error the run of a revoked caller keeps. */
     readonly revokedMessage: string;
   },
 ): Promise<WaitingRunClaim> {
@@ -54,12 +54,12 @@ export async function closeOrClaimWaitingRun(
   if (!caller || isCallerRevoked(caller)) {
     await closeParkedRuns(tx, {
       runs: [run],
-      status: "rejected",
+      status: "revoked",
       error: { code: "caller-revoked", message: input.revokedMessage },
       actor: input.revokedBy,
       at,
     });
-    return { kind: "closed", why: "its caller was revoked: the run was rejected" };
+    return { kind: "closed", why: "its caller was revoked: the run ended" };
   }
   // A caller's answer resumes its run only within its concurrency limit: runs that ask questions
   // give their slots back, so answering many at once would otherwise run more than the limit.

@@ -18,6 +18,7 @@ import { cancelNotices } from "../../runs/cancel-channel.ts";
 import { createRunCore, type RunCoreOptions } from "../../runs/core.ts";
 import { outcomeOf, type SettledRun, settledFromRun } from "../../runs/outcome.ts";
 import { readRun, registerInstance, removeInstance } from "../../runs/run-queries.ts";
+import { revokedStopReason } from "../../runs/run-state.ts";
 import {
   describeError,
   recoverRuns,
@@ -114,7 +115,7 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
   });
   function callerChanged(event: CallerEventNotice): void {
     if (event.change !== "revoked") return;
-    active.stopCaller(event.callerId, { kind: "revoked", message: "the caller was revoked" });
+    active.stopCaller(event.callerId, { kind: "revoked", message: revokedStopReason });
     // The revocation closed these parked runs in its own transaction; their surfaces learn it
     // here (every instance hears the event, so a surface may be told twice).
     void settleClosedRuns(event.closedRunIds ?? []);
