@@ -151,7 +151,13 @@ describeWithBwrap("the sandboxes' pids cgroups", () => {
           cwd: base,
           env: { PATH: "/usr/bin:/bin" },
           egress: false,
-          limits: { processes: 8, cpuSeconds: 5, fileSizeBytes: 1024, memoryBytes: 1 << 30 },
+          limits: {
+            processes: 8,
+            cpuSeconds: 5,
+            fileSizeBytes: 1024,
+            memoryBytes: 1 << 30,
+            tmpBytes: 1 << 20,
+          },
         });
         // The cgroup is gone before the launcher starts (removed by hand, a cleaner elsewhere).
         const file = command.args[3] ?? "";
