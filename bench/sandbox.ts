@@ -1,15 +1,17 @@
-// Sandbox start cost: `npm exec -- node bench/sandbox.ts [--runs N] [--profile]`. Spawns
+// Sandbox start cost: `npm exec -- node bench/sandbox.ts [--runs N]`. Spawns
 // `/usr/bin/true` the way src/tools/run-process.ts does (detached, stdout and stderr piped, wait for
 // 'close'), once plainly (PEERGATE_SANDBOX=none) and once through bubblewrap, interleaved call by
 // call so a load that changes during the run weighs on both alike. Reports each backend's median
 // and the median of the per-pair differences: what confinement adds to every command.
 //
 // Every call wraps anew, as a tool call does (a root server makes the sandbox's pids cgroup
-// there). `--profile` adds what each part of the sandbox costs: bwrap with one namespace at a
-// time, then the sandbox's command line with one part left out, each interleaved with the whole.
-// Nothing leaves the machine.
+// there). The sandbox's command line is also run with one part left out — the seccomp filter,
+// the uid drop (setpriv, root only), all of the hardening that keeps a root server's commands
+// from being host root — interleaved with the whole, so each part's cost is the median of its
+// per-round differences, and its share of what the sandbox adds, from one run. Nothing leaves the
+// machine.
 import { spawn } from "node:child_process";
-import { mkdir, mkdtemp, realpath, rm } from "node:fs/promises";
+import { chmod, chown, mkdir, mkdtemp, realpath, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -25,7 +27,6 @@ import {
 const { values } = parseArgs({
   options: {
     runs: { type: "string", default: "60" },
-    profile: { type: "boolean", default: false },
   },
 });
 const runs = Number(values.runs);
@@ -33,6 +34,11 @@ const runs = Number(values.runs);
 const base = await realpath(await mkdtemp(path.join(os.tmpdir(), "peergate-bench-sandbox-")));
 const workspace = path.join(base, "workspace");
 await mkdir(workspace);
+// A root server runs commands as the workspace's owner and refuses a root-owned one.
+if (process.geteuid?.() === 0) {
+  await chmod(base, 0o755);
+  await chown(workspace, 65534, 65534);
+}
 
 function wrapTrue(backend: SandboxBackend): SandboxCommand {
   return backend.wrap({
@@ -103,97 +109,87 @@ const row = (label: string, values: number[], vs?: number[]) => {
 
 const none = createNoneBackend();
 const bwrap = createBwrapBackend();
-const probe = await probeSandbox(bwrap);
+const probe = await probeSandbox(bwrap, { workspace });
+/** The cost of each part, against the whole sandbox in the same rounds (ms and share). */
+const parts: string[] = [];
 if (!probe.ok) {
   console.log(`bwrap not measured: ${probe.problem}`);
 } else {
-  // As root every sandbox joins a pids cgroup of its own through a shell first; the same command
-  // without that step is the sandbox as it was before (RLIMIT_NPROC only, which root ignores).
-  const joins = wrapTrue(bwrap).command !== "/usr/bin/prlimit";
-  const withoutJoin = (): SandboxCommand => {
-    const wrapped = wrapTrue(bwrap);
-    return { ...wrapped, command: wrapped.args[4] ?? "", args: wrapped.args.slice(5) };
+  const full = () => wrapTrue(bwrap);
+  /** `args` without `count` items from the first `item` on (unchanged when absent). */
+  const cut = (args: readonly string[], item: string, count: number): string[] => {
+    const at = args.indexOf(item);
+    return at < 0 ? [...args] : [...args.slice(0, at), ...args.slice(at + count)];
   };
-  // The first way of joining: the launcher's PID into cgroup.procs (moves a whole process).
-  const wholeProcessJoin = (): SandboxCommand => {
-    const wrapped = wrapTrue(bwrap);
-    const [, script = "", name = "", file = "", ...rest] = wrapped.args;
-    return {
-      ...wrapped,
-      args: [
-        "-c",
-        script.replace("echo 0", () => "echo $$"),
-        name,
-        file.replace(/tasks$/, "cgroup.procs"),
-        ...rest,
-      ],
-    };
+  const withoutSeccomp = (args: readonly string[]) => cut(args, "--seccomp", 2);
+  // A root server's launcher drops to the workspace's owner: `setpriv … --`.
+  const withoutSetpriv = (args: readonly string[]): string[] => {
+    const at = args.indexOf("/usr/bin/setpriv");
+    if (at < 0) return [...args];
+    const end = args.indexOf("--", at);
+    return [...args.slice(0, at), ...args.slice(end + 1)];
   };
-  const makes: Make[] = [() => wrapTrue(none), () => wrapTrue(bwrap)];
-  if (joins) makes.push(withoutJoin, wholeProcessJoin);
-  const [plain = [], confined = [], unjoined = [], whole = []] = await interleaved(makes);
+  // The sandbox as it was before it stopped being root: no uid drop, no seccomp, no nested
+  // user-namespace ban, /proc/sys, /dev and /tmp as bwrap makes them.
+  const asBefore = (args: readonly string[]): string[] => {
+    let out = withoutSetpriv(withoutSeccomp(args));
+    out = cut(out, "--disable-userns", 1);
+    const sys = out.indexOf("/proc/sys");
+    if (sys > 0) out = [...out.slice(0, sys - 1), ...out.slice(sys + 2)];
+    out = cut(out, "--size", 4); // /dev/shm's tmpfs
+    out = cut(out, "--remount-ro", 2);
+    out = cut(out, "--size", 2); // /tmp's cap
+    return out;
+  };
+  const variant = (edit: (args: readonly string[]) => string[]) => () => {
+    const wrapped = full();
+    return { ...wrapped, args: edit(wrapped.args) };
+  };
+  const drops = full().args.includes("/usr/bin/setpriv");
+  const makes: Make[] = [
+    () => wrapTrue(none),
+    full,
+    variant(withoutSeccomp),
+    variant(withoutSetpriv),
+    variant(asBefore),
+  ];
+  const [plain = [], whole = [], noFilter = [], noDrop = [], before = []] =
+    await interleaved(makes);
   row("`true`, PEERGATE_SANDBOX=none", plain);
   row(
-    `\`true\`, PEERGATE_SANDBOX=bwrap${joins ? " (root: joins its own pids cgroup, `tasks`)" : ""}`,
-    confined,
+    `\`true\`, PEERGATE_SANDBOX=bwrap now${drops ? " (root: pids cgroup, setpriv to the workspace owner)" : ""}`,
+    whole,
     plain,
   );
-  if (joins) {
-    row("`true`, bwrap as before: no pids cgroup (no process limit as root)", unjoined, plain);
-    row("`true`, bwrap joining through `cgroup.procs` (whole-process move)", whole, plain);
-  }
-
-  if (values.profile) {
-    const full = withoutJoin();
-    const bwrapPath = "/usr/bin/bwrap";
-    const launch = full.args.indexOf(bwrapPath);
-    const launcher = full.args.slice(0, launch); // the limits wrapper's own arguments
-    const options = full.args.slice(launch + 1, full.args.lastIndexOf("--"));
-    const bare = (extra: string[]): SandboxCommand => ({
-      command: bwrapPath,
-      args: [...extra, "--bind", "/", "/", "/usr/bin/true"],
-      cwd: "/",
-      env: full.env,
-    });
-    /** The full command line without `count` arguments from where `flag` (the first) starts. */
-    const without = (flag: string, count: number): SandboxCommand => {
-      const at = options.indexOf(flag);
-      const kept = at < 0 ? options : [...options.slice(0, at), ...options.slice(at + count)];
-      return { ...full, args: [...launcher, bwrapPath, ...kept, "--", "/usr/bin/true"] };
-    };
-    const variants: [string, SandboxCommand][] = [
-      ["bwrap, user namespace only, host root bound", bare(["--unshare-user"])],
-      ["  + PID namespace", bare(["--unshare-user", "--unshare-pid"])],
-      ["  + network namespace", bare(["--unshare-user", "--unshare-net"])],
-      ["  + IPC namespace", bare(["--unshare-user", "--unshare-ipc"])],
-      ["  + UTS namespace", bare(["--unshare-user", "--unshare-uts"])],
-      ["  + cgroup namespace", bare(["--unshare-user", "--unshare-cgroup"])],
-      [
-        "the sandbox without its limits wrapper",
-        { ...full, command: bwrapPath, args: [...options, "--", "/usr/bin/true"] },
-      ],
-      ["the sandbox without /proc", without("--proc", 2)],
-      ["the sandbox without /dev", without("--dev", 2)],
-      ["the sandbox without the network namespace", without("--unshare-net", 1)],
-    ];
-    const times = await interleaved([
-      () => full,
-      ...variants.map(
-        ([, c]) =>
-          () =>
-            c,
-      ),
-    ]);
-    const reference = times[0] ?? [];
-    row("the sandbox without the pids cgroup (reference for the rows below)", reference);
-    for (const [i, [label]] of variants.entries()) row(label, times[i + 1] ?? [], reference);
-  }
+  row("  the same without the seccomp filter", noFilter, plain);
+  row(
+    `  the same without the uid drop (setpriv)${drops ? "" : ": not root, none to drop"}`,
+    noDrop,
+    plain,
+  );
+  row("  the sandbox as before this hardening (bwrap as root under a root server)", before, plain);
+  const added = median(whole.map((v, i) => v - (plain[i] ?? 0)));
+  const part = (label: string, without: number[]) => {
+    const cost = median(whole.map((v, i) => v - (without[i] ?? 0)));
+    parts.push(
+      `| ${label} | ${cost.toFixed(2)} | ${added > 0 ? ((100 * cost) / added).toFixed(0) : "-"}% |`,
+    );
+  };
+  part("seccomp filter (`--seccomp 3`, loaded by bwrap)", noFilter);
+  part("uid drop (`setpriv` exec before bwrap)", noDrop);
+  part("all of this hardening together", before);
 }
-
 console.log(
   `Sandbox start cost, ${runs} interleaved rounds (load average ${os.loadavg()[0]?.toFixed(1)}, ${os.cpus().length} CPUs)\n`,
 );
 console.log("| spawn of `/usr/bin/true` | runs | median ms | median difference ms |");
 console.log("|---|---|---|---|");
 console.log(rows.join("\n"));
+if (parts.length > 0) {
+  console.log(
+    "\n| part (median of per-round differences with the whole sandbox) | ms | share of what the sandbox adds |",
+  );
+  console.log("|---|---|---|");
+  console.log(parts.join("\n"));
+}
 await rm(base, { recursive: true, force: true });

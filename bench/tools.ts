@@ -2,7 +2,7 @@
 // wall times for the calls a run makes most, on a generated workspace in a temp directory
 // (2 000 files in 100 directories, one 10 MB text file). Loopback only; nothing leaves the
 // machine. The numbers say what a call costs on top of the model's latency.
-import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
+import { chmod, chown, mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
@@ -199,7 +199,12 @@ async function measureCommand(label: string, backend: SandboxBackend): Promise<n
 }
 const plain = await measureCommand("command `true`, PEERGATE_SANDBOX=none", createNoneBackend());
 const bwrap = createBwrapBackend();
-const probe = await probeSandbox(bwrap);
+// A root server runs commands as the workspace's owner and refuses a root-owned workspace.
+if (process.geteuid?.() === 0) {
+  await chmod(base, 0o755);
+  await chown(workspace, 65534, 65534);
+}
+const probe = await probeSandbox(bwrap, { workspace });
 let sandboxNote = "";
 if (probe.ok) {
   const confined = await measureCommand("command `true`, PEERGATE_SANDBOX=bwrap", bwrap);

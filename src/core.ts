@@ -198,6 +198,7 @@ export async function openCore(
       policies,
       logger,
       dataDir: config.dataDir,
+      workspace: config.workspace,
     });
     // Every secret this process holds, and every credential peergate generates, replaced in
     // process output and tool results.
@@ -249,6 +250,7 @@ export async function openCore(
           policies: next,
           logger,
           dataDir: config.dataDir,
+          workspace: config.workspace,
         });
       },
       buildTools: (next) => createToolRuntime(runtimeOptions(next)),

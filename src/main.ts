@@ -3,6 +3,7 @@
 // process.env and process.argv. Everything below it takes them as arguments.
 import { commands } from "./cli/commands.ts";
 import { runCli } from "./cli/run-cli.ts";
+import { killCommandGroups } from "./tools/run-process.ts";
 
 // Everything peergate creates — secrets, the embedded database, the control socket, files tools
 // write — is the operator's alone unless an operator widens it by hand.
@@ -13,8 +14,13 @@ let signals = 0;
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.on(signal, () => {
     signals += 1;
-    // A second signal means the operator does not want to wait for a graceful stop.
-    if (signals > 1) process.exit(130);
+    // A second signal means the operator does not want to wait for a graceful stop: every
+    // command still running goes with the server, whatever the sandbox (under `none` nothing
+    // else would take them; under bwrap this is at once rather than when bwrap notices).
+    if (signals > 1) {
+      killCommandGroups();
+      process.exit(130);
+    }
     controller.abort(signal);
   });
 }

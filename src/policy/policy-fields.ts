@@ -168,8 +168,11 @@ export const sandboxLimits = z
       cpuSeconds: limit("CPU seconds", 86_400),
       fileSizeBytes: limit("bytes", 2 ** 50),
       memoryBytes: limit("bytes", 2 ** 50),
+      tmpBytes: limit("bytes", 2 ** 50),
     },
-    { error: "a mapping with processes, cpuSeconds, fileSizeBytes and/or memoryBytes" },
+    {
+      error: "a mapping with processes, cpuSeconds, fileSizeBytes, memoryBytes and/or tmpBytes",
+    },
   )
   .optional();
 

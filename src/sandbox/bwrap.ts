@@ -1,21 +1,29 @@
 // The bubblewrap backend. One sandbox per process: its own user, mount, PID, IPC, UTS and cgroup
 // namespaces, and its own network namespace (only a loopback of its own) unless the tool declares
 // egress. Inside, the root holds /usr read-only with the usual /bin, /lib symlinks, the few /etc
-// files programs read, a fresh /tmp (also HOME), a /proc of the sandbox's own PID namespace, a
-// minimal /dev, and the workspace read-write at its own path, so paths in output mean the same
-// thing outside. Nothing else exists: no data directory, no /root, no /home, no /proc of peergate.
+// files programs read, a fresh size-capped /tmp (also HOME), a /proc of the sandbox's own PID
+// namespace with /proc/sys read-only, a minimal read-only /dev with a capped /dev/shm, and the
+// workspace read-write at its own path, so paths in output mean the same thing outside. Nothing
+// else exists: no data directory, no /root, no /home, no /proc of peergate. The command runs as
+// nobody, with no capability, no_new_privs, no way to make another user namespace, and the
+// seccomp filter of src/sandbox/seccomp.ts.
 //
 // bwrap is PID 1 of the sandbox and /proc/1/environ shows the environment bwrap was started
 // with, whatever --clearenv does for the child: so bwrap is spawned with PATH only, and the
-// child's variables go in as --setenv. prlimit (util-linux) execs into bwrap with the limits set,
-// so every process inside inherits them. A server running as root also puts every sandbox in a
-// pids cgroup of its own (src/sandbox/pids-cgroup.ts), since RLIMIT_NPROC does not bind root: a
-// shell joins it and execs prlimit, and refuses to run anything if it cannot. When the outer bwrap dies (the run's kill reaches its
-// process group), --die-with-parent kills the sandbox's PID 1 and the kernel kills every process
-// left in its PID namespace: a setsid or double-forked child cannot outlive the call.
-import { cpSync, existsSync, lstatSync, mkdtempSync, rmSync, statSync } from "node:fs";
+// child's variables go in as --setenv.
+//
+// Every sandbox starts through one launcher, a shell: it joins the sandbox's pids cgroup when
+// there is one (a root server: RLIMIT_NPROC does not bind root), opens the seccomp filter on fd
+// 3, and execs prlimit, which sets the limits and execs, as root, setpriv, which drops to the
+// workspace's owner (src/sandbox/host-user.ts) and execs bwrap: so bwrap never runs as host root,
+// and every process inside inherits the cgroup, the limits and the user. If any step fails
+// nothing is run. When the outer bwrap dies (the run's kill reaches its process group),
+// --die-with-parent kills the sandbox's PID 1 and the kernel kills every process left in its PID
+// namespace: a setsid or double-forked child cannot outlive the call.
+import { chmodSync, cpSync, existsSync, lstatSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { type HostUser, sandboxHostUser } from "./host-user.ts";
 import {
   createPidsCgroups,
   detectProcessCountLimit,
@@ -24,6 +32,7 @@ import {
   pidsCgroupFix,
   SandboxUnavailableError,
 } from "./pids-cgroup.ts";
+import { writeSeccompFilter } from "./seccomp.ts";
 import type { SandboxBackend, SandboxCommand, SandboxRequest } from "./types.ts";
 
 /** The environment bwrap itself runs with (visible inside as /proc/1/environ). */
@@ -65,6 +74,8 @@ const etcExcluded = new Set(["/etc/ssl/private"]);
 function stageEtc(): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), "peergate-sandbox-etc-"));
   process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+  // The sandbox's user (the workspace's owner, under a root server) reads it; only we write it.
+  chmodSync(dir, 0o755);
   for (const entry of etcEntries) {
     const from = `/etc/${entry}`;
     if (!existsSync(from) && !isSymlink(from)) continue;
@@ -88,13 +99,21 @@ function isSymlink(file: string): boolean {
 /** The sandbox's user: nobody, so nothing inside is root even in its own namespace. */
 const sandboxUid = "65534";
 
+/** The descriptor the launcher opens the seccomp filter on, for bwrap's --seccomp. */
+const seccompFd = "3";
+
+/** /dev/shm's cap (Docker's default): POSIX shared memory and semaphores, not a second /tmp. */
+const devShmBytes = 64 * 1024 * 1024;
+
 export type BwrapOptions = {
   /** Absolute path of bwrap (default /usr/bin/bwrap). */
   readonly bwrapPath?: string;
   /** Absolute path of prlimit (default /usr/bin/prlimit). */
   readonly prlimitPath?: string;
-  /** Absolute path of the shell that joins a pids cgroup (default /bin/sh). */
+  /** Absolute path of the launcher's shell (default /bin/sh). */
   readonly shellPath?: string;
+  /** Absolute path of setpriv, which a root server drops to the workspace's owner with. */
+  readonly setprivPath?: string;
   /** Never bound, nor anything containing them (peergate's data directory). */
   readonly hiddenPaths?: readonly string[];
   /** For tests: how the process count is limited (default: decided at the first command). */
@@ -102,20 +121,25 @@ export type BwrapOptions = {
 };
 
 /**
- * The launcher's script when the sandbox has a pids cgroup: move itself into the cgroup (`0` is
- * the writer; so it, and every process it starts, is counted there), then exec the rest. If the
- * write fails nothing is run. `$1` is the cgroup's `tasks` (v1) or `cgroup.procs` (v2) file. PWD, which the shell exports
- * on its own, is dropped: bwrap's environment stays PATH only.
+ * The launcher's script. `$1` is the sandbox's pids cgroup file (`tasks` on v1, `cgroup.procs` on
+ * v2), or empty: the shell moves itself into it (`0` is the writer; so it, and every process it
+ * starts, is counted there) and runs nothing if it cannot. `$2` is the seccomp filter, opened on
+ * fd 3 for bwrap (a redirection that fails ends the shell: nothing runs without the filter). PWD,
+ * which the shell exports on its own, is dropped: bwrap's environment stays PATH only.
  */
-export const joinCgroupScript = `{ echo 0 > "$1"; } 2>/dev/null || { echo "peergate: the sandbox could not join its pids cgroup ($1); nothing was run" >&2; exit 125; }; shift; unset PWD; exec "$@"`;
+export const launcherScript = `if [ -n "$1" ]; then { echo 0 > "$1"; } 2>/dev/null || { echo "peergate: the sandbox could not join its pids cgroup ($1); nothing was run" >&2; exit 125; }; fi; f=$2; shift 2; unset PWD; exec "$@" ${seccompFd}<"$f"`;
 
 export function createBwrapBackend(options: BwrapOptions = {}): SandboxBackend {
   const bwrap = options.bwrapPath ?? "/usr/bin/bwrap";
   const prlimit = options.prlimitPath ?? "/usr/bin/prlimit";
   const shell = options.shellPath ?? "/bin/sh";
+  const setpriv = options.setprivPath ?? "/usr/bin/setpriv";
   let etc: string | undefined;
+  let filter: string | undefined;
   let counting: ProcessCountLimit | undefined = options.processCountLimit;
   let cgroups: ReturnType<typeof createPidsCgroups> | undefined;
+  // The workspace's owner is read once per workspace: only root can change it.
+  const users = new Map<string, HostUser | undefined>();
   return {
     kind: "bwrap",
     confines: true,
@@ -128,29 +152,56 @@ export function createBwrapBackend(options: BwrapOptions = {}): SandboxBackend {
           `the process-count limit cannot be applied: ${counting.problem}; nothing was run. Fix: ${pidsCgroupFix}`,
         );
       }
+      if (!users.has(request.workspace)) {
+        users.set(request.workspace, sandboxHostUser(request.workspace));
+      }
+      const user = users.get(request.workspace);
       etc ??= stageEtc();
-      const args = [
-        `--nproc=${limits.processes}`,
-        `--cpu=${limits.cpuSeconds}`,
-        `--fsize=${limits.fileSizeBytes}`,
-        `--as=${limits.memoryBytes}`,
-        "--",
-        bwrap,
-        ...bwrapArguments(request, etc, options.hiddenPaths ?? []),
-        "--",
-        ...request.argv,
-      ];
+      filter ??= writeSeccompFilter();
+      let procs = "";
       if (counting.kind === "cgroup") {
         cgroups ??= createPidsCgroups(counting.parent, counting.version);
-        const procs = cgroups.create(limits.processes);
-        return {
-          command: shell,
-          args: ["-c", joinCgroupScript, "peergate-sandbox", procs, prlimit, ...args],
-          cwd: "/",
-          env: { ...bwrapLauncherEnv },
-        };
+        procs = cgroups.create(limits.processes);
       }
-      return { command: prlimit, args, cwd: "/", env: { ...bwrapLauncherEnv } };
+      // With a pids cgroup the count is per sandbox, there. RLIMIT_NPROC is left as the server
+      // has it: set to `processes` it would count every process of the workspace's owner on the
+      // host, so concurrent sandboxes would share one count (and raising it needs
+      // CAP_SYS_RESOURCE, which a container's root may not hold).
+      const nproc = counting.kind === "cgroup" ? [] : [`--nproc=${limits.processes}`];
+      const drop =
+        user === undefined
+          ? []
+          : [
+              setpriv,
+              `--reuid=${user.uid}`,
+              `--regid=${user.gid}`,
+              "--clear-groups",
+              "--no-new-privs",
+              "--",
+            ];
+      return {
+        command: shell,
+        args: [
+          "-c",
+          launcherScript,
+          "peergate-sandbox",
+          procs,
+          filter,
+          prlimit,
+          ...nproc,
+          `--cpu=${limits.cpuSeconds}`,
+          `--fsize=${limits.fileSizeBytes}`,
+          `--as=${limits.memoryBytes}`,
+          "--",
+          ...drop,
+          bwrap,
+          ...bwrapArguments(request, etc, options.hiddenPaths ?? []),
+          "--",
+          ...request.argv,
+        ],
+        cwd: "/",
+        env: { ...bwrapLauncherEnv },
+      };
     },
   };
 }
@@ -162,7 +213,10 @@ export function bwrapArguments(
   hiddenPaths: readonly string[] = [],
 ): string[] {
   const args = [
+    // An explicit --unshare-user, which --disable-userns needs: nothing inside can make another
+    // user namespace (where it would hold every capability again).
     "--unshare-user",
+    "--disable-userns",
     "--unshare-ipc",
     "--unshare-pid",
     "--unshare-uts",
@@ -195,13 +249,28 @@ export function bwrapArguments(
     "/lib64",
     "--proc",
     "/proc",
+    // bwrap 0.8 cannot remount /proc/sys read-only; a read-only bind of it over itself does.
+    "--ro-bind",
+    "/proc/sys",
+    "/proc/sys",
     "--dev",
     "/dev",
+    // /dev is a tmpfs bwrap makes writable: without this it would be an uncapped one.
+    "--size",
+    String(Math.min(devShmBytes, request.limits.tmpBytes)),
+    "--tmpfs",
+    "/dev/shm",
+    "--remount-ro",
+    "/dev",
+    "--size",
+    String(request.limits.tmpBytes),
     "--tmpfs",
     "/tmp",
     "--ro-bind",
     etc,
     "/etc",
+    "--seccomp",
+    seccompFd,
   ];
   // Only regular files (a program, a script): an argument such as `/` must not bind the host's
   // root, and nothing in or around the data directory is ever bound.

@@ -1,8 +1,8 @@
 // The process-count limit when RLIMIT_NPROC does not bind. The kernel never applies RLIMIT_NPROC
-// to a process whose real user is root outside every namespace (INIT_USER), and bubblewrap's user
-// namespace maps the sandbox's `nobody` to the server's own user: a server running as root gets
-// sandboxes whose fork bomb is stopped by nothing but the call's timeout. Running the sandbox as
-// another host user would make the workspace (owned by root) read-only to it.
+// to a process whose real user is root outside every namespace (INIT_USER). A root server's
+// sandboxes run as the workspace's owner (src/sandbox/host-user.ts), where RLIMIT_NPROC would
+// bind, but it counts every process of that user on the host: concurrent sandboxes would share one
+// count. A cgroup per sandbox counts each alone.
 //
 // So a root server gives every sandbox a pids cgroup of its own, `pids.max` = the tool's
 // `processes`: the kernel counts every task in it (threads too) whatever the user, and a fork past

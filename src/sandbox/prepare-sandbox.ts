@@ -17,7 +17,7 @@ import type { SandboxBackend, SandboxKind, SandboxProbe } from "./types.ts";
 export type SandboxStatus = { readonly ok: boolean; readonly detail: string };
 
 export const sandboxFix =
-  "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; it needs user namespaces) or, knowing that processes then run unconfined as the server's user, set PEERGATE_SANDBOX=none";
+  "install bubblewrap and util-linux (Debian/Ubuntu: `apt-get install bubblewrap util-linux`; it needs unprivileged user namespaces and seccomp); as root, give the workspace to an unprivileged user; or, knowing that processes then run unconfined as the server's user, set PEERGATE_SANDBOX=none";
 
 /** True when the agent's tools can start a process for a run. */
 export function startsProcesses(policies: {
@@ -39,6 +39,8 @@ export async function prepareSandbox(options: {
   readonly logger: Logger;
   /** peergate's data directory: the backend never binds it into a sandbox. */
   readonly dataDir?: string;
+  /** The workspace: the probe runs there (a root server runs commands as its owner). */
+  readonly workspace?: string;
   /** For tests: the backend to use instead of the one `kind` names. */
   readonly backend?: SandboxBackend;
   readonly probe?: (backend: SandboxBackend) => Promise<SandboxProbe>;
@@ -60,7 +62,12 @@ export async function prepareSandbox(options: {
       status: { ok: true, detail: "none: processes run unconfined (PEERGATE_SANDBOX=none)" },
     };
   }
-  const probe = await (options.probe ?? probeSandbox)(backend);
+  const probe = options.probe
+    ? await options.probe(backend)
+    : await probeSandbox(
+        backend,
+        options.workspace === undefined ? {} : { workspace: options.workspace },
+      );
   if (probe.ok) {
     options.logger.info("sandbox ready", { backend: backend.kind });
     return { backend, status: { ok: true, detail: `${backend.kind}: works` } };

@@ -1,7 +1,10 @@
 // Start-up check that a backend really confines: run `true` through it, as a tool would, and
 // see it exit 0. bubblewrap can be installed and still fail (no user namespaces in a container,
-// a missing prlimit), and finding that out on the first tool call would be too late.
+// a missing prlimit or setpriv, a kernel without seccomp, a root server whose workspace is
+// root's), and finding that out on the first tool call would be too late. It runs in the real
+// workspace when there is one (a root server runs commands as its owner), else in a temp one.
 import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { mkdtemp, realpath, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -14,9 +17,20 @@ import {
 
 export async function probeSandbox(
   backend: SandboxBackend,
-  { timeoutMs = 10_000 }: { timeoutMs?: number } = {},
+  {
+    timeoutMs = 10_000,
+    workspace: given,
+  }: {
+    timeoutMs?: number;
+    /** The server's workspace; a root server's probe needs it even when it does not exist. */
+    workspace?: string;
+  } = {},
 ): Promise<SandboxProbe> {
-  const workspace = await realpath(await mkdtemp(path.join(os.tmpdir(), "peergate-probe-")));
+  const temporary =
+    given === undefined || (!existsSync(given) && process.geteuid?.() !== 0)
+      ? await realpath(await mkdtemp(path.join(os.tmpdir(), "peergate-probe-")))
+      : undefined;
+  const workspace = temporary ?? (await realpath(given as string).catch(() => given as string));
   try {
     let command: SandboxCommand;
     try {
@@ -56,6 +70,6 @@ export async function probeSandbox(
       });
     });
   } finally {
-    await rm(workspace, { recursive: true, force: true });
+    if (temporary !== undefined) await rm(temporary, { recursive: true, force: true });
   }
 }

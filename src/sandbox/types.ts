@@ -16,7 +16,15 @@ export type SandboxLimits = {
   readonly fileSizeBytes: number;
   /** RLIMIT_AS: address space per process, in bytes. */
   readonly memoryBytes: number;
+  /**
+   * Size of the sandbox's own /tmp, in bytes. A tmpfs's pages are memory that RLIMIT_AS does not
+   * count (they belong to no process), so the file system itself is capped.
+   */
+  readonly tmpBytes: number;
 };
+
+/** /tmp's cap when a declaration sets none: at most this, and never more than memoryBytes. */
+const defaultTmpBytes = 512 * 1024 * 1024;
 
 /** Safe defaults: enough for compilers, git and test runners; a tool declaration can change them. */
 export const defaultSandboxLimits: SandboxLimits = {
@@ -24,6 +32,7 @@ export const defaultSandboxLimits: SandboxLimits = {
   cpuSeconds: 600,
   fileSizeBytes: 1024 * 1024 * 1024,
   memoryBytes: 4 * 1024 * 1024 * 1024,
+  tmpBytes: defaultTmpBytes,
 };
 
 export type SandboxRequest = {
@@ -70,10 +79,12 @@ export type SandboxProbe = { readonly ok: true } | { readonly ok: false; readonl
 export function resolveSandboxLimits(
   declared: { readonly [K in keyof SandboxLimits]?: number | undefined } | undefined,
 ): SandboxLimits {
+  const memoryBytes = declared?.memoryBytes ?? defaultSandboxLimits.memoryBytes;
   return {
     processes: declared?.processes ?? defaultSandboxLimits.processes,
     cpuSeconds: declared?.cpuSeconds ?? defaultSandboxLimits.cpuSeconds,
     fileSizeBytes: declared?.fileSizeBytes ?? defaultSandboxLimits.fileSizeBytes,
-    memoryBytes: declared?.memoryBytes ?? defaultSandboxLimits.memoryBytes,
+    memoryBytes,
+    tmpBytes: declared?.tmpBytes ?? Math.min(defaultTmpBytes, memoryBytes),
   };
 }

@@ -311,7 +311,7 @@ async function sandboxCheck(config: Config): Promise<DoctorCheck> {
   }
   try {
     const backend = createSandboxBackend(config.sandbox, { dataDir: config.dataDir });
-    const probe = await probeSandbox(backend);
+    const probe = await probeSandbox(backend, { workspace: config.workspace });
     return probe.ok
       ? { check: "sandbox", status: "ok", detail: `${backend.kind}: works` }
       : {

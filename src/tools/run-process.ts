@@ -2,11 +2,19 @@
 // backend (src/sandbox), in its own process group, with an allowlisted environment, stdout and
 // stderr collected as bytes up to a cap each (the rest is drained and counted, so a flood cannot
 // grow memory or stall the child on a full pipe) and redacted by value. On timeout or abort the
-// whole group gets SIGTERM, then SIGKILL after a grace period; processes the command left
-// running in its group after it exited are killed too. Under bwrap the group holds the sandbox's
-// launcher, whose death takes the sandbox's PID namespace (so every process in it, setsid or
-// not) with it; a sandboxed script therefore gets no SIGTERM grace of its own.
+// command gets SIGTERM, then SIGKILL after a grace period; processes the command left running in
+// its group after it exited are killed too.
+//
+// Under bwrap the spawned process becomes the outer bwrap, whose child is bwrap again, the
+// sandbox's PID 1; everything below that is the command. SIGTERM goes to each of those processes
+// (bwrap itself would only take the sandbox down at once), so a script's TERM trap runs; the
+// SIGKILL after the grace goes to the group, whose bwrap's death takes the sandbox's PID
+// namespace (every process in it, setsid or not) with it.
+//
+// Every live group is registered, so a forced exit of the server (a second SIGINT or SIGTERM,
+// src/main.ts) kills them all at once, whatever the backend: under `none` nothing else would.
 import { spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import type { Redactor } from "../sandbox/redact.ts";
 import type { SandboxBackend, SandboxLimits, SandboxRequest } from "../sandbox/types.ts";
 
@@ -77,6 +85,74 @@ function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
   }
 }
 
+/** The process groups of every command still running, for a forced exit. */
+const liveGroups = new Set<number>();
+
+/** Registers a command's process group until the returned function is called. */
+export function trackCommandGroup(pid: number | undefined): () => void {
+  if (pid === undefined) return () => {};
+  liveGroups.add(pid);
+  return () => liveGroups.delete(pid);
+}
+
+/** SIGKILLs every live command's group at once (the server is exiting without waiting). */
+export function killCommandGroups(): number {
+  const count = liveGroups.size;
+  for (const pid of liveGroups) killGroup(pid, "SIGKILL");
+  liveGroups.clear();
+  return count;
+}
+
+/** Host pids below `pid`, deepest last, skipping the first `skip` generations. */
+function descendantsOf(pid: number, skip: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      // The parent pid is the second field after the command name, which may hold spaces.
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      const list = children.get(ppid) ?? [];
+      list.push(Number(name));
+      children.set(ppid, list);
+    } catch {
+      // Gone while we looked.
+    }
+  }
+  const found: number[] = [];
+  const walk = (parent: number, depth: number) => {
+    for (const child of children.get(parent) ?? []) {
+      if (depth >= skip) found.push(child);
+      walk(child, depth + 1);
+    }
+  };
+  walk(pid, 0);
+  return found;
+}
+
+/**
+ * Asks a command to stop: SIGTERM to its group, or, in a bwrap sandbox, to every process below
+ * the two bwraps (the outer one and the sandbox's PID 1). Returns false when a sandbox has no
+ * process of the command yet (or any more): nothing can take the signal, so the caller kills.
+ */
+export function terminateCommand(pid: number | undefined, backend: SandboxBackend): boolean {
+  if (pid === undefined) return false;
+  if (backend.kind !== "bwrap") {
+    killGroup(pid, "SIGTERM");
+    return true;
+  }
+  let signalled = false;
+  for (const inside of descendantsOf(pid, 1)) {
+    try {
+      process.kill(inside, "SIGTERM");
+      signalled = true;
+    } catch {
+      // It ended meanwhile.
+    }
+  }
+  return signalled;
+}
+
 export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
   const started = performance.now();
   const grace = request.killGraceMs ?? processDefaults.killGraceMs;
@@ -110,6 +186,7 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
       windowsHide: true,
     });
     const pid = child.pid;
+    const untrack = trackCommandGroup(pid);
 
     const finish = () => {
       if (settled) return;
@@ -119,6 +196,7 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
       request.signal.removeEventListener("abort", onAbort);
       // Whatever is left of the group (background children) does not outlive the call.
       killGroup(pid, "SIGKILL");
+      untrack();
       clearTimeout(killTimer);
       const stdout = redactStream(out, request.sandbox.redactor);
       const stderr = redactStream(err, request.sandbox.redactor);
@@ -141,7 +219,11 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
     const stop = (why: "timeout" | "abort") => {
       if (stoppedBy !== undefined || settled) return;
       stoppedBy = why;
-      killGroup(pid, "SIGTERM");
+      if (!terminateCommand(pid, request.sandbox.backend)) {
+        // A sandbox with nothing of the command in it: no trap to wait for.
+        killGroup(pid, "SIGKILL");
+        return;
+      }
       killTimer = setTimeout(() => {
         forceKilled = true;
         killGroup(pid, "SIGKILL");

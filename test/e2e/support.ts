@@ -37,6 +37,7 @@ import {
   type Scenarios,
   type StubStep,
 } from "../support/openai-stub.ts";
+import { giveToSandboxUser } from "../support/sandbox-workspace.ts";
 
 /** The model id every e2e server runs; priced at $0 in the test copy of models.yaml. */
 export const scriptedModelId = "openai-compatible:scripted";
@@ -114,7 +115,7 @@ export async function copyPolicies(): Promise<string> {
   return dir;
 }
 
-/** A workspace with a few files in it. */
+/** A workspace with a few files in it (as root, the unprivileged test user's: the sandbox runs as it). */
 export async function createWorkspace(): Promise<string> {
   const dir = await makeTempDir("peergate-e2e-workspace-");
   await writeFile(path.join(dir, "README.md"), "# demo\n\nA workspace for the e2e tests.\n");
@@ -122,6 +123,7 @@ export async function createWorkspace(): Promise<string> {
   await writeFile(path.join(dir, "notes", "todo.txt"), "- nothing yet\n");
   await mkdir(path.join(dir, "src"));
   await writeFile(path.join(dir, "src", "app.ts"), "export const answer = 42;\n");
+  await giveToSandboxUser(dir);
   return dir;
 }
 

@@ -2,7 +2,7 @@
 // the SDK's transport. The fixture server (one file, Node built-ins only) reports what it can
 // see; it must not see the data dir, the server's /proc or environment, or a host listener when
 // its tools are declared without egress.
-import { mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, realpath, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -13,7 +13,7 @@ import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
 import { createToolRuntime } from "../../src/tools/runtime.ts";
 import type { ToolRuntime } from "../../src/tools/types.ts";
 import { buildPolicies, callTool, expectSuccess, silentLogger } from "../tools/support.ts";
-import { bwrapBackend, describeWithBwrap, snapshotTree } from "./support.ts";
+import { bwrapBackend, describeWithBwrap, giveToSandboxUser, snapshotTree } from "./support.ts";
 
 const fixture = fileURLToPath(new URL("./fixtures/bare-mcp-server.mjs", import.meta.url));
 const adminToken = `admin-${"m".repeat(40)}`;
@@ -34,6 +34,8 @@ describeWithBwrap("a stdio MCP server in the bwrap sandbox", () => {
     await mkdir(workspace, { recursive: true });
     await mkdir(dataDir, { recursive: true });
     await writeFile(path.join(dataDir, "admin-token"), adminToken);
+    await chmod(base, 0o755);
+    await giveToSandboxUser(workspace);
     listener = createServer((socket) => {
       connections++;
       socket.end();

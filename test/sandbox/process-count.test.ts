@@ -18,7 +18,7 @@ import { probeSandbox } from "../../src/sandbox/probe.ts";
 import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
 import { createToolRuntime } from "../../src/tools/runtime.ts";
 import { buildPolicies, callTool, silentLogger } from "../tools/support.ts";
-import { describeWithBwrap, eventually } from "./support.ts";
+import { describeWithBwrap, eventually, makeSandboxWorkspace } from "./support.ts";
 
 const v1Mountinfo = [
   "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755",
@@ -133,7 +133,9 @@ describeWithBwrap("the sandboxes' pids cgroups", () => {
       cgroups.create(5);
       expect(cgroups.live).toBeGreaterThanOrEqual(1);
       const backend = createBwrapBackend({ processCountLimit: counting });
-      const probe = await probeSandbox(backend);
+      const workspace = await makeSandboxWorkspace();
+      const probe = await probeSandbox(backend, { workspace });
+      await rm(workspace, { recursive: true, force: true });
       expect(probe.ok).toBe(true);
       expect(await eventually(async () => existsSync(counting.parent))).toBe(true);
     },
@@ -142,7 +144,7 @@ describeWithBwrap("the sandboxes' pids cgroups", () => {
   it.skipIf(counting.kind !== "cgroup")(
     `a launcher that cannot join its cgroup runs nothing${counting.kind === "cgroup" ? "" : " — skipped: not root, no cgroup"}`,
     async () => {
-      const base = await realpath(await mkdtemp(path.join(os.tmpdir(), "peergate-nproc-join-")));
+      const base = await makeSandboxWorkspace("peergate-nproc-join-");
       try {
         const backend = createBwrapBackend();
         const command = backend.wrap({
@@ -151,7 +153,13 @@ describeWithBwrap("the sandboxes' pids cgroups", () => {
           cwd: base,
           env: { PATH: "/usr/bin:/bin" },
           egress: false,
-          limits: { processes: 8, cpuSeconds: 5, fileSizeBytes: 1024, memoryBytes: 1 << 30 },
+          limits: {
+            processes: 8,
+            cpuSeconds: 5,
+            fileSizeBytes: 1024,
+            memoryBytes: 1 << 30,
+            tmpBytes: 1 << 20,
+          },
         });
         // The cgroup is gone before the launcher starts (removed by hand, a cleaner elsewhere).
         const file = command.args[3] ?? "";

@@ -297,7 +297,7 @@ describe("a process's environment", () => {
       [dataDir],
     );
     const bound = args.flatMap((a, i) => (a === "--ro-bind" ? [args[i + 1]] : []));
-    expect(bound).toEqual(["/usr", "/staged-etc", script]);
+    expect(bound).toEqual(["/usr", "/proc/sys", "/staged-etc", script]);
   });
 
   it("the none backend runs the program itself, with exactly the given environment", () => {

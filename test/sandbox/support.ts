@@ -3,14 +3,24 @@
 // suites are skipped with the reason in their title; with PEERGATE_TEST_SANDBOX=required (CI, where
 // bubblewrap is installed) a missing or broken bwrap is a failure instead.
 import { createHash } from "node:crypto";
-import { readdir, readFile } from "node:fs/promises";
+import { readdir, readFile, rm } from "node:fs/promises";
 import path from "node:path";
 import { describe, it } from "vitest";
 import { createBwrapBackend } from "../../src/sandbox/bwrap.ts";
 import { probeSandbox } from "../../src/sandbox/probe.ts";
+import { makeSandboxWorkspace } from "../support/sandbox-workspace.ts";
+
+export {
+  giveToSandboxUser,
+  makeSandboxWorkspace,
+  runsAsRoot,
+  sandboxTestUser,
+} from "../support/sandbox-workspace.ts";
 
 export const bwrapBackend = createBwrapBackend();
-const probe = await probeSandbox(bwrapBackend);
+const probeWorkspace = await makeSandboxWorkspace("peergate-probe-");
+const probe = await probeSandbox(bwrapBackend, { workspace: probeWorkspace });
+await rm(probeWorkspace, { recursive: true, force: true });
 const required = process.env.PEERGATE_TEST_SANDBOX === "required";
 
 /** Why bwrap cannot be used here, or undefined when it works. */

@@ -7,7 +7,7 @@
 // then SIGKILL after the grace period; groups still alive when the pipeline ends are killed.
 import { spawn } from "node:child_process";
 import type { SandboxBackend, SandboxLimits } from "../../sandbox/types.ts";
-import { processDefaults } from "../run-process.ts";
+import { processDefaults, terminateCommand, trackCommandGroup } from "../run-process.ts";
 
 export type StageStatus = {
   readonly exitCode: number | null;
@@ -69,6 +69,7 @@ export function runPipeline(request: PipelineRequest): Promise<PipelineResult> {
     const err: Collector = { chunks: [], kept: 0, total: 0 };
     const statuses: (StageStatus | undefined)[] = request.stages.map(() => undefined);
     const pids: (number | undefined)[] = [];
+    const tracked: (() => void)[] = [];
     let stoppedBy: PipelineResult["stoppedBy"];
     let killTimer: NodeJS.Timeout | undefined;
     let settled = false;
@@ -81,6 +82,7 @@ export function runPipeline(request: PipelineRequest): Promise<PipelineResult> {
       clearTimeout(killTimer);
       request.signal.removeEventListener("abort", onAbort);
       for (const pid of pids) killGroup(pid, "SIGKILL");
+      for (const untrack of tracked) untrack();
       resolve({
         stages: statuses.map(
           (s) => s ?? { exitCode: null, signal: null, spawnError: "did not start" },
@@ -95,7 +97,11 @@ export function runPipeline(request: PipelineRequest): Promise<PipelineResult> {
     const stop = (why: "timeout" | "abort") => {
       if (stoppedBy !== undefined || settled) return;
       stoppedBy = why;
-      for (const pid of pids) killGroup(pid, "SIGTERM");
+      // In a sandbox, SIGTERM to each stage's own processes (its trap runs); a stage with none
+      // left is killed at once.
+      for (const pid of pids) {
+        if (!terminateCommand(pid, request.backend)) killGroup(pid, "SIGKILL");
+      }
       killTimer = setTimeout(() => {
         for (const pid of pids) killGroup(pid, "SIGKILL");
       }, grace);
@@ -124,6 +130,7 @@ export function runPipeline(request: PipelineRequest): Promise<PipelineResult> {
         windowsHide: true,
       });
       pids.push(child.pid);
+      tracked.push(trackCommandGroup(child.pid));
       let spawnError: string | undefined;
       child.on("error", (error: NodeJS.ErrnoException) => {
         spawnError = error.code ?? error.message;

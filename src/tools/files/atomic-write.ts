@@ -6,6 +6,7 @@ import { constants } from "node:fs";
 import { open, rename, unlink } from "node:fs/promises";
 import { quotePath, ToolCallError, throwIfAborted } from "../tool-call-error.ts";
 import { type ConfinedTarget, nameTempFile, type Workspace } from "../workspace.ts";
+import { giveToWorkspaceOwner } from "./file-owner.ts";
 
 const chunkBytes = 256 * 1024;
 
@@ -40,6 +41,8 @@ export async function writeFileAtomically(
     );
     tempExists = true;
     try {
+      // Before the rename: the new file is the workspace owner's from the moment it has a name.
+      await giveToWorkspaceOwner(workspace, file);
       let offset = 0;
       while (offset < data.length) {
         throwIfAborted(options.signal);

@@ -8,6 +8,7 @@ import { defineBuiltin } from "../builtin.ts";
 import { quotePath, runGuarded, ToolCallError, throwIfAborted } from "../tool-call-error.ts";
 import type { ToolImplementation } from "../types.ts";
 import { checkCallWorkspace, type OpenDirectory, type Workspace } from "../workspace.ts";
+import { giveToWorkspaceOwner } from "./file-owner.ts";
 
 /** The built-in: its descriptor (the one description anyone reads) and its factory. */
 export const makeDirectoryTool = defineBuiltin(
@@ -99,6 +100,7 @@ export function createMakeDirectoryTool(workspace: Workspace): ToolImplementatio
             }
             await dir.close();
             dir = next;
+            if (made) await giveToWorkspaceOwner(workspace, dir.handle);
           }
         } finally {
           await dir.close();
