@@ -18,6 +18,7 @@ import { builtinDescriptors } from "../../../src/tools/builtin-tools.ts";
 import { stagingDirectory } from "../../../src/tools/declared/verified-files.ts";
 import type { StageEvent, ToolResult, ToolRuntime } from "../../../src/tools/types.ts";
 import { bwrapBackend, describeWithBwrap } from "../../sandbox/support.ts";
+import { giveToSandboxUser } from "../../support/sandbox-workspace.ts";
 import {
   baseEnv,
   buildPolicies,
@@ -49,6 +50,9 @@ beforeEach(async () => {
   await writeFile(script, original);
   await writeFile(program, originalTool);
   await chmod(program, 0o755);
+  // A root server runs commands as the workspace's owner, never root (docs/sandbox.md).
+  await chmod(sandbox.base, 0o755);
+  await giveToSandboxUser(sandbox.workspace);
 });
 
 afterEach(async () => {
