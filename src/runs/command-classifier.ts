@@ -21,12 +21,8 @@
 // The call's usage (tokens, latency) is returned, not added anywhere: the caller records it apart
 // from the run's own model usage and charges it to the caller's budget.
 import { generateText, type LanguageModel } from "ai";
-import {
-  type ApprovalPolicy,
-  decideCall,
-  type SafetyOverride,
-  type ToolOverride,
-} from "../policy/overrides.ts";
+import { decideCall, type SafetyOverride } from "../gate/resolve.ts";
+import type { ApprovalPolicy, ToolOverride } from "../policy/overrides.ts";
 import { quoteUntrusted } from "../policy/quote.ts";
 
 export const commandRisks = ["read-only", "low-risk", "high-risk"] as const;

@@ -22,12 +22,6 @@ import {
 } from "ai";
 import type { PendingBatch, QueuedApproval, RunBudgetUsed, RunError } from "../db/schema.ts";
 import type { PendingInput } from "../domain/run.ts";
-import type { Logger } from "../log.ts";
-import { checkToolCall } from "../policy/check-tool-call.ts";
-import { askCallerToolName, readQuestion } from "../tools/context/ask-caller.ts";
-import { digestArgs } from "./args-digest.ts";
-import type { BudgetMeters, BudgetName } from "./budgets.ts";
-import { computeCostUsd, type ModelPrice } from "./prices.ts";
 import {
   type ApprovalDecision,
   answerApproval,
@@ -36,8 +30,14 @@ import {
   type IndexedApproval,
   type IndexedResult,
   type ModelToolCall,
-} from "./tool-batch.ts";
-import { errorResult, notStartedText } from "./tool-results.ts";
+} from "../gate/batch.ts";
+import { errorResult, notStartedText } from "../gate/results.ts";
+import type { Logger } from "../log.ts";
+import { checkToolCall } from "../policy/check-tool-call.ts";
+import { askCallerToolName, readQuestion } from "../tools/context/ask-caller.ts";
+import { digestArgs } from "./args-digest.ts";
+import type { BudgetMeters, BudgetName } from "./budgets.ts";
+import { computeCostUsd, type ModelPrice } from "./prices.ts";
 
 export type SegmentContext = {
   readonly model: LanguageModel;

@@ -30,6 +30,7 @@ import {
 import { storableText, toStorableJson } from "../db/storable.ts";
 import type { AuditActor } from "../domain/audit.ts";
 import { waitingStatuses } from "../domain/run.ts";
+import type { CallEnd, OpenedCall, ToolCallRecorder } from "../gate/batch.ts";
 import {
   activeStatuses,
   addDailyUsage,
@@ -38,7 +39,6 @@ import {
   readCaller,
   takeSlotWithin,
 } from "./run-queries.ts";
-import type { CallEnd, OpenedCall, ToolCallRecorder } from "./tool-batch.ts";
 
 /** The compare-and-set of a working run's change: still working, and still this instance's. */
 function ownedWorking(

@@ -17,17 +17,7 @@ import type {
 } from "../db/schema.ts";
 import { storableText } from "../db/storable.ts";
 import { isWaitingStatus, type PendingInput } from "../domain/run.ts";
-import { type LoadedPolicies, policiesNow } from "../load-policies.ts";
-import { isCallerRevoked } from "../policy/caller-revoked.ts";
-import type { EffectiveToolSet } from "../policy/effective-set.ts";
-import type { ActiveRun, StopReason } from "./active-runs.ts";
-import { createBudgetMeters, describeBudgetExceeded, formatUtcDay, zeroUsage } from "./budgets.ts";
-import type { Classification, CommandToolShape } from "./call-decision.ts";
-import { classifyCommand } from "./command-classifier.ts";
-import type { RunCore } from "./core.ts";
-import { buildModelTools } from "./model-tools.ts";
-import { mapSegmentEnd, outcomeOf } from "./outcome.ts";
-import { computeCostUsd, findModelPrice } from "./prices.ts";
+import type { ApprovalDecision, BatchDeps, ToolCallRecorder } from "../gate/batch.ts";
 import {
   buildRunControls,
   narrowSnapshot,
@@ -35,7 +25,18 @@ import {
   type RunControlsHolder,
   snapshotControls,
   stricterPolicy,
-} from "./run-controls.ts";
+} from "../gate/controls.ts";
+import type { Classification, CommandToolShape } from "../gate/decide.ts";
+import { type LoadedPolicies, policiesNow } from "../load-policies.ts";
+import { isCallerRevoked } from "../policy/caller-revoked.ts";
+import type { EffectiveToolSet } from "../policy/effective-set.ts";
+import type { ActiveRun, StopReason } from "./active-runs.ts";
+import { createBudgetMeters, describeBudgetExceeded, formatUtcDay, zeroUsage } from "./budgets.ts";
+import { classifyCommand } from "./command-classifier.ts";
+import type { RunCore } from "./core.ts";
+import { buildModelTools } from "./model-tools.ts";
+import { mapSegmentEnd, outcomeOf } from "./outcome.ts";
+import { computeCostUsd, findModelPrice } from "./prices.ts";
 import { runSegment, type SegmentEnd } from "./run-loop.ts";
 import { listCallIds, lockRun, readDailyTotals, readRun } from "./run-queries.ts";
 import {
@@ -49,7 +50,6 @@ import {
   saveMessages,
   saveRunControls,
 } from "./run-state.ts";
-import type { ApprovalDecision, BatchDeps, ToolCallRecorder } from "./tool-batch.ts";
 import type { RunEnd, RunEvent, RunOutcome, StartRunRequest } from "./types.ts";
 
 export type SegmentInput = {

@@ -7,9 +7,9 @@ import { MockLanguageModelV4 } from "ai/test";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../../src/errors.ts";
+import { decideCall } from "../../src/gate/resolve.ts";
 import {
   approvalPolicyLevels,
-  decideCall,
   type ToolOverride,
   toolOverrideValues,
 } from "../../src/policy/overrides.ts";

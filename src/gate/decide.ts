@@ -11,27 +11,20 @@
 // 4. `decideCall` (overrides, policy, coverage, safety) and `settleNobodyThere` (park or decline).
 import type { ToolCallDecisionRecord } from "../db/schema.ts";
 import { explainCoverage } from "../policy/command-key.ts";
-import {
-  decideCall,
-  readToolOverride,
-  resolveToolOverride,
-  type SafetyOverride,
-  type SettledCall,
-  settleNobodyThere,
-  type ToolOverrides,
-} from "../policy/overrides.ts";
+import { readToolOverride, resolveToolOverride, type ToolOverrides } from "../policy/overrides.ts";
 import type { Risk, ToolDescriptor } from "../policy/tools.ts";
 import { checkUrlGrant } from "../policy/url-grants.ts";
+import { type ClassifierResult, combineRisk, needsClassifier } from "../runs/command-classifier.ts";
 import { argvKey } from "../tools/shell/command-keys.ts";
 import { assessArgvRisk } from "../tools/shell/shell-risk.ts";
-import { type ClassifierResult, combineRisk, needsClassifier } from "./command-classifier.ts";
-import type { RunControls } from "./run-controls.ts";
+import type { RunControls } from "./controls.ts";
+import { decideCall, type SafetyOverride, type SettledCall, settleNobodyThere } from "./resolve.ts";
 
 /** A declared command tool as the floor needs it. */
 export type CommandToolShape =
   | { readonly mode: "fixed"; readonly program: string; readonly args: readonly string[] }
   | { readonly mode: "structured" }
-  /** Each stage is matched against the allowlist and asks on its own (src/runs/tool-batch.ts). */
+  /** Each stage is matched against the allowlist and asks on its own (src/gate/batch.ts). */
   | { readonly mode: "chain" | "script" };
 
 /** A classifier call: the verdict, and its model and cost for the record and the budget. */

@@ -24,9 +24,10 @@ import type { QueuedApproval, ToolCallDecisionRecord, ToolCallStatus } from "../
 import type { Logger } from "../log.ts";
 import { checkApprovalRequest, checkToolCall } from "../policy/check-tool-call.ts";
 import type { EffectiveToolSet } from "../policy/effective-set.ts";
-import type { SettledCall } from "../policy/overrides.ts";
 import { quoteUntrusted } from "../policy/quote.ts";
 import type { ToolDescriptor } from "../policy/tools.ts";
+import { digestArgs } from "../runs/args-digest.ts";
+import type { RunEvent } from "../runs/types.ts";
 import type { Redactor } from "../sandbox/redact.ts";
 import {
   type CommandGate,
@@ -41,23 +42,22 @@ import {
   type ToolResult,
   type ToolSuccess,
 } from "../tools/types.ts";
-import { digestArgs } from "./args-digest.ts";
+import type { RunControlsHolder } from "./controls.ts";
 import {
   type CallDecisionOutcome,
   type DecisionDeps,
   decideRedirect,
   decideToolCall,
   isDenied,
-} from "./call-decision.ts";
-import type { RunControlsHolder } from "./run-controls.ts";
+} from "./decide.ts";
+import type { SettledCall } from "./resolve.ts";
 import {
   describeToolResult,
   errorResult,
   interruptedText,
   notStartedText,
   rejectedText,
-} from "./tool-results.ts";
-import type { RunEvent } from "./types.ts";
+} from "./results.ts";
 
 /** A tool call as the model made it. `input` is parsed JSON, or the raw text when unparsable. */
 export type ModelToolCall = {
