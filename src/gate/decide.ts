@@ -58,9 +58,8 @@ export function callArgv(
   const input = (typeof args === "object" && args !== null ? args : {}) as Record<string, unknown>;
   const strings = (v: unknown) =>
     Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : [];
-  if (tool.name === "execute_command" && typeof input.program === "string") {
-    return { argv: [input.program, ...strings(input.args)], fixedArgs: 0 };
-  }
+  const own = tool.reads?.argv?.(args);
+  if (own !== undefined) return { argv: [...own], fixedArgs: 0 };
   const declared = commandTools?.get(tool.name);
   if (declared === undefined) return undefined;
   if (declared.mode === "fixed") {
@@ -105,6 +104,7 @@ export async function decideToolCall(
   let covered = false;
   let coveredBy: string | undefined;
   let checkRedirects = false;
+  let outsideGrants: { reason: string } | undefined;
   const record: {
     -readonly [K in keyof ToolCallDecisionRecord]?: ToolCallDecisionRecord[K];
   } = {};
@@ -167,16 +167,17 @@ export async function decideToolCall(
         risk = need.risk;
       }
     }
-  } else if (tool.name === "web_fetch" && controls.urlGrants !== undefined) {
-    const url = (args as { url?: unknown } | null)?.url;
-    const check = checkUrlGrant(typeof url === "string" ? url : "", controls.urlGrants);
+  } else if (tool.reads?.url !== undefined && controls.urlGrants !== undefined) {
+    const check = checkUrlGrant(tool.reads.url(args) ?? "", controls.urlGrants);
     if (check.granted) {
       covered = true;
       coveredBy = `URL grant ${check.entry}`;
       checkRedirects = true;
     } else {
-      // Outside the grants a fetch is not something the operator foresaw: it asks.
+      // Outside the grants a fetch is not something the operator foresaw: it asks, under every
+      // policy (HTTP approval is independent of risk).
       risk = "unknown";
+      outsideGrants = { reason: check.reason };
       record.urlReason = check.reason;
     }
   }
@@ -189,11 +190,13 @@ export async function decideToolCall(
     safety,
     covered,
     coveredBy,
+    outsideGrants,
   });
   const settled = settleNobodyThere(decision, controls.whenNobody, tool.name);
   return {
     settled,
-    checkRedirects: checkRedirects && settled.action === "run" && controls.policy !== "auto",
+    // Under every policy, `auto` included: a hop outside the grants asks like the URL would.
+    checkRedirects: checkRedirects && settled.action === "run",
     record: {
       ...record,
       action: settled.action,
@@ -215,7 +218,7 @@ export function decideRedirect(
     tool: tool.name,
     policy: controls.policy,
     risk: "unknown",
-    safety: { reason },
+    outsideGrants: { reason },
   });
   const settled = settleNobodyThere(decision, controls.whenNobody, tool.name);
   return {

@@ -5,6 +5,8 @@
 // The order follows the reference resolution for approval modes, with `auto` playing `yolo` and
 // the risk policies playing the tiers that prompt above a level:
 //   1. `deny` refuses, under every policy, whatever else is true;
+//   1b. a fetch outside the caller's URL grants asks under every policy, `auto` included, and over
+//      `allow`: HTTP approval is independent of risk (DESIGN §11);
 //   2. under `auto`, `prompt` parks and anything else runs (a safety override is recorded in the
 //      reason, but does not ask: `auto` is the operator saying nobody is asked);
 //   3. under a risk policy a safety override parks, naming its reason, even over `allow` and over
@@ -36,6 +38,7 @@ export type CallAction = "run" | "park" | "refuse";
 /** Which step of the order decided; stable literals for records and audit events. */
 export type DecisionRule =
   | "override-deny"
+  | "url-grant"
   | "override-prompt"
   | "override-allow"
   | "auto"
@@ -63,6 +66,8 @@ export type CallDecisionInput = {
   readonly covered?: boolean | undefined;
   /** The entry that covered it, for the reason. */
   readonly coveredBy?: string | undefined;
+  /** A URL (or a redirect hop) outside the caller's URL grants, and why: asks under every policy. */
+  readonly outsideGrants?: { readonly reason: string } | undefined;
 };
 
 const riskRank: Readonly<Record<Risk, number>> = {
@@ -102,6 +107,14 @@ export function decideCall(input: CallDecisionInput): CallDecision {
       action: "refuse",
       rule: "override-deny",
       reason: `${describeOverride(tool, override)}: refused like a tool that is not available.`,
+    };
+  }
+  // 1b. Outside the URL grants a fetch asks, whatever the policy or an allow override says.
+  if (input.outsideGrants !== undefined) {
+    return {
+      action: "park",
+      rule: "url-grant",
+      reason: `Needs approval: the URL is outside this caller's URL grants (${input.outsideGrants.reason}); a fetch outside the grants asks under every approval policy, auto included.`,
     };
   }
   // 2. auto plays yolo: only an explicit prompt asks; a safety override is only recorded.
@@ -193,6 +206,8 @@ function whatWouldFix(decision: CallDecision, tool: string): string {
   switch (decision.rule) {
     case "safety":
       return `an operator approving this one call (set this caller to park calls that need a person, or ask the operator to run it); no allowlist entry or override lifts this check`;
+    case "url-grant":
+      return `a URL grant covering this URL for this caller, or an operator approving this one call (set this caller to park calls that need a person)`;
     case "override-prompt":
       return `removing the prompt override for ${name}, or setting this caller to park calls that need a person so an operator can approve them`;
     default:
