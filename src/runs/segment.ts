@@ -18,6 +18,7 @@ import type {
 import { storableText } from "../db/storable.ts";
 import { isWaitingStatus, type PendingInput } from "../domain/run.ts";
 import type { ApprovalDecision, BatchDeps, ToolCallRecorder } from "../gate/batch.ts";
+import { admitClassifier } from "../gate/classifier-budget.ts";
 import {
   buildRunControls,
   narrowSnapshot,
@@ -306,8 +307,9 @@ async function runSteps(
       commandTools: commandToolShapes(policies),
       ...(core.classifierModel.ok
         ? {
-            classify: (command: string) =>
+            classify: admitClassifier(meters, used, (command: string) =>
               classifyWith(core, command, entry.controller.signal, state.classifierSpend),
+            ),
           }
         : {}),
     },
