@@ -1,14 +1,19 @@
-// How the executor decides one tool call (DESIGN §9-10), in this order:
+// How the executor decides one tool call (DESIGN §9-10), in this order. What is read from the
+// call's arguments comes from the tool's descriptor (`reads`, declared in the tool's own file) or
+// from a declared command tool's shape; this file names no tool.
 //
-// 1. The risk floor, for execute_command and declared command tools: the argv the call would run
-//    ([program, ...args]; a structured tool's [program, ...arguments]; a fixed tool's
-//    [program, ...args, ...arguments] with its operator-written part not judged as the model's).
-//    Its reasons are a safety override: under every policy but `auto` the call parks, naming them.
-// 2. Coverage by the command allowlists (the caller's ∪ the agent's), by parsed key; for
-//    web_fetch, the URL grants on the URL it connects to.
-// 3. The classifier, for execute_command, only when its verdict can change the outcome; it never
-//    lowers the floor and every failure reads as high-risk.
-// 4. `decideCall` (overrides, policy, coverage, safety) and `settleNobodyThere` (park or decline).
+// 1. The risk floor, for a tool that reads an argv (the shell tool) and declared command tools:
+//    the argv the call would run ([program, ...args]; a structured tool's [program, ...arguments];
+//    a fixed tool's [program, ...args, ...arguments] with its operator-written part not judged as
+//    the model's). Its reasons are a safety override: under every policy but `auto` the call
+//    parks, naming them.
+// 2. Coverage by the command allowlists (the caller's ∪ the agent's), by parsed key; for a tool
+//    that reads a URL, the URL grants on the URL it connects to: outside them the call asks under
+//    every policy, and inside them every redirect hop is checked too.
+// 3. The classifier, for a tool of `unknown` risk, only when its verdict can change the outcome
+//    and the caller's budget has something left (src/gate/classifier-budget.ts); it never lowers
+//    the floor and every failure reads as high-risk.
+// 4. `decideCall` (overrides, URL grants, policy, coverage, safety) and `settleNobodyThere`.
 import type { ToolCallDecisionRecord } from "../db/schema.ts";
 import { explainCoverage } from "../policy/command-key.ts";
 import { readToolOverride, resolveToolOverride, type ToolOverrides } from "../policy/overrides.ts";
@@ -45,7 +50,7 @@ export type DecisionDeps = {
 export type CallDecisionOutcome = {
   readonly settled: SettledCall;
   readonly record: ToolCallDecisionRecord;
-  /** web_fetch under a URL grant: every redirect hop must stay inside the grants too. */
+  /** A fetch under a URL grant: every redirect hop must stay inside the grants too. */
   readonly checkRedirects: boolean;
 };
 

@@ -127,8 +127,8 @@ describe("the gate through the real server [pglite]", () => {
       {
         calls: [
           call("b_write", "write_file", { path: "batch-note.txt", content: "written\n" }),
-          // A command substitution: the floor parks it under every policy but auto.
-          call("b_cmd", "execute_command", { program: "sh", args: ["-c", "echo $(id)"] }),
+          // The caller's prompt override: this call asks even under auto.
+          call("b_cmd", "execute_command", { program: "echo", args: ["hi"] }),
         ],
       },
       { text: "done" },
@@ -138,7 +138,8 @@ describe("the gate through the real server [pglite]", () => {
       kind: "peer",
       tier: "private",
       allow: ["execute_command", "write_file"],
-      approvalPolicy: "high-risk",
+      approvalPolicy: "auto",
+      toolOverrides: { execute_command: "prompt" },
     });
     const task = await send(peer.secret, "scenario:whole go");
     const runId = readTaskRunId(task);
@@ -167,7 +168,7 @@ describe("the gate through the real server [pglite]", () => {
       {
         calls: [
           call("a_write", "write_file", { path: "approved-note.txt", content: "written\n" }),
-          call("a_cmd", "execute_command", { program: "sh", args: ["-c", "echo $(id)"] }),
+          call("a_cmd", "execute_command", { program: "echo", args: ["hi"] }),
         ],
       },
       { text: "done" },
@@ -177,7 +178,8 @@ describe("the gate through the real server [pglite]", () => {
       kind: "peer",
       tier: "private",
       allow: ["execute_command", "write_file"],
-      approvalPolicy: "high-risk",
+      approvalPolicy: "auto",
+      toolOverrides: { execute_command: "prompt" },
     });
     const runId = readTaskRunId(await send(peer.secret, "scenario:approved go"));
     const parked = await waitForRun(peergate, runId, ["parked"], 120_000);

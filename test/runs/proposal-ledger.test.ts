@@ -21,7 +21,7 @@ describeEachDatabase("the tool-call ledger", (ctx) => {
   afterEach(stopEngines);
 
   it("a call stopped during its proposal is reported as not started, not as partly done", async () => {
-    const caller = await insertCaller(ctx.database, { tier: "internal" });
+    const caller = await insertCaller(ctx.database, { allow: ["write_file"] });
     const model = scriptModel([
       { calls: [{ id: "proposing", name: "write_file", input: { path: "a.txt" } }] },
     ]);
