@@ -74,7 +74,7 @@ function readStringLiterals(source: string): string[] {
       i++;
       readTemplateChunk();
     } else if (c === "{" && templates.length > 0) {
-      templates[templates.length - 1]++;
+      templates[templates.length - 1] = (templates.at(-1) ?? 0) + 1;
       i++;
     } else if (c === "}" && templates.length > 0) {
       const depth = templates[templates.length - 1] as number;
