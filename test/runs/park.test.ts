@@ -172,7 +172,7 @@ describeEachDatabase("parked runs", (ctx) => {
     expect((await resumed.outcome).status).toBe("completed");
     expect([...tools.log.executed].sort()).toEqual([
       'execute_command({"command":"ls"})',
-      'execute_execute_command({"command":"ls","checked":true})',
+      'execute_execute_command({"checked":true,"command":"ls"})',
       "get_time({})",
       'mkdir({"path":"d"})',
     ]);
