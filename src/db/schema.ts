@@ -121,7 +121,7 @@ export type {
 export { runOrigins, runStatuses, stopKinds, toolCallStatuses } from "../domain/run.ts";
 
 /**
- * The precise controls a run started with (src/runs/run-controls.ts): narrowing the caller later
+ * The precise controls a run started with (src/gate/controls.ts): narrowing the caller later
  * applies from the next step, widening never does, so the run combines these with the caller's
  * current ones, the stricter side winning.
  */
@@ -134,7 +134,7 @@ export type RunControlsSnapshot = {
   classifier?: ClassifierMode;
 };
 
-/** How the engine decided one tool call (src/runs/call-decision.ts), for `runs show` and audit. */
+/** How the engine decided one tool call (src/gate/decide.ts), for `runs show` and audit. */
 export type ToolCallDecisionRecord = {
   action: "run" | "park" | "refuse" | "decline";
   rule: string;

@@ -144,6 +144,22 @@ export type QueuedApproval = PendingApproval & {
 export type PendingBatch = {
   results: { index: number; part: Record<string, unknown> }[];
   approvals: (QueuedApproval & { index: number })[];
+  /**
+   * Calls of the batch allowed to run (by the policy, or by an operator's answer) that wait until
+   * no call of their batch waits for a person: a batch parks whole (src/gate/batch.ts).
+   */
+  held?: HeldCall[];
+};
+
+/** A call of a parked batch that runs once every approval of its batch is answered. */
+export type HeldCall = QueuedApproval & {
+  index: number;
+  /** Who let it run: the policy when the batch was planned, or an operator's answer. */
+  heldBy: "policy" | "operator";
+  /** A fetch under the URL grants: every redirect hop is checked against them. */
+  checkRedirects?: boolean;
+  /** A chain or script call whose stages outside the allowlist ask on their own. */
+  stages?: { park: boolean };
 };
 
 /**

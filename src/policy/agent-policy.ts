@@ -105,7 +105,7 @@ export const agentPolicySchema = z.strictObject(
     ),
     tools: list(toolEntry, "a list of tool names and categories"),
     deniedTools: list(toolEntry, "a list of tool names and categories"),
-    /** The command risk classifier (src/runs/command-classifier.ts); its model defaults to the run's. */
+    /** The command risk classifier (src/gate/command-classifier.ts); its model defaults to the run's. */
     classifier: z.preprocess(
       (v) => (v === null ? undefined : v),
       z

@@ -39,6 +39,18 @@ export type ToolDescriptor = {
   readonly needsPerson: boolean;
   /** Writes the operator's own state (manage_memory): withheld from caller runs. */
   readonly persistsOperatorState: boolean;
+  /** What the gate reads from a call's arguments (src/gate/decide.ts); absent: nothing. */
+  readonly reads?: ArgumentReaders;
+};
+
+/**
+ * What the gate needs to read from a call's arguments, declared by the tool in its own file so
+ * the gate never names a tool: the argv a call would run (the risk floor, the command allowlist
+ * and the classifier read it) and the URL it connects to (the caller's URL grants bind it).
+ */
+export type ArgumentReaders = {
+  readonly argv?: (args: unknown) => readonly string[] | undefined;
+  readonly url?: (args: unknown) => string | undefined;
 };
 
 /** What a source declares; every missing or unrecognised property reads as the strictest value. */
@@ -53,6 +65,7 @@ export type ToolDeclaration = {
   readonly twoPhase?: boolean | undefined;
   readonly needsPerson?: boolean | undefined;
   readonly persistsOperatorState?: boolean | undefined;
+  readonly reads?: ArgumentReaders | undefined;
 };
 
 /** How a name in the inventory relates to its tool. */
@@ -152,6 +165,7 @@ export function describeTool(declaration: ToolDeclaration): ToolDescriptor {
     executeHalf: declaration.twoPhase === true ? nameExecuteHalf(declaration.name) : undefined,
     needsPerson: declaration.needsPerson === true,
     persistsOperatorState: declaration.persistsOperatorState === true,
+    ...(declaration.reads === undefined ? {} : { reads: Object.freeze({ ...declaration.reads }) }),
   };
 }
 

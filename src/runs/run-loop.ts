@@ -21,23 +21,23 @@ import {
   type ToolSet,
 } from "ai";
 import type { PendingBatch, QueuedApproval, RunBudgetUsed, RunError } from "../db/schema.ts";
-import type { PendingInput } from "../domain/run.ts";
-import type { Logger } from "../log.ts";
-import { checkToolCall } from "../policy/check-tool-call.ts";
-import { askCallerToolName, readQuestion } from "../tools/context/ask-caller.ts";
-import { digestArgs } from "./args-digest.ts";
-import type { BudgetMeters, BudgetName } from "./budgets.ts";
-import { computeCostUsd, type ModelPrice } from "./prices.ts";
+import type { HeldCall, PendingInput } from "../domain/run.ts";
+import { digestArgs } from "../gate/args-digest.ts";
 import {
   type ApprovalDecision,
-  answerApproval,
+  answerParkedBatch,
   type BatchDeps,
   executeToolBatch,
   type IndexedApproval,
   type IndexedResult,
   type ModelToolCall,
-} from "./tool-batch.ts";
-import { errorResult, notStartedText } from "./tool-results.ts";
+} from "../gate/batch.ts";
+import { errorResult, notStartedText } from "../gate/results.ts";
+import type { Logger } from "../log.ts";
+import { checkToolCall } from "../policy/check-tool-call.ts";
+import { askCallerToolName, readQuestion } from "../tools/context/ask-caller.ts";
+import type { BudgetMeters, BudgetName } from "./budgets.ts";
+import { computeCostUsd, type ModelPrice } from "./prices.ts";
 
 export type SegmentContext = {
   readonly model: LanguageModel;
@@ -140,7 +140,7 @@ export async function runSegment(ctx: SegmentContext): Promise<SegmentEnd> {
     if (question) return askCaller(ctx, question);
     const outcome = await executeToolBatch(ctx.batch, calls);
     if (outcome.approvals.length > 0) {
-      return park(outcome.results, outcome.approvals);
+      return park(outcome.results, outcome.approvals, outcome.held);
     }
     ctx.messages.push(toolMessage(outcome.results));
     if (outcome.stopped) return { kind: "stopped" };
@@ -148,36 +148,16 @@ export async function runSegment(ctx: SegmentContext): Promise<SegmentEnd> {
   }
 }
 
-/** Answers the call a resumed run parked on, then the rest of its batch (which may park again). */
+/** Answers the call a resumed run parked on; once nothing waits, its batch runs (src/gate/resume.ts). */
 async function finishParkedBatch(
   ctx: SegmentContext,
   batch: PendingBatch,
   decision: ApprovalDecision,
 ): Promise<SegmentEnd | undefined> {
-  const [head, ...rest] = batch.approvals;
-  const results: IndexedResult[] = batch.results.map((r) => ({
-    index: r.index,
-    part: r.part as unknown as IndexedResult["part"],
-  }));
-  if (head === undefined) {
-    ctx.messages.push(toolMessage(results));
-    return undefined;
-  }
-  const answered = await answerApproval(ctx.batch, head, decision, (id) => inputOf(ctx, id));
-  // A chain answered for one stage may stop before another: it parks again, first in line.
-  if ("approval" in answered)
-    return park(results, [{ ...answered.approval, index: head.index }, ...rest]);
-  results.push({ index: head.index, part: answered.part });
-  if (answered.stopped || ctx.signal.aborted) {
-    for (const next of rest) {
-      await ctx.batch.recorder.finish(next.callId, { status: "not-started" });
-      results.push({ index: next.index, part: errorResult(next, notStartedText) });
-    }
-    ctx.messages.push(toolMessage(results));
-    return { kind: "stopped" };
-  }
-  if (rest.length > 0) return park(results, rest);
-  ctx.messages.push(toolMessage(results));
+  const answered = await answerParkedBatch(ctx.batch, batch, decision, (id) => inputOf(ctx, id));
+  if (answered.kind === "park") return park(answered.results, answered.approvals, answered.held);
+  ctx.messages.push(toolMessage(answered.results));
+  if (answered.stopped) return { kind: "stopped" };
   await ctx.checkpoint();
   return undefined;
 }
@@ -262,7 +242,11 @@ async function answerAskCaller(
   await ctx.checkpoint();
 }
 
-function park(results: IndexedResult[], approvals: IndexedApproval[]): SegmentEnd {
+function park(
+  results: IndexedResult[],
+  approvals: IndexedApproval[],
+  held: readonly HeldCall[],
+): SegmentEnd {
   const [pending] = approvals;
   if (pending === undefined) throw new Error("park needs an approval");
   return {
@@ -274,6 +258,7 @@ function park(results: IndexedResult[], approvals: IndexedApproval[]): SegmentEn
         part: r.part as unknown as Record<string, unknown>,
       })),
       approvals,
+      ...(held.length > 0 ? { held: [...held] } : {}),
     },
   };
 }

@@ -32,6 +32,7 @@ import {
 import { storableText, toStorableJson } from "../db/storable.ts";
 import type { AuditActor } from "../domain/audit.ts";
 import { waitingStatuses } from "../domain/run.ts";
+import type { CallEnd, OpenedCall, ToolCallRecorder } from "../gate/batch.ts";
 import { isCallerRevoked } from "../policy/caller-revoked.ts";
 import {
   activeStatuses,
@@ -41,7 +42,6 @@ import {
   readCaller,
   takeSlotWithin,
 } from "./run-queries.ts";
-import type { CallEnd, OpenedCall, ToolCallRecorder } from "./tool-batch.ts";
 
 /** A stop recorded on a working run's row: who asked (src/domain/run.ts) and why. */
 export type RecordedStop = { readonly kind: StopKind; readonly reason: string };

@@ -17,17 +17,9 @@ import type {
 } from "../db/schema.ts";
 import { storableText } from "../db/storable.ts";
 import { isWaitingStatus, type PendingInput } from "../domain/run.ts";
-import { type LoadedPolicies, policiesNow } from "../load-policies.ts";
-import { isCallerRevoked } from "../policy/caller-revoked.ts";
-import type { EffectiveToolSet } from "../policy/effective-set.ts";
-import type { ActiveRun, StopReason } from "./active-runs.ts";
-import { createBudgetMeters, describeBudgetExceeded, formatUtcDay, zeroUsage } from "./budgets.ts";
-import type { Classification, CommandToolShape } from "./call-decision.ts";
-import { classifyCommand } from "./command-classifier.ts";
-import type { RunCore } from "./core.ts";
-import { buildModelTools } from "./model-tools.ts";
-import { mapSegmentEnd, outcomeOf } from "./outcome.ts";
-import { computeCostUsd, findModelPrice } from "./prices.ts";
+import type { ApprovalDecision, BatchDeps, ToolCallRecorder } from "../gate/batch.ts";
+import { admitClassifier } from "../gate/classifier-budget.ts";
+import { classifyCommand } from "../gate/command-classifier.ts";
 import {
   buildRunControls,
   narrowSnapshot,
@@ -35,7 +27,17 @@ import {
   type RunControlsHolder,
   snapshotControls,
   stricterPolicy,
-} from "./run-controls.ts";
+} from "../gate/controls.ts";
+import type { Classification, CommandToolShape } from "../gate/decide.ts";
+import { type LoadedPolicies, policiesNow } from "../load-policies.ts";
+import { isCallerRevoked } from "../policy/caller-revoked.ts";
+import type { EffectiveToolSet } from "../policy/effective-set.ts";
+import type { ActiveRun, StopReason } from "./active-runs.ts";
+import { createBudgetMeters, describeBudgetExceeded, formatUtcDay, zeroUsage } from "./budgets.ts";
+import type { RunCore } from "./core.ts";
+import { buildModelTools } from "./model-tools.ts";
+import { mapSegmentEnd, outcomeOf } from "./outcome.ts";
+import { computeCostUsd, findModelPrice } from "./prices.ts";
 import { runSegment, type SegmentEnd } from "./run-loop.ts";
 import { listCallIds, lockRun, readDailyTotals, readRun } from "./run-queries.ts";
 import {
@@ -51,7 +53,6 @@ import {
   saveMessages,
   saveRunControls,
 } from "./run-state.ts";
-import type { ApprovalDecision, BatchDeps, ToolCallRecorder } from "./tool-batch.ts";
 import type { RunEnd, RunEvent, RunOutcome, StartRunRequest } from "./types.ts";
 
 export type SegmentInput = {
@@ -312,8 +313,9 @@ async function runSteps(
       commandTools: commandToolShapes(policies),
       ...(core.classifierModel.ok
         ? {
-            classify: (command: string) =>
+            classify: admitClassifier(meters, used, (command: string) =>
               classifyWith(core, command, entry.controller.signal, state.classifierSpend),
+            ),
           }
         : {}),
     },

@@ -3,12 +3,14 @@
 // a stdio MCP server. Then a backend that does not work stops start-up with the fix; without
 // such a tool the server starts anywhere (bubblewrap absent, macOS) and says so in /readyz.
 // `none` is only ever the operator's explicit choice, and is logged as a warning every start.
+
 import { ConfigError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { AgentToolPolicy } from "../policy/agent-tools.ts";
 import { eligibleCode, viewAgentTools } from "../policy/agent-tools.ts";
 import type { ToolsPolicy } from "../policy/policy-files.ts";
 import type { Inventory } from "../policy/tools.ts";
+import { executeCommandTool } from "../tools/process/execute-command.ts";
 import { createSandboxBackend } from "./create-sandbox.ts";
 import { probeSandbox } from "./probe.ts";
 import type { SandboxBackend, SandboxKind, SandboxProbe } from "./types.ts";
@@ -27,7 +29,7 @@ export function startsProcesses(policies: {
 }): boolean {
   if (policies.toolsPolicy.commands.length > 0) return true;
   if (policies.toolsPolicy.mcpServers.some((s) => s.transport === "stdio")) return true;
-  const entry = policies.inventory.names.get("execute_command");
+  const entry = policies.inventory.names.get(executeCommandTool.descriptor.name);
   if (entry === undefined) return false;
   const view = viewAgentTools(policies.inventory, policies.agent);
   return view.verdicts[entry.index] === eligibleCode;

@@ -148,7 +148,8 @@ for (const kind of ["pglite", "postgres"] as const) {
         const task = await send(peer.secret, "scenario:gitlist look");
         const run = await waitForRun(peergate, readTaskRunId(task), ["parked"]);
         const calls = callsOf(run);
-        expect(calls.c_status?.status).toBe("completed");
+        // Decided to run, and held: a batch parks whole, so nothing of it runs before the answer.
+        expect(calls.c_status?.status).toBe("not-started");
         expect(calls.c_status?.decision).toMatchObject({
           action: "run",
           rule: "allowlist",
@@ -179,7 +180,8 @@ for (const kind of ["pglite", "postgres"] as const) {
         const task = await send(peer.secret, "scenario:classify tidy up");
         const run = await waitForRun(peergate, readTaskRunId(task), ["parked"]);
         const calls = callsOf(run);
-        expect(calls.c_ls?.status).toBe("completed");
+        // Decided to run, and held while rm waits (a batch parks whole).
+        expect(calls.c_ls?.status).toBe("not-started");
         expect(calls.c_ls?.decision).toMatchObject({
           rule: "policy-admits",
           risk: "read-only",
@@ -223,8 +225,8 @@ for (const kind of ["pglite", "postgres"] as const) {
           risk: "unknown",
           classifier: { verdict: "off" },
         });
-        expect(calls.u_status?.status).toBe("completed");
-        expect(calls.u_status?.decision).toMatchObject({ rule: "allowlist" });
+        expect(calls.u_status?.status).toBe("not-started");
+        expect(calls.u_status?.decision).toMatchObject({ action: "run", rule: "allowlist" });
         expect(classifierRequests.length).toBe(before);
 
         const shown = await peergate.admin("GET", "/callers/unrated");
@@ -355,14 +357,16 @@ for (const kind of ["pglite", "postgres"] as const) {
       });
 
       it("web_fetch: inside the grant runs, outside parks, a redirect out of the grant parks", async () => {
+        // Two batches: one that runs (a redirect out of the grant is met while fetching), then
+        // one whose fetch outside the grant asks before anything of it runs.
         scenarios.fetch = [
           {
             calls: [
               fetchCall("f_in", `${webUrl}/docs/page`),
-              fetchCall("f_out", `${webUrl}/private/page`),
               fetchCall("f_redirect", `${webUrl}/docs/redirect-out`),
             ],
           },
+          { calls: [fetchCall("f_out", `${webUrl}/private/page`)] },
           { text: "done" },
         ];
         const peer = await addCaller(peergate, {
@@ -374,15 +378,23 @@ for (const kind of ["pglite", "postgres"] as const) {
           urlGrants: { prefixes: [`${webUrl}/docs`] },
         });
         const task = await send(peer.secret, "scenario:fetch read");
-        const run = await waitForRun(peergate, readTaskRunId(task), ["parked"]);
+        const runId = readTaskRunId(task);
+        const run = await waitForRun(peergate, runId, ["parked"]);
         const calls = callsOf(run);
         expect(calls.f_in?.status).toBe("completed");
         expect(calls.f_in?.decision).toMatchObject({ rule: "allowlist" });
-        expect(calls.f_out?.status).toBe("parked");
-        expect(calls.f_out?.decision.urlReason).toBeDefined();
         expect(calls.f_redirect?.status).toBe("parked");
         expect(calls.f_redirect?.decision.urlReason).toContain("Redirect 1");
-        expect(run.pending.args).toEqual({ url: `${webUrl}/private/page` });
+        const rejected = await peergate.admin("POST", `/runs/${runId}/reject`, {
+          callId: run.pending.callId,
+          reason: "not that page",
+        });
+        expect(rejected.status).toBe(202);
+        const again = await waitForRun(peergate, runId, ["parked"]);
+        expect(callsOf(again).f_out?.status).toBe("parked");
+        expect(callsOf(again).f_out?.decision).toMatchObject({ rule: "url-grant" });
+        expect(callsOf(again).f_out?.decision.urlReason).toBeDefined();
+        expect(again.pending.args).toEqual({ url: `${webUrl}/private/page` });
       });
 
       it("narrowing applies from the next step; widening never reaches the run", async () => {

@@ -5,8 +5,8 @@
 import { describe, expect, it } from "vitest";
 import type { Caller } from "../../src/db/schema.ts";
 import { ValidationError } from "../../src/errors.ts";
+import { narrowSnapshot, stricterPolicy } from "../../src/gate/controls.ts";
 import { parseAgentPolicy } from "../../src/policy/policy-files.ts";
-import { narrowSnapshot, stricterPolicy } from "../../src/runs/run-controls.ts";
 import {
   createCallerSchema,
   parseInput,

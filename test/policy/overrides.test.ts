@@ -4,15 +4,17 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
-  type ApprovalPolicy,
-  approvalPolicyLevels,
   type CallAction,
   type CallDecisionInput,
   decideCall,
+  settleNobodyThere,
+} from "../../src/gate/resolve.ts";
+import {
+  type ApprovalPolicy,
+  approvalPolicyLevels,
   defaultNobodyThere,
   readToolOverride,
   resolveToolOverride,
-  settleNobodyThere,
   type ToolOverride,
   toolOverrideValues,
 } from "../../src/policy/overrides.ts";

@@ -6,7 +6,7 @@ import { eq } from "drizzle-orm";
 import { afterEach, expect, it } from "vitest";
 import { dailyUsage, runs } from "../../src/db/schema.ts";
 import { RateLimitedError } from "../../src/errors.ts";
-import { digestArgs } from "../../src/runs/args-digest.ts";
+import { digestArgs } from "../../src/gate/args-digest.ts";
 import { parsePriceTable } from "../../src/runs/prices.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 import {

@@ -8,13 +8,6 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ConfigError } from "../../src/errors.ts";
 import {
-  approvalPolicyLevels,
-  decideCall,
-  type ToolOverride,
-  toolOverrideValues,
-} from "../../src/policy/overrides.ts";
-import { parseAgentPolicy } from "../../src/policy/policy-files.ts";
-import {
   buildClassifierPrompt,
   type ClassifyCommandInput,
   classifyCommand,
@@ -22,7 +15,14 @@ import {
   commandRisks,
   escapeTaggedData,
   needsClassifier,
-} from "../../src/runs/command-classifier.ts";
+} from "../../src/gate/command-classifier.ts";
+import { decideCall } from "../../src/gate/resolve.ts";
+import {
+  approvalPolicyLevels,
+  type ToolOverride,
+  toolOverrideValues,
+} from "../../src/policy/overrides.ts";
+import { parseAgentPolicy } from "../../src/policy/policy-files.ts";
 
 function reply(text: string, usage = { input: 40, output: 2 }): LanguageModelV4GenerateResult {
   return {

@@ -5,7 +5,7 @@
 import { eq, sql } from "drizzle-orm";
 import { afterEach, expect, it } from "vitest";
 import { callers } from "../../src/db/schema.ts";
-import { digestArgs } from "../../src/runs/args-digest.ts";
+import { digestArgs } from "../../src/gate/args-digest.ts";
 import { closeParkedRuns, lockParkedRunsOfCaller } from "../../src/runs/run-state.ts";
 import type { SettledRun } from "../../src/services/runs/engine.ts";
 import { describeEachDatabase } from "../support/databases.ts";
@@ -159,20 +159,23 @@ describeEachDatabase("parked runs", (ctx) => {
     const settled: SettledRun[] = [];
     engine.onRunSettled((s) => settled.push(s));
     const { runId, outcome } = await runToEnd(engine, caller);
-    // mkdir is high-risk: at or below the policy, it runs. execute_command is unknown risk: it
-    // parks under every policy but auto. get_time runs meanwhile.
+    // mkdir is high-risk: at or below the policy, it may run. execute_command is unknown risk: it
+    // parks under every policy but auto. A batch parks whole: only the proposal ran (it changes
+    // nothing); mkdir and get_time wait for the answer.
     expect(outcome.status).toBe("parked");
-    expect([...tools.log.executed].sort()).toEqual([
-      'execute_command({"command":"ls"})',
-      "get_time({})",
-      'mkdir({"path":"d"})',
-    ]);
+    expect([...tools.log.executed]).toEqual(['execute_command({"command":"ls"})']);
     const row = await readRunRow(ctx.database, runId);
     expect(row.pendingApproval).toMatchObject({ callId: "x1", tool: "execute_execute_command" });
 
     const argsDigest = row.pendingApproval?.argsDigest ?? "";
     const resumed = await engine.approveRun({ runId, callId: "x1", argsDigest });
     expect((await resumed.outcome).status).toBe("completed");
+    expect([...tools.log.executed].sort()).toEqual([
+      'execute_command({"command":"ls"})',
+      'execute_execute_command({"checked":true,"command":"ls"})',
+      "get_time({})",
+      'mkdir({"path":"d"})',
+    ]);
     expect(model.toolResults(1)).toEqual([
       "mkdir: made",
       "execute_command: execute_command done",
@@ -202,6 +205,8 @@ describeEachDatabase("parked runs", (ctx) => {
       argsDigest: digestArgs(writeHalfArgs),
     });
     expect((await first.outcome).status).toBe("parked");
+    // A batch parks whole: the approved write waits while mkdir still waits for its answer.
+    expect(tools.log.executed).toEqual(['write_file({"path":"a.txt","content":"hi"})']);
     expect(settled.at(-1)).toMatchObject({ pendingTool: "mkdir", outcome: { status: "parked" } });
     const row = await readRunRow(ctx.database, runId);
     expect(row.pendingApproval).toMatchObject({ callId: "m1", tool: "mkdir" });

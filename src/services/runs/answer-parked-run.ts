@@ -7,11 +7,11 @@ import { appendAuditEvent } from "../../db/audit.ts";
 import type { Caller, Run, RunStatus } from "../../db/schema.ts";
 import type { AuditActor } from "../../domain/audit.ts";
 import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts";
+import type { ApprovalDecision } from "../../gate/batch.ts";
 import type { RunCore } from "../../runs/core.ts";
 import { settledFromRun } from "../../runs/outcome.ts";
 import { lockRun } from "../../runs/run-queries.ts";
 import { executeSegment } from "../../runs/segment.ts";
-import type { ApprovalDecision } from "../../runs/tool-batch.ts";
 import type { RunHandle } from "../../runs/types.ts";
 import { closeOrClaimWaitingRun, refuseClosedRun } from "./close-or-claim-waiting-run.ts";
 

@@ -28,11 +28,18 @@ export const webFetchTool = defineBuiltin(
     risk: "read-only",
     disclosure: "public",
     egress: true,
+    // The gate reads the URL: the caller's URL grants bind it, and every redirect hop.
+    reads: { url: (args) => readUrlArgument(args) },
     description:
       "Fetch a public http(s) URL with GET and return its text (HTML, JSON, plain text). Private, loopback and metadata addresses are refused; large pages are cut.",
   },
   ({ options }) => createWebFetchTool(options.webFetch ?? {}),
 );
+
+function readUrlArgument(args: unknown): string {
+  const url = (args as { url?: unknown } | null)?.url;
+  return typeof url === "string" ? url : "";
+}
 
 export type ResolvedAddress = { readonly address: string; readonly family?: number };
 

@@ -26,6 +26,8 @@ export const executeCommandTool = defineBuiltin(
     // A shell can reach the network (curl, git push): the honest answer is yes.
     egress: true,
     twoPhase: true,
+    // The gate reads the argv this call would run: the floor, the allowlist and the classifier.
+    reads: { argv: readCommandArgv },
     description:
       "Run a program with arguments in the workspace (no shell: args are passed literally). Shows the command for approval first. Returns exit code, stdout and stderr (each cut at 256 KiB).",
   },
@@ -40,6 +42,16 @@ export const executeCommandTool = defineBuiltin(
       ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
     }),
 );
+
+/** `[program, ...args]` of a call, or undefined when it names no program. */
+function readCommandArgv(args: unknown): string[] | undefined {
+  const input = (typeof args === "object" && args !== null ? args : {}) as Record<string, unknown>;
+  if (typeof input.program !== "string") return undefined;
+  const rest = Array.isArray(input.args)
+    ? input.args.filter((x): x is string => typeof x === "string")
+    : [];
+  return [input.program, ...rest];
+}
 
 export const commandLimits = {
   maxArgs: 256,

@@ -11,6 +11,8 @@ export const maxResultChars = 512 * 1024;
 export const interruptedText =
   "The call was interrupted when the run was stopped; it may have made part of its changes.";
 export const notStartedText = "The call was not started; it changed nothing.";
+export const batchRejectedText =
+  "The call was not run: an operator rejected another call of the same batch, so nothing of the batch ran without an operator's approval; it changed nothing. Call it again if it is still wanted.";
 
 export type CallRef = { readonly toolCallId: string; readonly toolName: string };
 

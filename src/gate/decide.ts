@@ -1,37 +1,35 @@
-// How the executor decides one tool call (DESIGN §9-10), in this order:
+// How the executor decides one tool call (DESIGN §9-10), in this order. What is read from the
+// call's arguments comes from the tool's descriptor (`reads`, declared in the tool's own file) or
+// from a declared command tool's shape; this file names no tool.
 //
-// 1. The risk floor, for execute_command and declared command tools: the argv the call would run
-//    ([program, ...args]; a structured tool's [program, ...arguments]; a fixed tool's
-//    [program, ...args, ...arguments] with its operator-written part not judged as the model's).
-//    Its reasons are a safety override: under every policy but `auto` the call parks, naming them.
-// 2. Coverage by the command allowlists (the caller's ∪ the agent's), by parsed key; for
-//    web_fetch, the URL grants on the URL it connects to.
-// 3. The classifier, for execute_command, only when its verdict can change the outcome; it never
-//    lowers the floor and every failure reads as high-risk.
-// 4. `decideCall` (overrides, policy, coverage, safety) and `settleNobodyThere` (park or decline).
+// 1. The risk floor, for a tool that reads an argv (the shell tool) and declared command tools:
+//    the argv the call would run ([program, ...args]; a structured tool's [program, ...arguments];
+//    a fixed tool's [program, ...args, ...arguments] with its operator-written part not judged as
+//    the model's). Its reasons are a safety override: under every policy but `auto` the call
+//    parks, naming them.
+// 2. Coverage by the command allowlists (the caller's ∪ the agent's), by parsed key; for a tool
+//    that reads a URL, the URL grants on the URL it connects to: outside them the call asks under
+//    every policy, and inside them every redirect hop is checked too.
+// 3. The classifier, for a tool of `unknown` risk, only when its verdict can change the outcome
+//    and the caller's budget has something left (src/gate/classifier-budget.ts); it never lowers
+//    the floor and every failure reads as high-risk.
+// 4. `decideCall` (overrides, URL grants, policy, coverage, safety) and `settleNobodyThere`.
 import type { ToolCallDecisionRecord } from "../db/schema.ts";
 import { explainCoverage } from "../policy/command-key.ts";
-import {
-  decideCall,
-  readToolOverride,
-  resolveToolOverride,
-  type SafetyOverride,
-  type SettledCall,
-  settleNobodyThere,
-  type ToolOverrides,
-} from "../policy/overrides.ts";
+import { readToolOverride, resolveToolOverride, type ToolOverrides } from "../policy/overrides.ts";
 import type { Risk, ToolDescriptor } from "../policy/tools.ts";
 import { checkUrlGrant } from "../policy/url-grants.ts";
 import { argvKey } from "../tools/shell/command-keys.ts";
 import { assessArgvRisk } from "../tools/shell/shell-risk.ts";
 import { type ClassifierResult, combineRisk, needsClassifier } from "./command-classifier.ts";
-import type { RunControls } from "./run-controls.ts";
+import type { RunControls } from "./controls.ts";
+import { decideCall, type SafetyOverride, type SettledCall, settleNobodyThere } from "./resolve.ts";
 
 /** A declared command tool as the floor needs it. */
 export type CommandToolShape =
   | { readonly mode: "fixed"; readonly program: string; readonly args: readonly string[] }
   | { readonly mode: "structured" }
-  /** Each stage is matched against the allowlist and asks on its own (src/runs/tool-batch.ts). */
+  /** Each stage is matched against the allowlist and asks on its own (src/gate/batch.ts). */
   | { readonly mode: "chain" | "script" };
 
 /** A classifier call: the verdict, and its model and cost for the record and the budget. */
@@ -52,7 +50,7 @@ export type DecisionDeps = {
 export type CallDecisionOutcome = {
   readonly settled: SettledCall;
   readonly record: ToolCallDecisionRecord;
-  /** web_fetch under a URL grant: every redirect hop must stay inside the grants too. */
+  /** A fetch under a URL grant: every redirect hop must stay inside the grants too. */
   readonly checkRedirects: boolean;
 };
 
@@ -65,9 +63,8 @@ export function callArgv(
   const input = (typeof args === "object" && args !== null ? args : {}) as Record<string, unknown>;
   const strings = (v: unknown) =>
     Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : [];
-  if (tool.name === "execute_command" && typeof input.program === "string") {
-    return { argv: [input.program, ...strings(input.args)], fixedArgs: 0 };
-  }
+  const own = tool.reads?.argv?.(args);
+  if (own !== undefined) return { argv: [...own], fixedArgs: 0 };
   const declared = commandTools?.get(tool.name);
   if (declared === undefined) return undefined;
   if (declared.mode === "fixed") {
@@ -112,6 +109,7 @@ export async function decideToolCall(
   let covered = false;
   let coveredBy: string | undefined;
   let checkRedirects = false;
+  let outsideGrants: { reason: string } | undefined;
   const record: {
     -readonly [K in keyof ToolCallDecisionRecord]?: ToolCallDecisionRecord[K];
   } = {};
@@ -174,16 +172,17 @@ export async function decideToolCall(
         risk = need.risk;
       }
     }
-  } else if (tool.name === "web_fetch" && controls.urlGrants !== undefined) {
-    const url = (args as { url?: unknown } | null)?.url;
-    const check = checkUrlGrant(typeof url === "string" ? url : "", controls.urlGrants);
+  } else if (tool.reads?.url !== undefined && controls.urlGrants !== undefined) {
+    const check = checkUrlGrant(tool.reads.url(args) ?? "", controls.urlGrants);
     if (check.granted) {
       covered = true;
       coveredBy = `URL grant ${check.entry}`;
       checkRedirects = true;
     } else {
-      // Outside the grants a fetch is not something the operator foresaw: it asks.
+      // Outside the grants a fetch is not something the operator foresaw: it asks, under every
+      // policy (HTTP approval is independent of risk).
       risk = "unknown";
+      outsideGrants = { reason: check.reason };
       record.urlReason = check.reason;
     }
   }
@@ -196,11 +195,13 @@ export async function decideToolCall(
     safety,
     covered,
     coveredBy,
+    outsideGrants,
   });
   const settled = settleNobodyThere(decision, controls.whenNobody, tool.name);
   return {
     settled,
-    checkRedirects: checkRedirects && settled.action === "run" && controls.policy !== "auto",
+    // Under every policy, `auto` included: a hop outside the grants asks like the URL would.
+    checkRedirects: checkRedirects && settled.action === "run",
     record: {
       ...record,
       action: settled.action,
@@ -222,7 +223,7 @@ export function decideRedirect(
     tool: tool.name,
     policy: controls.policy,
     risk: "unknown",
-    safety: { reason },
+    outsideGrants: { reason },
   });
   const settled = settleNobodyThere(decision, controls.whenNobody, tool.name);
   return {

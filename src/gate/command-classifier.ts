@@ -18,22 +18,25 @@
 // for its own command. The command arrives as tagged data with `&`, `<` and `>` escaped, so text
 // inside it cannot close the tag, and the instructions say the tagged text is data.
 //
-// The call's usage (tokens, latency) is returned, not added anywhere: the caller records it apart
-// from the run's own model usage and charges it to the caller's budget.
+// The call's usage (tokens, latency) is returned, not added here: src/gate/classifier-budget.ts
+// admits each call against the caller's remaining budget and charges what it spent.
 import { generateText, type LanguageModel } from "ai";
-import {
-  type ApprovalPolicy,
-  decideCall,
-  type SafetyOverride,
-  type ToolOverride,
-} from "../policy/overrides.ts";
+import type { ApprovalPolicy, ToolOverride } from "../policy/overrides.ts";
 import { quoteUntrusted } from "../policy/quote.ts";
+import { decideCall, type SafetyOverride } from "./resolve.ts";
 
 export const commandRisks = ["read-only", "low-risk", "high-risk"] as const;
 export type CommandRisk = (typeof commandRisks)[number];
 
 /** Why a classification did not produce the model's own verdict. */
-export type ClassifierFailure = "timeout" | "stopped" | "provider-error" | "empty" | "invalid";
+export type ClassifierFailure =
+  | "timeout"
+  | "stopped"
+  | "provider-error"
+  | "empty"
+  | "invalid"
+  /** The caller's budget was used up: no call was made (src/gate/classifier-budget.ts). */
+  | "budget";
 
 export type ClassifierUsage = {
   /** Undefined when the provider did not report them (or the call never finished). */
@@ -151,7 +154,7 @@ export function needsClassifier(input: NeedsClassifierInput): ClassifierNeed {
   if (safety !== undefined) return skip("Not classified: a safety check asks for this call.");
   // The verdict lands between the floor and high-risk; if both ends decide alike, so does it.
   const decide = (risk: CommandRisk) =>
-    decideCall({ tool: "execute_command", policy, risk, covered }).action;
+    decideCall({ tool: "the command", policy, risk, covered }).action;
   if (decide(floorRisk) === decide("high-risk")) {
     return skip(`Not classified: the approval policy ${policy} decides alike for every verdict.`);
   }
