@@ -103,8 +103,8 @@ describe("the CLI's input handling", () => {
     });
     const text = await raw.text();
     expect(raw.status).toBe(400);
-    expect(text).toContain("budgets.steps: got \\\"a\\\"; expected a number");
-    expect(text).toContain("allow: got \\\"x\\\"; expected a list");
+    expect(text).toContain('budgets.steps: got \\"a\\"; expected a number');
+    expect(text).toContain('allow: got \\"x\\"; expected a list');
     expect(text).not.toContain("Invalid input");
   });
 

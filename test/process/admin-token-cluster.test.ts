@@ -105,8 +105,7 @@ describe.skipIf(postgresSkipReason() !== undefined)("the cluster's admin token",
       const audit = await fetch(`${a.url}/admin/v1/audit?kind=admin-token.rotated`, {
         headers: { authorization: `Bearer ${rotated.token}` },
       });
-      const events = ((await audit.json()) as { events: { kind: string; data: unknown }[] })
-        .events;
+      const events = ((await audit.json()) as { events: { kind: string; data: unknown }[] }).events;
       expect(events.map((e) => e.kind)).toContain("admin-token.rotated");
       expect(JSON.stringify(events)).not.toContain(rotated.token);
 

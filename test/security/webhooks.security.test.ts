@@ -143,19 +143,27 @@ describe("GitHub's unsigned event header", () => {
 });
 
 describe("generic webhooks", () => {
-  it("the same body fired twice within the window starts one run", async () => {
+  // The bearer token is the sender's whole authority: whoever replays a captured request holds it
+  // and could send any body, so repeating a body is no attack, and a sender's repeat is a real
+  // fire (docs/operating.md). What must hold is the sender's own retry: the same Idempotency-Key
+  // starts one run, also when the first run failed.
+  it("a retry under the same Idempotency-Key starts one run", async () => {
     const post = () =>
       send(s.port, {
         method: "POST",
         path: "/webhooks/ci",
-        headers: { authorization: `Bearer ${hookToken}`, "content-type": "application/json" },
+        headers: {
+          authorization: `Bearer ${hookToken}`,
+          "content-type": "application/json",
+          "idempotency-key": "build-42",
+        },
         body: '{"build":42}',
       });
     expect((await post()).status).toBe(202);
     const replay = await post();
     expectRefused(
       "webhooks",
-      `generic webhook body replayed (→ ${replay.status})`,
+      `generic webhook retried under the same Idempotency-Key (→ ${replay.status})`,
       replay.status === 202,
     );
   });
