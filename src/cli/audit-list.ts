@@ -19,6 +19,7 @@ export const auditKinds: readonly string[] = [
   "caller.rotated",
   "webhook.accepted",
   "webhook.ignored",
+  "webhook.refused",
   "tool.called",
   "tool.refused",
   "tool.declined",

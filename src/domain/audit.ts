@@ -13,7 +13,7 @@ export type AuditKind =
   | `caller.${CallerChange}`
   | `${"admin" | "operator"}-token.created`
   | "admin-token.rotated"
-  | `webhook.${"accepted" | "ignored"}`
+  | `webhook.${"accepted" | "ignored" | "refused"}`
   | `run.${RunStatus | "started" | "approved" | "call-rejected" | "answer-refused" | "cancel-requested" | "notified" | "input-answered"}`
   | `tool.${"called" | "refused" | "declined" | "stage"}`
   | "caller.push-hosts.changed"

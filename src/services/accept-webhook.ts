@@ -1,7 +1,14 @@
-// A webhook fire becomes at most one run. The delivery is claimed inside the transaction that
-// creates the run (StartRunRequest.inCreateTransaction), so "claimed" and "a run exists" are the
-// same fact: a duplicate sent to two instances at once starts one run, and a start that fails
-// (budget, concurrency) leaves the delivery unclaimed for the sender's retry.
+// A webhook fire becomes at most one run that did not fail. The delivery is claimed inside the
+// transaction that creates the run (StartRunRequest.inCreateTransaction), so "claimed" and "a run
+// exists" are the same fact: a duplicate sent to two instances at once starts one run, a start
+// that fails (budget, concurrency) leaves the delivery unclaimed for the sender's retry, and a
+// delivery whose run failed starts a new run when delivered again (GitHub's Redeliver), audited
+// with `retryOf`.
+//
+// Nothing a sender could take for success is silent: a delivery peergate cannot read (a content
+// type GitHub does not send, a payload that is not an object, no event header) is answered 4xx,
+// which GitHub's delivery log shows as failed, and audited as `webhook.refused`; one the caller's
+// event filter leaves out is answered 200 `ignored` and audited as `webhook.ignored`.
 import { createHash, randomBytes } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { appendAuditEvent } from "../db/audit.ts";
@@ -10,9 +17,6 @@ import { claimWebhookDelivery } from "../db/webhook-claims.ts";
 import type { RunEngine } from "../runs/types.ts";
 import { renderWebhookPrompt } from "../runs/webhook-prompt.ts";
 import type { ServiceContext } from "./context.ts";
-
-/** Same body from the same caller within this window is a duplicate (IFTTT has no delivery id). */
-export const defaultDuplicateWindowMs = 10 * 60_000;
 
 /**
  * GitHub signs only the body: X-GitHub-Event and X-GitHub-Delivery can be changed by whoever
@@ -26,17 +30,43 @@ export const githubDuplicateWindowMs = 365 * 24 * 3_600_000;
 export type WebhookFire = {
   caller: Caller;
   rawBody: Uint8Array;
-  /** GitHub's X-GitHub-Delivery. */
+  /** GitHub's X-GitHub-Delivery, or another sender's Idempotency-Key. */
   deliveryId?: string | undefined;
   /** GitHub's X-GitHub-Event. */
   event?: string | undefined;
+  /** The Content-Type header (GitHub: application/json or application/x-www-form-urlencoded). */
+  contentType?: string | undefined;
 };
 
 export type WebhookAnswer =
-  | { outcome: "started"; runId: string }
+  | { outcome: "started"; runId: string; retryOf?: string }
   | { outcome: "duplicate"; runId: string | null; reason: "delivery-id" | "body-hash" }
   | { outcome: "ignored"; reason: string }
+  /** Not readable as a delivery of its kind: answered 4xx so the sender's log shows it failed. */
+  | { outcome: "refused"; status: 400 | 415; reason: string }
   | { outcome: "pong" };
+
+/**
+ * GitHub's payload text by the delivery's content type: the body itself for JSON, the `payload`
+ * field of a form-encoded body (GitHub's default content type). Undefined: not a type GitHub
+ * sends, or a form without `payload`.
+ */
+function githubPayloadText(
+  contentType: string | undefined,
+  text: string,
+): { text: string } | { refused: string } {
+  const type = (contentType ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+  if (type === "application/json") return { text };
+  if (type === "application/x-www-form-urlencoded") {
+    const payload = new URLSearchParams(text).get("payload");
+    return payload === null
+      ? { refused: "a form-encoded delivery without a payload field" }
+      : { text: payload };
+  }
+  return {
+    refused: `content type ${JSON.stringify(type || "(none)")} is not one GitHub sends (application/json or application/x-www-form-urlencoded)`,
+  };
+}
 
 class DuplicateDelivery extends Error {
   readonly runId: string | null;
@@ -79,33 +109,58 @@ export async function acceptWebhook({
   const bodySha256 = createHash("sha256").update(fire.rawBody).digest("hex");
   let event: string | undefined;
 
-  const bodyWindowMs =
-    caller.kind === "github" ? githubDuplicateWindowMs : defaultDuplicateWindowMs;
+  // GitHub's bodies are unique per delivery, so a body seen again from the caller is a replay;
+  // other senders' repeats are real fires, told apart only by an Idempotency-Key they send.
+  const bodyWindowMs = caller.kind === "github" ? githubDuplicateWindowMs : undefined;
+  let payloadText = text;
   if (caller.kind === "github") {
-    // An answer that starts no run still claims the body, so it cannot be replayed as another event.
-    const settle = async (answer: WebhookAnswer): Promise<WebhookAnswer> => {
-      await claimWebhookDelivery(ctx.db, {
+    const refuse = async (status: 400 | 415, reason: string): Promise<WebhookAnswer> => {
+      await appendAuditEvent(ctx.db, {
+        actor: `caller:${caller.name}`,
+        kind: "webhook.refused",
+        subject: `caller:${caller.id}`,
+        data: {
+          reason,
+          ...(fire.deliveryId ? { deliveryId: fire.deliveryId.slice(0, 100) } : {}),
+          bodySha256,
+        },
+      });
+      return { outcome: "refused", status, reason };
+    };
+    // An answer that starts no run still claims the body, so it cannot be replayed as another
+    // event (a content type peergate cannot read claims nothing: fixed, it can be redelivered).
+    const claimBody = () =>
+      claimWebhookDelivery(ctx.db, {
         callerId: caller.id,
         deliveryId: fire.deliveryId,
         bodySha256,
         bodyWindowMs,
       });
+    const settle = async (answer: WebhookAnswer): Promise<WebhookAnswer> => {
+      await claimBody();
       return answer;
     };
+    const read = githubPayloadText(fire.contentType, text);
+    if ("refused" in read) return refuse(415, read.refused);
+    payloadText = read.text;
     const name = (fire.event ?? "").trim();
-    if (!/^[a-z_]{1,64}$/.test(name))
-      return settle({ outcome: "ignored", reason: "missing or malformed X-GitHub-Event" });
-    const payload = parseJsonObject(text);
+    if (!/^[a-z_]{1,64}$/.test(name)) {
+      await claimBody();
+      return refuse(400, "missing or malformed X-GitHub-Event");
+    }
+    const payload = parseJsonObject(payloadText);
     // The event header is not signed: trust it only as far as the payload's shape agrees.
     if (name === "ping") {
-      return settle(
-        payload && typeof payload.zen === "string" && "hook_id" in payload
-          ? { outcome: "pong" }
-          : { outcome: "ignored", reason: "a ping event whose payload is not a ping" },
-      );
+      if (payload && typeof payload.zen === "string" && "hook_id" in payload) {
+        return settle({ outcome: "pong" });
+      }
+      await claimBody();
+      return refuse(400, "a ping event whose payload is not a ping");
     }
-    if (!payload)
-      return settle({ outcome: "ignored", reason: "GitHub payload is not a JSON object" });
+    if (!payload) {
+      await claimBody();
+      return refuse(400, "GitHub payload is not a JSON object");
+    }
     event = describeGithubEvent(name, payload);
     const filter = caller.eventFilter;
     if (filter && !filter.includes(name) && !filter.includes(event)) {
@@ -124,10 +179,11 @@ export async function acceptWebhook({
 
   const prompt = renderWebhookPrompt({
     template: caller.promptTemplate ?? "{{payload}}",
-    payload: text,
+    payload: payloadText,
     event,
     fence: randomBytes(16).toString("hex"),
   });
+  let retryOf: string | undefined;
   try {
     const handle = await runs.start({
       caller,
@@ -141,6 +197,7 @@ export async function acceptWebhook({
           bodyWindowMs,
         });
         if (!claim.claimed) throw new DuplicateDelivery(claim.duplicateOf.runId, claim.reason);
+        retryOf = claim.retryOf;
         await tx.update(webhookDeliveries).set({ runId }).where(eq(webhookDeliveries.id, claim.id));
         await appendAuditEvent(tx, {
           actor: `caller:${caller.name}`,
@@ -152,11 +209,12 @@ export async function acceptWebhook({
             ...(event ? { event } : {}),
             bodySha256,
             bytes: fire.rawBody.length,
+            ...(claim.retryOf ? { retryOf: claim.retryOf } : {}),
           },
         });
       },
     });
-    return { outcome: "started", runId: handle.runId };
+    return { outcome: "started", runId: handle.runId, ...(retryOf ? { retryOf } : {}) };
   } catch (error) {
     if (error instanceof DuplicateDelivery) {
       return { outcome: "duplicate", runId: error.runId, reason: error.reason };

@@ -1,7 +1,7 @@
 // Two instances on one PostgreSQL racing for the same thing, each race repeated 20 times:
 //
 // - the same webhook delivery sent to both at the same moment (GitHub: same X-GitHub-Delivery;
-//   generic webhook: same body) → exactly one run, the other answer a duplicate naming that run;
+//   generic webhook: same Idempotency-Key) → exactly one run, the other answer a duplicate naming that run;
 // - two approvals of one parked run at once, one through each instance → exactly one wins (202),
 //   the other is refused (409), the approved call executes once, one `run.approved` event;
 // - a revocation on one instance against a run request for that caller on the other → either the
@@ -135,7 +135,8 @@ describe.skipIf(skip !== undefined)(
                   "x-github-delivery": deliveryId,
                   "x-hub-signature-256": `sha256=${createHmac("sha256", ghSecret).update(body).digest("hex")}`,
                 }
-              : { authorization: `Bearer ${hookToken}` };
+              : // A generic webhook's retry is one fire only under its Idempotency-Key.
+                { authorization: `Bearer ${hookToken}`, "idempotency-key": deliveryId };
           const target = kind === "github" ? "/webhooks/github/gh" : "/webhooks/hook";
           const replies = await Promise.all(
             [a, b].map((instance) =>

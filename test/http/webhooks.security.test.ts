@@ -154,7 +154,9 @@ describeEachDatabase("webhooks under attack", (db) => {
       "x-hub-signature-256": await sign(secret, fake),
       "x-github-delivery": "p-2",
     });
-    expect(await spoofed.json()).toMatchObject({ status: "ignored" });
+    // Refused 400, so GitHub's delivery log shows it failed (it used to be a silent 200).
+    expect(spoofed.status).toBe(400);
+    expect(await spoofed.json()).toMatchObject({ status: "refused" });
     const filtered = JSON.stringify({ ref: "main" });
     const push = await postGithub(filtered, {
       "x-github-event": "push",
@@ -198,10 +200,23 @@ describeEachDatabase("webhooks under attack", (db) => {
     }
     expect(bodies.size).toBe(1);
     expect(runs.started).toHaveLength(1);
-    // The same body again within the window is a duplicate, not a second run.
+    // The same body again is a second fire (an applet may fire twice); a repeated
+    // Idempotency-Key is what makes a retry of one fire a duplicate.
     const again = await post(`/webhooks/ifttt/phone/${secret}`);
-    expect(await again.json()).toMatchObject({ status: "duplicate", reason: "body-hash" });
-    expect(runs.started).toHaveLength(1);
+    expect(again.status).toBe(202);
+    expect(runs.started).toHaveLength(2);
+    const keyed = (key: string) =>
+      app.hono.request(`/webhooks/ifttt/phone/${secret}`, {
+        method: "POST",
+        headers: { "content-type": "text/plain", "idempotency-key": key },
+        body: "keyed",
+      });
+    expect((await keyed("k-1")).status).toBe(202);
+    expect(await (await keyed("k-1")).json()).toMatchObject({
+      status: "duplicate",
+      reason: "delivery-id",
+    });
+    expect(runs.started).toHaveLength(3);
   });
 
   it("generic webhook: its own bearer token only; revoked and rotated-out tokens die", async () => {

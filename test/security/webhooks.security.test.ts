@@ -143,20 +143,33 @@ describe("GitHub's unsigned event header", () => {
 });
 
 describe("generic webhooks", () => {
-  it("the same body fired twice within the window starts one run", async () => {
+  // The bearer token is the sender's whole authority: whoever replays a captured request holds it
+  // and could send any body, so repeating a body is no attack, and a sender's repeat is a real
+  // fire (docs/operating.md). What must hold is the sender's own retry: under the same
+  // Idempotency-Key there is never a second run beside the first, only a retry of a failed one.
+  it("a retry under the same Idempotency-Key is the same fire (or a retry of its failed run)", async () => {
     const post = () =>
       send(s.port, {
         method: "POST",
         path: "/webhooks/ci",
-        headers: { authorization: `Bearer ${hookToken}`, "content-type": "application/json" },
+        headers: {
+          authorization: `Bearer ${hookToken}`,
+          "content-type": "application/json",
+          "idempotency-key": "build-42",
+        },
         body: '{"build":42}',
       });
-    expect((await post()).status).toBe(202);
+    const first = await post();
+    expect(first.status).toBe(202);
+    const firstRun = (JSON.parse(first.text) as { runId: string }).runId;
     const replay = await post();
+    const answer = JSON.parse(replay.text) as { runId?: string; retryOf?: string };
+    const firstFailed = async () =>
+      (await s.admin("GET", `/runs/${firstRun}`)).json?.run?.status === "failed";
     expectRefused(
       "webhooks",
-      `generic webhook body replayed (→ ${replay.status})`,
-      replay.status === 202,
+      `generic webhook retried under the same Idempotency-Key (→ ${replay.status} ${replay.text.slice(0, 80)})`,
+      replay.status === 202 && !(answer.retryOf === firstRun && (await firstFailed())),
     );
   });
 });

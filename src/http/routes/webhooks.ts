@@ -37,11 +37,20 @@ export type WebhookRouteDeps = { auth: AuthDeps; limiter: RateLimiter; runs: Run
 function answer(c: Context, result: WebhookAnswer): Response {
   switch (result.outcome) {
     case "started":
-      return c.json({ status: "accepted", runId: result.runId }, 202);
+      return c.json(
+        {
+          status: "accepted",
+          runId: result.runId,
+          ...(result.retryOf ? { retryOf: result.retryOf } : {}),
+        },
+        202,
+      );
     case "duplicate":
       return c.json({ status: "duplicate", runId: result.runId, reason: result.reason }, 200);
     case "ignored":
       return c.json({ status: "ignored", reason: result.reason }, 200);
+    case "refused":
+      return c.json({ status: "refused", reason: result.reason }, result.status);
     case "pong":
       return c.json({ status: "pong" }, 200);
   }
@@ -68,7 +77,15 @@ export function webhookRoutes(deps: WebhookRouteDeps): Hono {
       authenticate(source),
     );
     const rawBody = new Uint8Array(await c.req.arrayBuffer());
-    return answer(c, await acceptWebhook({ ctx, runs: deps.runs, fire: { caller, rawBody } }));
+    // A repeat of the same body is a real fire (an applet that fires twice); only a key the
+    // sender gives makes a retry of one fire a duplicate.
+    const key = c.req.header("idempotency-key");
+    const deliveryId =
+      key === undefined || key === "" ? undefined : `idempotency:${key.slice(0, 200)}`;
+    return answer(
+      c,
+      await acceptWebhook({ ctx, runs: deps.runs, fire: { caller, rawBody, deliveryId } }),
+    );
   };
 
   app.post("/github/:name", async (c) => {
@@ -109,6 +126,7 @@ export function webhookRoutes(deps: WebhookRouteDeps): Hono {
           rawBody: rawBody ?? new Uint8Array(0),
           deliveryId: c.req.header("x-github-delivery"),
           event: c.req.header("x-github-event"),
+          contentType: c.req.header("content-type"),
         },
       }),
     );
