@@ -4,10 +4,10 @@
 // What the operator, the audit and the allowlist see of a stage has its secrets masked.
 
 import { canonicalJson } from "../../db/audit.ts";
-import { explainCoverage } from "../../policy/command-key.ts";
 import type { CommandToolPolicy } from "../../policy/policy-files.ts";
 import { quoteUntrusted } from "../../policy/quote.ts";
-import { argvKey } from "../shell/command-keys.ts";
+import { explainCoverage } from "../../shell/command-key.ts";
+import { argvKey } from "../../shell/keys.ts";
 import type { StageEvent, StageRequest, ToolCallContext } from "../types.ts";
 import type { PlannedStage } from "./command-plan.ts";
 import { DeclaredToolError } from "./command-prepare.ts";

@@ -16,8 +16,8 @@ import { quoteUntrusted } from "../../policy/quote.ts";
 import { SandboxUnavailableError } from "../../sandbox/pids-cgroup.ts";
 import { createRedactor } from "../../sandbox/redact.ts";
 import { resolveSandboxLimits } from "../../sandbox/types.ts";
+import { checkCommandDenylist } from "../../shell/denylist.ts";
 import { scrubEnvironment } from "../scrub-environment.ts";
-import { checkCommandDenylist } from "../shell/command-denylist.ts";
 import {
   type StageCheckpoint,
   type StageParking,

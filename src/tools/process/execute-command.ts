@@ -4,14 +4,14 @@
 // risk floor's reasons); the hidden half checks again and runs it in the workspace, in its own
 // process group, with a scrubbed environment, a timeout, and capped output.
 import { z } from "zod";
-import { shellPrograms } from "../../policy/shell-programs.ts";
 import { createNoneBackend } from "../../sandbox/none.ts";
 import type { Redactor } from "../../sandbox/redact.ts";
 import { defaultSandboxLimits, type SandboxBackend } from "../../sandbox/types.ts";
+import { checkCommandDenylist } from "../../shell/denylist.ts";
+import { shellPrograms } from "../../shell/programs.ts";
+import { assessShellRisk } from "../../shell/risk.ts";
 import { defineBuiltin, requireHalf } from "../builtin.ts";
 import { decodeOutput, type ProcessResult, runProcess } from "../run-process.ts";
-import { checkCommandDenylist } from "../shell/command-denylist.ts";
-import { assessShellRisk } from "../shell/shell-risk.ts";
 import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
 import type { ApprovalRequest, ToolFailure, ToolImplementation, ToolSuccess } from "../types.ts";
 import { checkCallWorkspace, type Workspace } from "../workspace.ts";
