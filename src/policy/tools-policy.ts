@@ -3,7 +3,7 @@
 // (mcp-servers-policy.ts), parsed and checked across the whole inventory: no declared name may
 // shadow a built-in's name, alias or hidden half, nor another declared one.
 import { z } from "zod";
-import { describeCodeRunner } from "../shell/programs.ts";
+import { describeCodeRunner } from "../shell/walk.ts";
 import { checkServerNames, type McpToolPolicy, mcpServerSchema } from "./mcp-servers-policy.ts";
 import {
   failWith,

@@ -1,14 +1,14 @@
-// The risk floor for an argv (execute_command, a declared command tool): when the program, after
-// any wrappers, is a shell given a script (`sh -c`, `bash -lc`, `env -i bash -c`, `busybox sh -c`,
-// `env -S`), the shell floor applies to that script; when it is an interpreter given inline code
-// (`python3 -c`, `node -e`, `perl -e`, `ruby -e`, `awk 'prog'`), the code is text the floor cannot
-// read, and uncertainty is high-risk. Commands inside the script that hand a script on again
-// (`sh -c "bash -c '…'"`) are read the same way, a few levels deep. Pure: the reader is passed in.
-
-import type { Risk } from "./floor.ts";
-import { floorShellScan, maxScriptChars, raiseRisk } from "./floor.ts";
-import { describeCodeRunner, findInlineScript } from "./programs.ts";
+// The risk floor for an argv (execute_command, a declared command tool, a chain stage) and for a
+// script: the walk (walk.ts) reaches every script the command runs — a shell's `-c` script behind
+// any option, a wrapper's command, `find -exec`, `xargs`, `watch`, `flock -c`, `su -c`, `ssh`'s
+// remote command, git settings that hold a command, `eval` and `trap` strings — and the floor
+// (floor.ts) applies to each. Code the walk cannot read (an interpreter's inline code, a shell
+// language that is not bash, a value only known when it runs, a walk too deep or too long) is a
+// reason of its own: uncertainty is high-risk. Pure: the reader is passed in.
+import { floorShellScan, type Risk, raiseRisk } from "./floor.ts";
+import { literal, readRuns } from "./runs.ts";
 import type { ReadShell } from "./syntax.ts";
+import { type CodeVisitor, describeCodeRunner, walkArgv, walkScript } from "./walk.ts";
 
 export type ArgvRisk = {
   /** The declared level, raised to `high-risk` when any reason was found; never lower. */
@@ -17,17 +17,36 @@ export type ArgvRisk = {
   readonly reasons: readonly string[];
 };
 
-const maxNesting = 4;
-
 export type FloorArgvOptions = {
   /**
    * How many leading elements of `argv` the operator fixed (a declared `fixed` tool: program and
-   * `args`). When those already fix the code (describeCodeRunner), interpreter code there is the
-   * operator's and passes; a fixed shell script still gets the floor (`sh -c '$1'` runs the
-   * model's first argument as a command).
+   * `args`). Inline interpreter code written there is the operator's and passes when those
+   * elements already fix the code (describeCodeRunner); a fixed shell script still gets the
+   * floor (`sh -c '$1'` runs the model's first argument as a command).
    */
   readonly fixedArgs?: number;
 };
+
+function collector(reasons: Set<string>, skip: ReadonlySet<string>): CodeVisitor {
+  return {
+    script: (scan, _text, via) => {
+      for (const reason of floorShellScan(scan, "read-only").reasons) {
+        reasons.add(via === "" ? reason : `${via} script: ${reason}`);
+      }
+    },
+    opaque: (run) => {
+      const reason = `${run.via}: ${run.reason}`;
+      if (!skip.has(reason)) reasons.add(reason);
+    },
+  };
+}
+
+function result(declared: Risk, reasons: Set<string>): ArgvRisk {
+  return {
+    risk: reasons.size > 0 ? raiseRisk(declared, "high-risk") : declared,
+    reasons: [...reasons],
+  };
+}
 
 /** The floor for one argv against its declared level. Never throws. */
 export function floorArgv(
@@ -36,52 +55,22 @@ export function floorArgv(
   read: ReadShell,
   options: FloorArgvOptions = {},
 ): ArgvRisk {
-  const reasons: string[] = [];
   const fixed = options.fixedArgs ?? 0;
-  const operatorCode = fixed > 0 && describeCodeRunner(argv.slice(0, fixed)) === undefined;
-  collect(argv, read, reasons, 0, operatorCode);
-  return {
-    risk: reasons.length > 0 ? raiseRisk(declared, "high-risk") : declared,
-    reasons: [...new Set(reasons)],
-  };
+  const skip = new Set<string>();
+  if (fixed > 0 && describeCodeRunner(argv.slice(0, fixed)) === undefined) {
+    // The operator's own inline code, as the fixed prefix alone runs it.
+    for (const run of readRuns(argv.slice(0, fixed).map(literal))) {
+      if (run.kind === "opaque" && run.inline) skip.add(`${run.via}: ${run.reason}`);
+    }
+  }
+  const reasons = new Set<string>();
+  walkArgv(argv.map(literal), read, collector(reasons, skip));
+  return result(declared, reasons);
 }
 
-function collect(
-  argv: readonly string[],
-  read: ReadShell,
-  reasons: string[],
-  depth: number,
-  operatorCode = false,
-): void {
-  const inline = findInlineScript(argv);
-  if (inline === undefined) return;
-  const where = `${inline.program} ${inline.flag}`;
-  if (depth >= maxNesting) {
-    reasons.push(`${where}: scripts nested too deeply to analyse`);
-    return;
-  }
-  if (inline.kind === "interpreter") {
-    if (operatorCode) return;
-    reasons.push(`${where} runs inline code, which the shell floor cannot read`);
-    return;
-  }
-  if (inline.script.length > maxScriptChars) {
-    reasons.push(`${where} script longer than ${maxScriptChars} characters, too long to analyse`);
-    return;
-  }
-  const scan = read(inline.script);
-  for (const reason of floorShellScan(scan, "read-only").reasons) {
-    reasons.push(`${where} script: ${reason}`);
-  }
-  for (const command of scan.commands) {
-    if (command.keyword !== undefined || command.words.some((w) => w.expansions.length > 0)) {
-      continue;
-    }
-    collect(
-      command.words.map((w) => w.text),
-      read,
-      reasons,
-      depth + 1,
-    );
-  }
+/** The floor for shell text (and everything it runs) against its declared level. */
+export function floorScript(script: string, declared: Risk, read: ReadShell): ArgvRisk {
+  const reasons = new Set<string>();
+  walkScript(script, read, collector(reasons, new Set()));
+  return result(declared, reasons);
 }

@@ -8,6 +8,7 @@
 // absolute, starts with `~`, names `$HOME`, or climbs out with `..` is outside. A word built
 // from any other expansion cannot be judged and passes; the sandbox is what stops it.
 import { isInterpreterProgram, isShellProgram, programName } from "./programs.ts";
+import type { Word } from "./runs.ts";
 import type { ShellScan, SimpleCommand } from "./syntax.ts";
 
 const systemRoots =
@@ -100,6 +101,112 @@ export function checkDeletion(name: string, args: readonly string[]): string | u
     }
   }
   return undefined;
+}
+
+/** Programs that delete what they are given; `rmdir` only removes empty directories. */
+const shellDeleters = new Set(["rm", "unlink", "shred", "srm", "wipe"]);
+
+const insteadOfDeleting =
+  'deleting from the shell cannot be undone, so it is not run: leave the files and name them in your answer for a person to delete, or work in a directory made by mktemp in the same command (tmp=$(mktemp -d) … rm -rf "$tmp")';
+
+/** `$tmp`, `${tmp}` or `$tmp/below` (no `..`) for a variable set from mktemp in the script. */
+function isTempPath(word: Word, temp: ReadonlySet<string>): boolean {
+  if (word.expansions.some((e) => e !== "parameter" && e !== "glob")) return false;
+  const match = /^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))(\/.*)?$/s.exec(
+    word.text,
+  );
+  if (match === null) return false;
+  const name = match[1] ?? match[2] ?? "";
+  const below = match[3] ?? "";
+  return temp.has(name) && !below.split("/").includes("..") && !below.includes("$");
+}
+
+function deletionOperands(words: readonly Word[]): Word[] {
+  const out: Word[] = [];
+  let options = true;
+  for (const word of words) {
+    if (options && word.text === "--") {
+      options = false;
+      continue;
+    }
+    if (options && word.text.startsWith("-") && word.text !== "-") continue;
+    out.push(word);
+  }
+  return out;
+}
+
+/**
+ * Deleting from the shell (the reference's rule): `rm`, `unlink`, `shred`, `find … -delete` and
+ * `git clean` are refused unless every path is a temporary one made by mktemp in the same command
+ * (`tmp=$(mktemp -d); …; rm -rf "$tmp"`). A real path beside it, or `..` in it, still refuses.
+ */
+export function checkShellDeletion(
+  words: readonly Word[],
+  temp: ReadonlySet<string>,
+  /** The paths also come from input (`xargs rm`). */
+  fromInput = false,
+): string | undefined {
+  const name = programName(words[0]?.text ?? "");
+  const args = words.slice(1);
+  if (shellDeleters.has(name)) {
+    const targets = deletionOperands(args);
+    if (fromInput) return `deletes files: ${name} of paths from its input (${insteadOfDeleting})`;
+    const real = targets.find((t) => !isTempPath(t, temp));
+    if (targets.length === 0 || real === undefined) return undefined;
+    return `deletes files: ${name} ${real.text} (${insteadOfDeleting})`;
+  }
+  if (name === "find" && args.some((a) => a.text === "-delete")) {
+    const starts: Word[] = [];
+    for (const arg of args) {
+      if (arg.text.startsWith("-") || arg.text === "(" || arg.text === "!") break;
+      starts.push(arg);
+    }
+    const real = starts.find((t) => !isTempPath(t, temp));
+    if (starts.length > 0 && real === undefined) return undefined;
+    return `deletes files: find ${real?.text ?? "."} -delete (${insteadOfDeleting})`;
+  }
+  if (name === "git") {
+    const sub = args.findIndex((a) => !a.text.startsWith("-"));
+    const rest = args.slice(sub + 1).map((a) => a.text);
+    const dry = rest.some((a) => a === "--dry-run" || /^-[A-Za-z]*n/.test(a));
+    if (args[sub]?.text === "clean" && !dry) {
+      return `deletes files: git clean removes untracked files (${insteadOfDeleting})`;
+    }
+  }
+  return undefined;
+}
+
+const mktempAssignment =
+  /^([A-Za-z_][A-Za-z0-9_]*)=(?:"(?:\$\(\s*mktemp\b[^()`]*\)|`\s*mktemp\b[^`]*`)"|\$\(\s*mktemp\b[^()`]*\)|`\s*mktemp\b[^`]*`)$/;
+
+/**
+ * The variables a script sets from mktemp and sets no other way: assigned only as
+ * `NAME=$(mktemp …)` (or in backquotes, quoted or not), never by `for`, `read`, `printf -v`, a
+ * `${NAME:=…}` default, a reference or another assignment.
+ */
+export function findTempVariables(scan: ShellScan, text: string): string[] {
+  const candidates = new Map<string, number>();
+  for (const command of scan.commands) {
+    const declaring = ["local", "declare", "typeset", "export", "readonly"].includes(
+      command.words[0]?.text ?? "",
+    );
+    const words = [...command.assignments, ...(declaring ? command.words.slice(1) : [])];
+    for (const word of words) {
+      const match = mktempAssignment.exec(word.text);
+      if (match !== null)
+        candidates.set(match[1] as string, (candidates.get(match[1] as string) ?? 0) + 1);
+    }
+  }
+  const out: string[] = [];
+  for (const [name, count] of candidates) {
+    const assigned =
+      text.match(new RegExp(`(^|[^A-Za-z0-9_$])${name}(\\[[^\\]]*\\])?\\+?=`, "g"))?.length ?? 0;
+    const otherwise = new RegExp(
+      `\\bfor\\s+${name}\\b|\\b(read|mapfile|readarray|getopts)\\b[^;&|\\n]*\\b${name}\\b|-v\\s*${name}\\b|-n\\s+${name}\\b|\\$\\{${name}:?[=]|\\bunset\\b[^;&|\\n]*\\b${name}\\b`,
+    ).test(text);
+    if (assigned === count && !otherwise) out.push(name);
+  }
+  return out;
 }
 
 function truncateOperands(args: readonly string[]): string[] {

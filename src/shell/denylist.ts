@@ -21,20 +21,18 @@ import {
   checkDeletion,
   checkRedirectWrite,
   checkScriptPatterns,
+  checkShellDeletion,
   checkSystemWrite,
   checkUpload,
   describeOutside,
+  findTempVariables,
   normalizePath,
 } from "./deny-rules.ts";
-import {
-  isInterpreterProgram,
-  isPrivilegeProgram,
-  isShellOrInterpreter,
-  isShellProgram,
-  unwrapCommand,
-} from "./programs.ts";
+import { isInterpreterProgram, isPrivilegeProgram, isShellOrInterpreter } from "./programs.ts";
+import { readRuns, type Word, wrappers } from "./runs.ts";
 import { scanShell } from "./scan.ts";
-import type { SimpleCommand } from "./syntax.ts";
+import type { ShellScan, SimpleCommand } from "./syntax.ts";
+import { type CodeVisitor, walkLiteralArgv, walkScript } from "./walk.ts";
 
 export type DenylistVerdict =
   | { readonly denied: false }
@@ -96,22 +94,14 @@ function shortFlags(args: readonly string[]): Set<string> {
 }
 
 /** The program a stage really runs, after wrappers: `env X=1 nice sh` → sh. */
-function innerProgram(words: readonly string[], depth = 0): string | undefined {
+function innerProgram(words: readonly Word[], depth = 0): string | undefined {
   const first = words[0];
   if (first === undefined || depth > maxDepth) return undefined;
-  const name = baseName(first);
-  if (isPrivilegeProgram(name)) {
-    return innerProgram(skipOptions(words.slice(1)), depth + 1) ?? name;
-  }
-  const inner = unwrapCommand(name, words.slice(1));
-  if (inner !== undefined && inner.length > 0) return innerProgram(inner, depth + 1);
-  return name;
-}
-
-function skipOptions(args: readonly string[]): readonly string[] {
-  let i = 0;
-  while (i < args.length && (args[i] as string).startsWith("-")) i++;
-  return args.slice(i);
+  const name = baseName(first.text);
+  if (!Object.hasOwn(wrappers, name)) return name;
+  const inner = readRuns(words).find((r) => r.kind === "command");
+  if (inner === undefined || inner.kind !== "command") return name;
+  return innerProgram(inner.words, depth + 1) ?? name;
 }
 
 function runsCode(name: string | undefined): boolean {
@@ -119,37 +109,6 @@ function runsCode(name: string | undefined): boolean {
     name !== undefined &&
     (isShellOrInterpreter(name) || name === "eval" || name === "source" || name === ".")
   );
-}
-
-/** The `-c` script of a shell invocation, if any (`bash -lc 'x'`, `sh -e -c x`). */
-function findShellScript(name: string, args: readonly string[]): string | undefined {
-  let rest = args;
-  if (name === "busybox") {
-    if (rest[0] === undefined || !isShellProgram(rest[0])) return undefined;
-    rest = rest.slice(1);
-  }
-  let sawC = false;
-  for (let i = 0; i < rest.length; i++) {
-    const arg = rest[i] as string;
-    if (arg === "--") continue;
-    if (/^[-+][A-Za-z]+$/.test(arg)) {
-      if (arg.startsWith("-") && arg.includes("c")) sawC = true;
-      if (arg === "-o" || arg === "+o" || arg === "-O" || arg === "+O") i++;
-      continue;
-    }
-    if (arg.startsWith("--")) continue;
-    return sawC ? arg : undefined;
-  }
-  return undefined;
-}
-
-/** Inline code handed to an interpreter: `python -c code`, `perl -e code`, `node -e code`. */
-function findInlineCode(args: readonly string[]): string | undefined {
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i] as string;
-    if (/^-[a-zA-Z]*[ceEr]$/.test(arg) || arg === "--eval" || arg === "--exec") return args[i + 1];
-  }
-  return undefined;
 }
 
 function looksLikeReverseShell(code: string): boolean {
@@ -162,10 +121,15 @@ function looksLikeReverseShell(code: string): boolean {
   );
 }
 
-function checkArgv(argv: readonly string[], depth: number): DenylistVerdict {
+/** The rules for one command the shell runs (the walk hands every one of them here). */
+function checkArgv(
+  words: readonly Word[],
+  temp: ReadonlySet<string>,
+  via: string,
+): DenylistVerdict {
+  const argv = words.map((w) => w.text);
   const first = argv[0];
   if (first === undefined) return allowed;
-  if (depth > maxDepth) return deny("nested too deeply to check (wrappers inside wrappers)");
   const name = baseName(first);
   const args = argv.slice(1);
 
@@ -209,6 +173,7 @@ function checkArgv(argv: readonly string[], depth: number): DenylistVerdict {
   }
   const ruled =
     checkDeletion(name, args) ??
+    checkShellDeletion(words, temp, via === "xargs") ??
     checkUpload(name, args) ??
     checkSystemWrite(name, args) ??
     checkAuthority(name, args);
@@ -278,50 +243,14 @@ function checkArgv(argv: readonly string[], depth: number): DenylistVerdict {
     return deny("reverse shell: socat with a program attached to the connection");
   }
 
-  // Wrappers run the rest of their argv as a command.
-  if (name === "env") {
-    const split = args.findIndex(
-      (a) => a === "-S" || a === "--split-string" || a.startsWith("--split-string="),
-    );
-    if (split !== -1) {
-      const text = args[split]?.startsWith("--split-string=")
-        ? args[split]?.slice(15)
-        : args[split + 1];
-      if (text !== undefined) {
-        const verdict = checkScript(text, depth + 1);
-        if (verdict.denied) return verdict;
-      }
-    }
-  }
-  if (name === "watch") {
-    const inner = unwrapCommand(name, args);
-    if (inner !== undefined && inner.length > 0) return checkScript(inner.join(" "), depth + 1);
-  }
-  if (name === "flock") {
-    const c = args.findIndex((a) => a === "-c" || a === "--command");
-    if (c !== -1 && args[c + 1] !== undefined) return checkScript(args[c + 1] as string, depth + 1);
-  }
-  const inner = unwrapCommand(name, args);
-  if (inner !== undefined) return checkArgv(inner, depth + 1);
-  if (name === "busybox" || name === "toybox") {
-    if (args[0] !== undefined && !isShellProgram(args[0])) return checkArgv(args, depth + 1);
-  }
-  if (isShellProgram(name)) {
-    const script = findShellScript(name, args);
-    if (script !== undefined) return checkScript(script, depth + 1);
-    return allowed;
-  }
-  if (isInterpreterProgram(name)) {
-    const code = findInlineCode(args);
-    if (code !== undefined && looksLikeReverseShell(code)) {
-      return deny(`reverse shell: ${name} code that connects a socket to a shell`);
-    }
+  if (isInterpreterProgram(name) && args.some(looksLikeReverseShell)) {
+    return deny(`reverse shell: ${name} code that connects a socket to a shell`);
   }
   return allowed;
 }
 
-function wordsOf(command: SimpleCommand): string[] {
-  return command.words.map((w) => w.text);
+function wordsOf(command: SimpleCommand): readonly Word[] {
+  return command.words;
 }
 
 /** Whether a word's substitutions download something (`$(curl …)`, `<(wget …)`). */
@@ -332,19 +261,14 @@ function substitutesDownload(text: string): boolean {
   );
 }
 
-function checkScript(script: string, depth: number): DenylistVerdict {
-  if (depth > maxDepth) return deny("nested too deeply to check (shells inside shells)");
+/** The rules for one script as a whole: redirections, pipelines, two-step patterns. */
+function checkScript(script: string, scan: ShellScan): DenylistVerdict {
   if (networkDevice.test(script)) {
     return deny("reverse shell: opens a network connection through /dev/tcp or /dev/udp");
   }
-  const scan = scanShell(script);
   const stagesByPipeline = new Map<number, SimpleCommand[]>();
   let fedToNetwork: string | undefined;
   for (const command of scan.commands) {
-    if (command.keyword === undefined) {
-      const verdict = checkArgv(wordsOf(command), depth + 1);
-      if (verdict.denied) return verdict;
-    }
     for (const redirect of command.redirects) {
       const target = redirect.target?.text ?? "";
       if ((redirect.op.includes(">") || redirect.op === "<>") && startupFile.test(target)) {
@@ -426,7 +350,39 @@ function checkScript(script: string, depth: number): DenylistVerdict {
   return allowed;
 }
 
+/**
+ * Walks everything `walk` reaches (walk.ts: every command, wrapper, `-c` script, `eval` string …)
+ * and returns the first refusal. A walk too deep to follow is refused too.
+ */
+function checkWalk(walk: (visitor: CodeVisitor) => void): DenylistVerdict {
+  // A command's own rule names the action more precisely than a pattern across the script does,
+  // so the first command refusal wins over the first script refusal.
+  let command: DenylistVerdict = allowed;
+  let whole: DenylistVerdict = allowed;
+  const temp = new Set<string>();
+  walk({
+    command: (words, via) => {
+      if (!command.denied) command = checkArgv(words, temp, via);
+    },
+    script: (scan, text) => {
+      for (const name of findTempVariables(scan, text)) temp.add(name);
+      if (!whole.denied) whole = checkScript(text, scan);
+    },
+    opaque: (run) => {
+      if (!command.denied && run.reason === "nests commands too deeply to read") {
+        command = deny(`nested too deeply to check: ${run.via} ${run.reason}`);
+      }
+    },
+  });
+  return command.denied ? command : whole;
+}
+
 /** Checks one structured command (`program` and its argv) against the denylist. */
 export function checkCommandDenylist(program: string, args: readonly string[]): DenylistVerdict {
-  return checkArgv([program, ...args], 0);
+  return checkWalk((visitor) => walkLiteralArgv([program, ...args], scanShell, visitor));
+}
+
+/** Checks shell text (and everything it runs) against the denylist. */
+export function checkScriptDenylist(script: string): DenylistVerdict {
+  return checkWalk((visitor) => walkScript(script, scanShell, visitor));
 }

@@ -14,6 +14,7 @@ import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { Language, type Node, Parser } from "web-tree-sitter";
 import type {
+  EvaluatedText,
   ExpansionKind,
   ShellRedirect,
   ShellScan,
@@ -79,6 +80,7 @@ export function scanShell(source: string): ShellScan {
       problems: ["does not parse as bash (the parser gave up)"],
       expansions: new Set(),
       structure: new Set(),
+      evaluated: [],
     };
   }
   try {
@@ -107,6 +109,7 @@ export function scanShell(source: string): ShellScan {
       problems: st.problems,
       expansions: st.expansions,
       structure: st.structure,
+      evaluated: collectEvaluated(root),
     };
   } finally {
     tree.delete();
@@ -238,10 +241,29 @@ function visitStatement(st: State, node: Node, place: Place): void {
       st.structure.add("comment");
       return;
     case "variable_assignment":
-    case "variable_assignments":
+    case "variable_assignments": {
+      // `x=1` alone runs nothing: an entry with the assignment and no words (so `sudo=1` is not
+      // read as a command named sudo).
       st.structure.add("assignment");
-      visitCommand(st, node, place, []);
+      const parts = node.type === "variable_assignment" ? [node] : node.namedChildren;
+      const assignments: ShellWord[] = [];
+      for (const part of parts) {
+        if (part === null) continue;
+        if (part.type === "variable_assignment") assignments.push(freeze(wordOf(st, part, place)));
+        else wordOf(st, part, place);
+      }
+      st.commands.push({
+        words: [],
+        assignments,
+        redirects: [],
+        pipeline: place.pipeline ?? st.pipelines++,
+        stage: place.stage,
+        nested: place.nested,
+        function: place.fn,
+        keyword: undefined,
+      });
       return;
+    }
     case "ERROR":
       noteError(st, node);
       visitErrorChildren(st, node, place);
@@ -634,4 +656,61 @@ function hasBraceExpansion(raw: string): boolean {
     else if (depth > 0 && (c === "," || raw.startsWith("..", i))) return true;
   }
   return false;
+}
+
+const arithmeticTests = new Set(["-eq", "-ne", "-lt", "-le", "-gt", "-ge"]);
+const offsetExpansion = /^\$\{#?[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?:(?![-=?+])/;
+
+/** Every place bash evaluates text (syntax.ts's EvaluatedText), anywhere in the tree. */
+function collectEvaluated(root: Node): EvaluatedText[] {
+  const out: EvaluatedText[] = [];
+  const cursor = root.walk();
+  try {
+    for (;;) {
+      const node = cursor.currentNode;
+      switch (node.type) {
+        case "arithmetic_expansion":
+        case "c_style_for_statement":
+          out.push({ kind: "arithmetic", text: node.text });
+          break;
+        case "compound_statement":
+          if (node.text.startsWith("((")) out.push({ kind: "arithmetic", text: node.text });
+          break;
+        case "subscript": {
+          const index = node.childForFieldName("index");
+          out.push({ kind: "subscript", text: index?.text ?? node.text });
+          break;
+        }
+        case "binary_expression":
+        case "unary_expression": {
+          const op = node.childForFieldName("operator");
+          if (op !== null && op.type === "test_operator") {
+            if (arithmeticTests.has(op.text)) out.push({ kind: "arithmetic", text: node.text });
+            if (op.text === "-v" && node.text.includes("[")) {
+              out.push({ kind: "subscript", text: node.text });
+            }
+          }
+          break;
+        }
+        case "expansion": {
+          const text = node.text;
+          if (/@P\}$/.test(text)) out.push({ kind: "prompt", text });
+          if (
+            text.startsWith("${!") &&
+            !/^\$\{![A-Za-z_][A-Za-z0-9_]*(\[[@*]\]|[@*])\}$/.test(text)
+          ) {
+            out.push({ kind: "indirect", text });
+          }
+          if (offsetExpansion.test(text)) out.push({ kind: "arithmetic", text });
+          break;
+        }
+      }
+      if (cursor.gotoFirstChild()) continue;
+      while (!cursor.gotoNextSibling()) {
+        if (!cursor.gotoParent()) return out;
+      }
+    }
+  } finally {
+    cursor.delete();
+  }
 }

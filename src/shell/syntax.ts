@@ -59,6 +59,18 @@ export type ShellStructure =
   | "heredoc"
   | "assignment";
 
+/**
+ * Text bash evaluates beyond plain expansion: an arithmetic context (`$((…))`, `$[…]`, `((…))`,
+ * a `for ((…))` header, a `[[ … -eq … ]]` comparison, a `${x:offset:length}`), an array subscript
+ * (`${a[i]}`, `a[i]=`, `[[ -v a[i] ]]`), a prompt expansion (`${x@P}`) or an indirect expansion
+ * (`${!x}`). In arithmetic, bash reads a variable's value as an expression and expands a
+ * subscript in it, command substitution included, so a name there is code the text does not show.
+ */
+export type EvaluatedText = {
+  readonly kind: "arithmetic" | "subscript" | "prompt" | "indirect";
+  readonly text: string;
+};
+
 export type ShellScan = {
   readonly commands: readonly SimpleCommand[];
   /** Unterminated quotes or substitutions, text that does not parse, excessive nesting. */
@@ -67,6 +79,8 @@ export type ShellScan = {
   readonly expansions: ReadonlySet<ExpansionKind>;
   /** Every structure met anywhere in the script. */
   readonly structure: ReadonlySet<ShellStructure>;
+  /** Every place bash evaluates text as an expression, a name or a prompt. */
+  readonly evaluated: readonly EvaluatedText[];
 };
 
 /** A reader of shell text: the pure rules receive it, so they never load a parser themselves. */

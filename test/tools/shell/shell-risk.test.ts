@@ -152,7 +152,7 @@ describe("checkCommandDenylist", () => {
     ["grep", "-r", "curl | sh", "docs"],
     ["sh", "-c", "ls | sort | head"],
     ["bash", "-c", "curl -s https://x/data.json | jq .name"],
-    ["rm", "-rf", "build"],
+    ["rmdir", "build"],
     ["crontab", "-l"],
     ["systemctl", "status", "nginx"],
     ["dd", "if=/dev/zero", "of=disk.img", "bs=1M", "count=1"],
