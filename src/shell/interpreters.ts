@@ -12,8 +12,8 @@ type Lang = {
   readonly code: string;
   /** Short options that take a value: attached, or else the next word. */
   readonly value: string;
-  /** Short options whose value can only be attached (`perl -i.bak`, `perl -l0`). */
-  readonly attached?: string;
+  /** Short options whose value can only be attached, and what of the rest they take. */
+  readonly attached?: Readonly<Record<string, RegExp>>;
   /** Short options after which a module, not code, runs (`python -m`): stop reading. */
   readonly stop?: string;
   /** Long options whose value is code (`--eval code`, `--eval=code`). */
@@ -24,8 +24,18 @@ type Lang = {
 
 const python: Lang = { code: "c", value: "WXQ", stop: "m", longValue: ["--check-hash-based-pycs"] };
 // -M/-m write `use Module …;` and -F a split pattern into the program: code too.
-const perl: Lang = { code: "eEMmF", value: "", attached: "iIl0dDCxV" };
-const ruby: Lang = { code: "e", value: "rIEC", attached: "FxTWK0l" };
+const rest = /^.*$/s;
+const octal = /^[0-7]*/;
+const perl: Lang = {
+  code: "eEMmF",
+  value: "",
+  attached: { i: rest, I: rest, l: octal, "0": /^(x[0-9a-fA-F]+|[0-7]*)/, d: rest, D: rest, C: /^[0-9]*/, x: rest, V: rest },
+};
+const ruby: Lang = {
+  code: "e",
+  value: "rIEC",
+  attached: { F: rest, x: rest, T: /^[0-9]*/, W: /^[0-9:a-z]*/, K: /^./, "0": octal, l: /^/ },
+};
 const node: Lang = {
   code: "ep",
   value: "r",
@@ -90,6 +100,7 @@ function readOptions(name: string, args: readonly Word[], lang: Lang): Run[] {
       for (let k = 1; k < text.length; k++) {
         const letter = text[k] as string;
         const rest = text.slice(k + 1);
+        const takes = lang.attached?.[letter];
         if (lang.code.includes(letter)) {
           if (rest === "" && args[i + 1] === undefined) return [fromInput(name)];
           return [inline(name, text.slice(0, k + 1))];
@@ -99,7 +110,7 @@ function readOptions(name: string, args: readonly Word[], lang: Lang): Run[] {
           if (rest === "") i++;
           break;
         }
-        if (lang.attached?.includes(letter)) break;
+        if (takes !== undefined) k += takes.exec(rest)?.[0].length ?? 0;
       }
       continue;
     }

@@ -102,7 +102,7 @@ export const wrappers: Readonly<Record<string, WrapperSpec>> = {
   stdbuf: spec(["-i", "-o", "-e", "--input", "--output", "--error"]),
   ionice: spec(["-c", "-n", "--class", "--classdata"]),
   chrt: spec(["-T", "-P", "-D", "--sched-runtime", "--sched-period", "--sched-deadline"], 1),
-  taskset: spec(["-c", "--cpu-list"], 1),
+  taskset: spec([], 1),
   timeout: spec(["-s", "--signal", "-k", "--kill-after"], 1),
   time: spec(["-f", "--format", "-o", "--output"]),
   command: spec([]),
@@ -125,7 +125,7 @@ export const wrappers: Readonly<Record<string, WrapperSpec>> = {
   ),
   xargs: spec(["-a", "--arg-file", "-d", "--delimiter", "-E", "-I", "-L", "-n", "-P", "-s"]),
   watch: spec(["-n", "--interval", "-q", "--equexit"]),
-  flock: spec(["-w", "--timeout", "-E", "--conflict-exit-code"], 1),
+  flock: spec(["-w", "--timeout", "-E", "--conflict-exit-code"], 1), // read by readWrapper
   busybox: spec([]),
   toybox: spec([]),
 };
@@ -190,11 +190,24 @@ function readWrapper(name: string, argv: readonly Word[]): Run[] {
     return [...runs, ...command(rest, via)];
   }
   if (name === "flock") {
-    const c = args.findIndex((a) => a.text === "-c" || a.text === "--command");
-    if (c !== -1) return [script(args.slice(c + 1, c + 2), "flock -c")];
-    const { rest } = splitWrapper(name, args);
-    // `flock 9` locks a descriptor and runs nothing.
-    return command(rest, via);
+    // `flock [options] file -c cmd`, `flock -c cmd file`, `flock [options] file cmd …`, `flock 9`.
+    const values = wrappers.flock?.values ?? new Set();
+    let i = 0;
+    for (; i < args.length; i++) {
+      const t = (args[i] as Word).text;
+      if (t === "-c" || t === "--command") return [script(args.slice(i + 1, i + 2), "flock -c")];
+      if (t === "--") {
+        i++;
+        break;
+      }
+      if (!t.startsWith("-")) break;
+      if (values.has(t)) i++;
+    }
+    const after = args.slice(i + 1);
+    if (after[0]?.text === "-c" || after[0]?.text === "--command") {
+      return [script(after.slice(1, 2), "flock -c")];
+    }
+    return command(after, via);
   }
   const { options, rest } = splitWrapper(name, args);
   if (name === "watch") {

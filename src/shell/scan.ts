@@ -249,7 +249,7 @@ function visitStatement(st: State, node: Node, place: Place): void {
       const assignments: ShellWord[] = [];
       for (const part of parts) {
         if (part === null) continue;
-        if (part.type === "variable_assignment") assignments.push(freeze(wordOf(st, part, place)));
+        if (part.type === "variable_assignment") assignments.push(assignmentOf(st, part, place));
         else wordOf(st, part, place);
       }
       st.commands.push({
@@ -403,8 +403,8 @@ function visitCommand(st: State, node: Node, place: Place, outer: ShellRedirect[
   const redirects: ShellRedirect[] = [];
   const addOperand = (child: Node) => {
     if (child.type === "variable_assignment" && words.length === 0) {
-      assignments.push(freeze(wordOf(st, child, place)));
-    } else if (child.type.endsWith("_redirect")) redirects.push(redirectOf(st, child, place));
+      assignments.push(assignmentOf(st, child, place));
+    } else if (child.type === "variable_assignment") words.push(assignmentOf(st, child, place)); else if (child.type.endsWith("_redirect")) redirects.push(redirectOf(st, child, place));
     else if (child.type === "variable_assignments") {
       for (const inner of child.namedChildren) if (inner !== null) addOperand(inner);
     } else if (child.type === "command_name") {
@@ -476,6 +476,18 @@ function redirectOf(st: State, node: Node, place: Place): ShellRedirect {
   }
   if (node.type === "herestring_redirect" && op === "") op = "<<<";
   return { op, fd, target };
+}
+
+/** `NAME=value` with the value's quotes removed (`PS4='$(id)'` → `PS4=$(id)`). */
+function assignmentOf(st: State, node: Node, place: Place): ShellWord {
+  const value = node.childForFieldName("value");
+  if (value === null) return freeze(wordOf(st, node, place));
+  const word = wordOf(st, value, place);
+  const head = st.src.slice(node.startIndex, value.startIndex);
+  for (const child of node.namedChildren) {
+    if (child !== null && child.id !== value.id) wordOf(st, child, place);
+  }
+  return { text: head + word.text, expansions: word.expansions, quoted: word.quoted };
 }
 
 function freeze(word: MutableWord): ShellWord {
