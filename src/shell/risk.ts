@@ -4,6 +4,7 @@
 import { type ArgvRisk, type FloorArgvOptions, floorArgv, floorScript } from "./argv-floor.ts";
 import type { Risk, ShellRiskFloor } from "./floor.ts";
 import { scanShell } from "./scan.ts";
+import { findCodeRun } from "./walk.ts";
 
 export type { ArgvRisk, FloorArgvOptions } from "./argv-floor.ts";
 export type { ShellRiskFloor } from "./floor.ts";
@@ -27,4 +28,9 @@ export function assessArgvRisk(
   options: FloorArgvOptions = {},
 ): ArgvRisk {
   return floorArgv(argv, declared, scanShell, options);
+}
+
+/** The first place an argv runs code (walk.ts's findCodeRun, with the reader bound in). */
+export function findArgvCodeRun(argv: readonly string[]): string | undefined {
+  return findCodeRun(argv, scanShell);
 }

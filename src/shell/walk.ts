@@ -141,3 +141,29 @@ export function describeCodeRunner(argv: readonly string[], depth = 0): string |
     ? `${name} is a shell and runs any script its arguments give it (-c …)`
     : `${name} is an interpreter and runs any code its arguments give it (-c, -e …)`;
 }
+
+/**
+ * The first place an argv runs code (a shell's script, an interpreter's code, a command run
+ * through a shell), as a phrase for a refusal; undefined when it runs plain programs only.
+ */
+export function findCodeRun(argv: readonly string[], read: ReadShell): string | undefined {
+  let found: string | undefined;
+  walkLiteralArgv(argv, read, {
+    command: (words, via, depth) => {
+      const name = programName(words[0]?.text ?? "");
+      if (found === undefined && depth > 0 && isShellOrInterpreter(name)) {
+        found = `${via} runs ${name}`;
+      }
+    },
+    script: (_scan, _text, via, depth) => {
+      if (found === undefined && depth > 0) found = `${via} runs shell text`;
+    },
+    opaque: (run) => {
+      found ??= `${run.via}: ${run.reason}`;
+    },
+  });
+  if (found === undefined && isShellOrInterpreter(programName(argv[0] ?? ""))) {
+    found = `${programName(argv[0] ?? "")} is a shell or an interpreter`;
+  }
+  return found;
+}

@@ -38,7 +38,7 @@ beforeEach(async () => {
     description: Run a chain.
     mode: chain
     programs: [git, mark, sh, print-args]
-    risk: high-risk
+    runsCode: true
 `;
   runtime = await startRuntime(sandbox, {
     policies: buildPolicies(parseToolsPolicy(yaml, "tools.yaml", builtinDescriptors)),
