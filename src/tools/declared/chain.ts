@@ -5,6 +5,8 @@
 // between pipelines are read from the same tree-sitter grammar's tree here (the flat scan does
 // not keep them), and the two readings must agree command for command or the text is refused.
 import type { Node } from "web-tree-sitter";
+import { raiseRisk, type Risk } from "../../shell/floor.ts";
+import { type ArgvRisk, assessArgvRisk } from "../../shell/risk.ts";
 import { readBashTree, scanShell } from "../../shell/scan.ts";
 import type { ExpansionKind, ShellStructure } from "../../shell/syntax.ts";
 
@@ -169,4 +171,29 @@ export function parseChain(source: string): ChainItem[] {
     else items.push({ op: op as ChainOperator | undefined, stages: [words] });
   }
   return items;
+}
+
+/**
+ * The risk floor of a chain call as a whole, for the call's decision: every stage's reasons, as
+ * written (each stage read like an execute_command argv). A chain that does not parse has none
+ * here; the tool refuses it before anything runs.
+ */
+export function floorChainCommand(command: string, declared: Risk): ArgvRisk {
+  let items: ChainItem[];
+  try {
+    items = parseChain(command);
+  } catch {
+    return { risk: declared, reasons: [] };
+  }
+  const reasons = new Set<string>();
+  for (const item of items) {
+    for (const stage of item.stages) {
+      for (const reason of assessArgvRisk(stage, "read-only").reasons) {
+        reasons.add(`stage ${stage[0]}: ${reason}`);
+      }
+    }
+  }
+  return reasons.size === 0
+    ? { risk: declared, reasons: [] }
+    : { risk: raiseRisk(declared, "high-risk"), reasons: [...reasons] };
 }
