@@ -8,8 +8,7 @@ import { createNoneBackend } from "../../sandbox/none.ts";
 import type { Redactor } from "../../sandbox/redact.ts";
 import { defaultSandboxLimits, type SandboxBackend } from "../../sandbox/types.ts";
 import { checkCommandDenylist } from "../../shell/denylist.ts";
-import { shellPrograms } from "../../shell/programs.ts";
-import { assessShellRisk } from "../../shell/risk.ts";
+import { assessArgvRisk } from "../../shell/risk.ts";
 import { defineBuiltin, requireHalf } from "../builtin.ts";
 import { decodeOutput, type ProcessResult, runProcess } from "../run-process.ts";
 import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
@@ -109,17 +108,10 @@ function checkDenylist(program: string, args: readonly string[]): void {
   }
 }
 
-/** When the program is a shell given `-c`, the floor's reasons for that script. */
-async function describeShellRisk(program: string, args: readonly string[]): Promise<string> {
-  const name = program.split("/").pop() ?? program;
-  if (!shellPrograms.has(name)) return "";
-  const c = args.findIndex((a) => /^-[A-Za-z]*c[A-Za-z]*$/.test(a));
-  const script = c === -1 ? undefined : args.slice(c + 1).find((a) => !a.startsWith("-"));
-  if (script === undefined) return "";
-  const floor = await assessShellRisk(script, "unknown");
-  return floor.reasons.length > 0
-    ? ` The shell script is high-risk: ${floor.reasons.join("; ")}.`
-    : "";
+/** The risk floor's reasons for the argv (every script it runs, code it cannot read), if any. */
+function describeShellRisk(program: string, args: readonly string[]): string {
+  const floor = assessArgvRisk([program, ...args], "unknown");
+  return floor.reasons.length > 0 ? ` The command is high-risk: ${floor.reasons.join("; ")}.` : "";
 }
 
 /** Turns a finished process into the result the model sees (shared with declared command tools). */
@@ -224,7 +216,7 @@ export function createExecuteCommandTool(options: {
         checkDenylist(input.program, input.args);
         const cwd = await resolveCwd(input.cwd);
         const timeoutMs = input.timeoutMs ?? commandLimits.defaultTimeoutMs;
-        const floor = await describeShellRisk(input.program, input.args);
+        const floor = describeShellRisk(input.program, input.args);
         return {
           kind: "approval-request",
           executeToolName: executeHalfName,
