@@ -5,7 +5,7 @@
 // command and is not read; no script and no code means the program reads code from its input.
 // Pure.
 import { programName } from "./programs.ts";
-import type { Run, Word } from "./runs.ts";
+import type { Run, Word } from "./run-parts.ts";
 
 type Lang = {
   /** Short options whose value (attached, or else the next word) is code. */
@@ -29,7 +29,17 @@ const octal = /^[0-7]*/;
 const perl: Lang = {
   code: "eEMmF",
   value: "",
-  attached: { i: rest, I: rest, l: octal, "0": /^(x[0-9a-fA-F]+|[0-7]*)/, d: rest, D: rest, C: /^[0-9]*/, x: rest, V: rest },
+  attached: {
+    i: rest,
+    I: rest,
+    l: octal,
+    "0": /^(x[0-9a-fA-F]+|[0-7]*)/,
+    d: rest,
+    D: rest,
+    C: /^[0-9]*/,
+    x: rest,
+    V: rest,
+  },
 };
 const ruby: Lang = {
   code: "e",

@@ -13,8 +13,8 @@
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { Language, type Node, Parser } from "web-tree-sitter";
+import { collectEvaluated } from "./evaluated.ts";
 import type {
-  EvaluatedText,
   ExpansionKind,
   ShellRedirect,
   ShellScan,
@@ -404,7 +404,8 @@ function visitCommand(st: State, node: Node, place: Place, outer: ShellRedirect[
   const addOperand = (child: Node) => {
     if (child.type === "variable_assignment" && words.length === 0) {
       assignments.push(assignmentOf(st, child, place));
-    } else if (child.type === "variable_assignment") words.push(assignmentOf(st, child, place)); else if (child.type.endsWith("_redirect")) redirects.push(redirectOf(st, child, place));
+    } else if (child.type === "variable_assignment") words.push(assignmentOf(st, child, place));
+    else if (child.type.endsWith("_redirect")) redirects.push(redirectOf(st, child, place));
     else if (child.type === "variable_assignments") {
       for (const inner of child.namedChildren) if (inner !== null) addOperand(inner);
     } else if (child.type === "command_name") {
@@ -668,61 +669,4 @@ function hasBraceExpansion(raw: string): boolean {
     else if (depth > 0 && (c === "," || raw.startsWith("..", i))) return true;
   }
   return false;
-}
-
-const arithmeticTests = new Set(["-eq", "-ne", "-lt", "-le", "-gt", "-ge"]);
-const offsetExpansion = /^\$\{#?[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?:(?![-=?+])/;
-
-/** Every place bash evaluates text (syntax.ts's EvaluatedText), anywhere in the tree. */
-function collectEvaluated(root: Node): EvaluatedText[] {
-  const out: EvaluatedText[] = [];
-  const cursor = root.walk();
-  try {
-    for (;;) {
-      const node = cursor.currentNode;
-      switch (node.type) {
-        case "arithmetic_expansion":
-        case "c_style_for_statement":
-          out.push({ kind: "arithmetic", text: node.text });
-          break;
-        case "compound_statement":
-          if (node.text.startsWith("((")) out.push({ kind: "arithmetic", text: node.text });
-          break;
-        case "subscript": {
-          const index = node.childForFieldName("index");
-          out.push({ kind: "subscript", text: index?.text ?? node.text });
-          break;
-        }
-        case "binary_expression":
-        case "unary_expression": {
-          const op = node.childForFieldName("operator");
-          if (op !== null && op.type === "test_operator") {
-            if (arithmeticTests.has(op.text)) out.push({ kind: "arithmetic", text: node.text });
-            if (op.text === "-v" && node.text.includes("[")) {
-              out.push({ kind: "subscript", text: node.text });
-            }
-          }
-          break;
-        }
-        case "expansion": {
-          const text = node.text;
-          if (/@P\}$/.test(text)) out.push({ kind: "prompt", text });
-          if (
-            text.startsWith("${!") &&
-            !/^\$\{![A-Za-z_][A-Za-z0-9_]*(\[[@*]\]|[@*])\}$/.test(text)
-          ) {
-            out.push({ kind: "indirect", text });
-          }
-          if (offsetExpansion.test(text)) out.push({ kind: "arithmetic", text });
-          break;
-        }
-      }
-      if (cursor.gotoFirstChild()) continue;
-      while (!cursor.gotoNextSibling()) {
-        if (!cursor.gotoParent()) return out;
-      }
-    }
-  } finally {
-    cursor.delete();
-  }
 }
