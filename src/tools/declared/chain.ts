@@ -5,7 +5,7 @@
 // between pipelines are read from the same tree-sitter grammar's tree here (the flat scan does
 // not keep them), and the two readings must agree command for command or the text is refused.
 import type { Node } from "web-tree-sitter";
-import { raiseRisk, type Risk } from "../../shell/floor.ts";
+import { type Risk, raiseRisk } from "../../shell/floor.ts";
 import { type ArgvRisk, assessArgvRisk } from "../../shell/risk.ts";
 import { readBashTree, scanShell } from "../../shell/scan.ts";
 import type { ExpansionKind, ShellStructure } from "../../shell/syntax.ts";

@@ -240,7 +240,9 @@ describe("chain mode", () => {
 
   it("refuses a stage the denylist denies, even in a branch not taken", async () => {
     const rt = await start(
-      chainTool.replace("programs: [", "programs: [sudo, ").replace("risk: high-risk", "runsCode: true"),
+      chainTool
+        .replace("programs: [", "programs: [sudo, ")
+        .replace("risk: high-risk", "runsCode: true"),
     );
     expectFailure(await call(rt, "chain", { command: "false && sudo print-args" }), "refused");
   }, 20_000);
