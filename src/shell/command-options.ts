@@ -128,8 +128,59 @@ export function readGit(args: readonly Word[]): Run[] {
   return runs;
 }
 
+/**
+ * GNU sed's `e` command and the `e` flag of `s` run shell commands; `--sandbox` refuses them.
+ * Conservative: a script where any command could be `e`, or any `s` flags hold an `e`, counts.
+ */
+function sedRunsCommands(scriptText: string): boolean {
+  for (const raw of scriptText.split(/[;\n]/)) {
+    const cmd = raw.replace(/^[\s\d$,~!+]*(\/(?:[^/\\]|\\.)*\/[IM]*[\s,!]*)*[\s\d$,~!+]*/, "");
+    if (/^e(\s|$)/.test(cmd)) return true;
+    const s = /^s(.)/.exec(cmd);
+    if (s !== null) {
+      const d = (s[1] as string).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+      const flags = new RegExp(
+        `^s${d}(?:[^\\\\${d}]|\\\\.)*${d}(?:[^\\\\${d}]|\\\\.)*${d}([^;}]*)`,
+      ).exec(cmd);
+      if (flags === null || /e/.test(flags[1] ?? "")) return true;
+    }
+  }
+  return false;
+}
+
+function readSed(args: readonly Word[]): Run[] {
+  if (args.some((a) => a.text === "--sandbox")) return [];
+  const scripts: Word[] = [];
+  let operand = true;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as Word;
+    if (arg.text === "-e" || arg.text === "--expression") {
+      const next = args[i + 1];
+      if (next !== undefined) scripts.push(next);
+      operand = false;
+      i++;
+    } else if (arg.text.startsWith("--expression=")) {
+      scripts.push({ ...arg, text: arg.text.slice(13) });
+      operand = false;
+    } else if (/^-[A-Za-z]*e./.test(arg.text) && !arg.text.startsWith("--")) {
+      scripts.push({ ...arg, text: arg.text.slice(arg.text.indexOf("e") + 1) });
+      operand = false;
+    } else if (arg.text === "-f" || arg.text.startsWith("--file")) return [];
+    else if (/^-(l|-line-length)$/.test(arg.text)) i++;
+    else if (!arg.text.startsWith("-") && operand) {
+      scripts.push(arg);
+      operand = false;
+    }
+  }
+  const code = scripts.find((w) => w.expansions.length > 0 || sedRunsCommands(w.text));
+  return code === undefined
+    ? []
+    : [opaque("sed", "a sed script whose e command or s///e flag runs shell commands", true)];
+}
+
 /** A few programs whose options take commands, each documented in docs/shell.md. */
 export function readCommandOptions(name: string, args: readonly Word[]): Run[] {
+  if (name === "sed" || name === "gsed") return readSed(args);
   const runs: Run[] = [];
   const shellValue = (flags: readonly string[], prefixes: readonly string[]) => {
     for (const [i, arg] of args.entries()) {

@@ -75,6 +75,9 @@ describe("the floor follows programs that run their arguments as a command", () 
     [["vim", "-c", "!id", "f"]],
     [["parallel", "echo", ":::", "a"]],
     [["npx", "-c", hazard]],
+    [["sed", "1e id", "f"]],
+    [["sed", "-n", "s/x/id/ep", "f"]],
+    [["sed", "-e", "p", "-e", "$e id", "f"]],
   ])("%j is high-risk", (argv) => {
     expect(assessArgvRisk(argv, "read-only").risk).toBe("high-risk");
   });
@@ -131,6 +134,9 @@ describe("the floor reads eval and trap strings, prompt expansion and arithmetic
     "python3 --version",
     "bash --version",
     "git -c user.name=x commit -m msg",
+    "sed -n '1,20p' f",
+    "sed -i 's/foo/bar/g' f",
+    "sed --sandbox 'e id' f",
   ])("%j keeps its declared level", (script) => {
     expect(assessShellRisk(script, "read-only")).toEqual({ level: "read-only", reasons: [] });
   });
