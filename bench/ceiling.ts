@@ -10,11 +10,6 @@ import type { AgentToolPolicy } from "../src/policy/agent-tools.ts";
 import { type CallerCeilingInput, computeCeiling } from "../src/policy/ceiling.ts";
 import { createCeilingCache } from "../src/policy/ceiling-cache.ts";
 import {
-  type CommandKeyResult,
-  explainCoverage,
-  parseAllowEntry,
-} from "../src/policy/command-key.ts";
-import {
   createInventory,
   describeTool,
   disclosureLevels,
@@ -24,8 +19,13 @@ import {
   type ToolDescriptor,
   toolCategories,
 } from "../src/policy/tools.ts";
-import { commandKey, commandKeyUncached } from "../src/tools/shell/command-keys.ts";
-import { scanShell } from "../src/tools/shell/shell-scan.ts";
+import {
+  type CommandKeyResult,
+  explainCoverage,
+  parseAllowEntry,
+} from "../src/shell/command-key.ts";
+import { commandKey, commandKeyUncached } from "../src/shell/keys.ts";
+import { scanShell } from "../src/shell/scan.ts";
 
 /** A small deterministic PRNG (mulberry32) so every run measures the same inputs. */
 function createRandom(seed: number): () => number {

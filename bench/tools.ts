@@ -14,11 +14,11 @@ import { createBwrapBackend } from "../src/sandbox/bwrap.ts";
 import { createNoneBackend } from "../src/sandbox/none.ts";
 import { probeSandbox } from "../src/sandbox/probe.ts";
 import type { SandboxBackend } from "../src/sandbox/types.ts";
+import { checkCommandDenylist } from "../src/shell/denylist.ts";
+import { assessShellRisk } from "../src/shell/risk.ts";
+import { scanShell } from "../src/shell/scan.ts";
 import { builtinDescriptors } from "../src/tools/builtin-tools.ts";
 import { createToolRuntime } from "../src/tools/runtime.ts";
-import { checkCommandDenylist } from "../src/tools/shell/command-denylist.ts";
-import { assessShellRisk } from "../src/tools/shell/shell-risk.ts";
-import { scanShell } from "../src/tools/shell/shell-scan.ts";
 import type { ToolCallContext, ToolRuntime } from "../src/tools/types.ts";
 
 const base = await realpath(await mkdtemp(path.join(os.tmpdir(), "peergate-bench-tools-")));

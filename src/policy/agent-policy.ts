@@ -3,7 +3,7 @@
 // web_fetch host lists), parsed; then its tool entries are checked against the inventory.
 import { z } from "zod";
 import { ConfigError, type Problem } from "../errors.ts";
-import { parseAllowEntry } from "./command-key.ts";
+import { parseAllowEntry } from "../shell/command-key.ts";
 import { isToolOverride, toolOverrideValues } from "./overrides.ts";
 import {
   envAllowlist,

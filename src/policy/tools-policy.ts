@@ -3,6 +3,9 @@
 // (mcp-servers-policy.ts), parsed and checked across the whole inventory: no declared name may
 // shadow a built-in's name, alias or hidden half, nor another declared one.
 import { z } from "zod";
+import { isShellOrInterpreter, programName } from "../shell/programs.ts";
+import { wrappers } from "../shell/runs.ts";
+import { describeCodeRunner } from "../shell/walk.ts";
 import { checkServerNames, type McpToolPolicy, mcpServerSchema } from "./mcp-servers-policy.ts";
 import {
   failWith,
@@ -18,7 +21,6 @@ import {
   timeoutMs,
   toolName,
 } from "./policy-fields.ts";
-import { describeCodeRunner } from "./shell-programs.ts";
 import { checkToolNames, describeTool, listToolNames, type ToolDescriptor } from "./tools.ts";
 
 const sha256Pin = z
@@ -142,6 +144,12 @@ const chainCommandSchema = z.strictObject({
     .optional(),
   /** A pipeline's status is its last failing stage's (true) or its last stage's (false, default). */
   pipefail: z.boolean({ error: "true or false" }).optional(),
+  /**
+   * The chain may run shells, interpreters or programs that run a command (`sh -c`, `xargs`):
+   * each stage's code is then read by the risk floor and a flagged stage asks an operator.
+   * Without it, a stage that would run code is refused.
+   */
+  runsCode: z.boolean({ error: "true or false" }).optional(),
   maxCommandBytes: limit("bytes of command text", declaredToolBounds.maxCommandBytes),
 });
 
@@ -274,6 +282,7 @@ export function parseToolsPolicy(
     ...checkReadOnlyCodeRunners(policy).map((p) =>
       makeProblem(fileName, p.where, "read-only", p.message),
     ),
+    ...checkChainCodeRunners(policy).map((p) => makeProblem(fileName, p.where, p.value, p.message)),
   ];
   // Built-ins come first, so a collision is always reported at the operator's declaration.
   if (problems.length > 0) failWith(fileName, problems);
@@ -309,6 +318,56 @@ function checkReadOnlyCodeRunners(policy: ToolsPolicy) {
       where: `commands[${i}].risk`,
       message: `not read-only for tool ${command.name}: ${reason}, and the model chooses its arguments; ${fix}`,
     });
+  }
+  return problems;
+}
+
+/** Programs that run code a chain stage hands them: shells, interpreters and wrappers. */
+function runsCodeItself(program: string): boolean {
+  const name = programName(program);
+  return (
+    isShellOrInterpreter(name) ||
+    Object.hasOwn(wrappers, name) ||
+    ["su", "runuser", "script", "parallel", "eval", "source", "."].includes(name)
+  );
+}
+
+/**
+ * A chain promises no shell: one that may run a shell, an interpreter or a wrapper says so with
+ * `runsCode: true`, and then declares no risk below `unknown`, so that under every risk policy
+ * each stage is gated, and a stage the floor flags asks an operator as execute_command's would.
+ */
+function checkChainCodeRunners(policy: ToolsPolicy) {
+  const problems: { where: string; value: unknown; message: string }[] = [];
+  const paths = new Map((policy.executables ?? []).map((e) => [e.id, e.path]));
+  for (const [i, command] of policy.commands.entries()) {
+    if (command.mode !== "chain") continue;
+    if (command.runsCode === true) {
+      if (command.risk !== undefined && command.risk !== "unknown") {
+        problems.push({
+          where: `commands[${i}].risk`,
+          value: command.risk,
+          message: `unknown or left out for tool ${command.name}: a chain with runsCode: true runs code like execute_command, so each stage asks under every risk policy (remove risk, or remove runsCode and the programs that run code)`,
+        });
+      }
+      continue;
+    }
+    if (command.programs === undefined) {
+      problems.push({
+        where: `commands[${i}].programs`,
+        value: undefined,
+        message: `a list of the programs a stage may run for tool ${command.name}: without one a stage may run any program on PATH, shells included (list the programs, or declare runsCode: true to allow code)`,
+      });
+      continue;
+    }
+    for (const [j, program] of command.programs.entries()) {
+      if (!runsCodeItself(paths.get(program) ?? program)) continue;
+      problems.push({
+        where: `commands[${i}].programs[${j}]`,
+        value: program,
+        message: `a program that runs no code for tool ${command.name}: ${program} runs a shell script, inline code or another command, and a chain promises no shell (remove it, or declare runsCode: true so each stage's code is read by the risk floor and asks an operator)`,
+      });
+    }
   }
   return problems;
 }

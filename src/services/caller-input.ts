@@ -5,10 +5,10 @@ import { jwtAlgorithms } from "../auth/jwt.ts";
 import { type CallerBudgets, callerKinds, classifierModes } from "../db/schema.ts";
 import { type Problem, ValidationError } from "../errors.ts";
 import { plainIssueWords } from "../plain-issue.ts";
-import { parseAllowEntry } from "../policy/command-key.ts";
 import { isToolOverride, nobodyThereModes, toolOverrideValues } from "../policy/overrides.ts";
 import { toolNamePattern } from "../policy/tools.ts";
 import { compileUrlGrants } from "../policy/url-grants.ts";
+import { parseAllowEntry } from "../shell/command-key.ts";
 
 export const callerNamePattern = /^[a-z0-9][a-z0-9-]{0,62}$/;
 

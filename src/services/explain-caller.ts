@@ -1,9 +1,10 @@
 // The admin's questions about what a caller can do: its ceiling, explained tool by tool, and the
 // inventory it is computed from.
-import { type AllowEntry, explainCoverage, parseAllowEntry } from "../policy/command-key.ts";
+
 import { type CeilingReport, describeInventory, reportCeiling } from "../policy/explain.ts";
 import { defaultNobodyThere } from "../policy/overrides.ts";
-import { commandKey } from "../tools/shell/command-keys.ts";
+import { type AllowEntry, explainCoverage, parseAllowEntry } from "../shell/command-key.ts";
+import { commandKey } from "../shell/keys.ts";
 import type { ServiceContext } from "./context.ts";
 import { findCallerRow } from "./find-caller.ts";
 

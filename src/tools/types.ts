@@ -3,8 +3,8 @@
 // effective set (src/policy/check-tool-call.ts) before it gets here. A tool only does its job,
 // inside the workspace, bounded in time and output, and stops when `signal` aborts.
 import type { z } from "zod";
-import type { AllowEntry } from "../policy/command-key.ts";
 import type { UrlGrants } from "../policy/url-grants.ts";
+import type { AllowEntry } from "../shell/command-key.ts";
 
 export type ToolCallContext = {
   /** Aborted on cancel, revocation, deadline or shutdown: stop at once, kill child processes. */

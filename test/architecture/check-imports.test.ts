@@ -130,7 +130,15 @@ describe("docs/architecture.md", () => {
       }
     }
     // Rooms that take the shared plumbing have it written once, above the list.
-    const plumbing = ["domain", "errors.ts", "json-text.ts", "log.ts", "type:config.ts"];
+    const plumbing = [
+      "domain",
+      "errors.ts",
+      "json-text.ts",
+      "plain-issue.ts",
+      "shell",
+      "log.ts",
+      "type:config.ts",
+    ];
     const enforced = Object.fromEntries(
       Object.entries(rules).map(([room, targets]) => [
         room,

@@ -162,10 +162,11 @@ for (const kind of ["pglite", "postgres"] as const) {
         expect(run.pending.args).toMatchObject({ program: "git", args: ["push"] });
       });
 
-      it("a classifier verdict lets ls run and keeps rm parked; the verdicts are on the record", async () => {
+      it("a classifier verdict lets ls run and keeps mv parked; the verdicts are on the record", async () => {
         scenarios.classify = [
           {
-            calls: [exec("c_ls", "ls", ["-la"]), exec("c_rm", "rm", ["-rf", "notes"])],
+            // (mv, not rm: deleting from the shell is refused by the denylist before any policy.)
+            calls: [exec("c_ls", "ls", ["-la"]), exec("c_rm", "mv", ["notes", "old-notes"])],
           },
           { text: "done" },
         ];
@@ -461,7 +462,7 @@ for (const kind of ["pglite", "postgres"] as const) {
         });
         scenarios.resumed = [
           { calls: [exec("w_push", "git", ["push"])] },
-          { calls: [exec("w_rm", "rm", ["notes/todo.txt"])] },
+          { calls: [exec("w_rm", "mv", ["notes/todo.txt", "notes/done.txt"])] },
           { text: "done" },
         ];
         const task = await send(peer.secret, "scenario:resumed go");
@@ -473,11 +474,11 @@ for (const kind of ["pglite", "postgres"] as const) {
             actor: "system",
           }),
         });
-        // Widen while parked: rm on the allowlist, and a milder policy.
+        // Widen while parked: mv on the allowlist, and a milder policy.
         const widened = await peergate.admin(
           "PATCH",
           "/callers/resumed",
-          { commands: ["git status", "rm"], approvalPolicy: "auto" },
+          { commands: ["git status", "mv"], approvalPolicy: "auto" },
           await operator(),
         );
         expect(widened.status).toBe(200);
@@ -488,7 +489,7 @@ for (const kind of ["pglite", "postgres"] as const) {
           await operator(),
         );
         expect(approved.status).toBe(202);
-        // The resumed run still decides with what it started with: rm is not covered, and read-only holds.
+        // The resumed run still decides with what it started with: mv is not covered, and read-only holds.
         const again = await waitForRun(peergate, runId, ["parked"]);
         expect(again.pending.callId).toBe("w_rm");
         expect(callsOf(again).w_rm?.decision).toMatchObject({ action: "park" });

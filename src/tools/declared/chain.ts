@@ -1,22 +1,14 @@
 // The command line of a `chain` tool: plain words joined by `|`, `;`, `&&` and `||`, nothing
-// else. The one bash reader (src/tools/shell/shell-scan.ts) reads the words after quote removal
+// else. The one bash reader (src/shell/scan.ts) reads the words after quote removal
 // and reports every expansion, redirection and structure; anything beyond plain words and those
 // four operators is a typed refusal naming the construct, never a shell fallback. The operators
 // between pipelines are read from the same tree-sitter grammar's tree here (the flat scan does
 // not keep them), and the two readings must agree command for command or the text is refused.
-import { readFile } from "node:fs/promises";
-import { createRequire } from "node:module";
-import { Language, type Node, Parser } from "web-tree-sitter";
-import type { ExpansionKind, ShellStructure } from "../../policy/shell-syntax.ts";
-import { scanShell } from "../shell/shell-scan.ts";
-
-const require = createRequire(import.meta.url);
-await Parser.init({ locateFile: (name: string) => require.resolve(`web-tree-sitter/${name}`) });
-const bash = await Language.load(
-  await readFile(require.resolve("tree-sitter-bash/tree-sitter-bash.wasm")),
-);
-const parser = new Parser();
-parser.setLanguage(bash);
+import type { Node } from "web-tree-sitter";
+import { type Risk, raiseRisk } from "../../shell/floor.ts";
+import { type ArgvRisk, assessArgvRisk } from "../../shell/risk.ts";
+import { readBashTree, scanShell } from "../../shell/scan.ts";
+import type { ExpansionKind, ShellStructure } from "../../shell/syntax.ts";
 
 export type ChainOperator = ";" | "&&" | "||";
 
@@ -94,9 +86,7 @@ function refuse(construct: string, what: string): never {
  * `;`, which apply left to right).
  */
 function readSkeleton(source: string): { op: string | undefined; name: string }[] {
-  const tree = parser.parse(source);
-  if (tree === null) refuse("unparsable", "text that does not parse");
-  try {
+  const skeleton = readBashTree(source, (root) => {
     const out: { op: string | undefined; name: string }[] = [];
     let pending: string | undefined;
     const visit = (node: Node): void => {
@@ -124,13 +114,13 @@ function readSkeleton(source: string): { op: string | undefined; name: string }[
       }
       for (const child of node.children) if (child !== null) visit(child);
     };
-    visit(tree.rootNode);
+    visit(root);
     // A trailing `;` ends the last command; any other trailing operator is incomplete.
     if (pending !== undefined && pending !== ";") refuse("unparsable", `a trailing ${pending}`);
     return out;
-  } finally {
-    tree.delete();
-  }
+  });
+  if (skeleton === undefined) refuse("unparsable", "text that does not parse");
+  return skeleton;
 }
 
 /** Reads a chain; throws ChainSyntaxError for anything that is not plain words and operators. */
@@ -181,4 +171,29 @@ export function parseChain(source: string): ChainItem[] {
     else items.push({ op: op as ChainOperator | undefined, stages: [words] });
   }
   return items;
+}
+
+/**
+ * The risk floor of a chain call as a whole, for the call's decision: every stage's reasons, as
+ * written (each stage read like an execute_command argv). A chain that does not parse has none
+ * here; the tool refuses it before anything runs.
+ */
+export function floorChainCommand(command: string, declared: Risk): ArgvRisk {
+  let items: ChainItem[];
+  try {
+    items = parseChain(command);
+  } catch {
+    return { risk: declared, reasons: [] };
+  }
+  const reasons = new Set<string>();
+  for (const item of items) {
+    for (const stage of item.stages) {
+      for (const reason of assessArgvRisk(stage, "read-only").reasons) {
+        reasons.add(`stage ${stage[0]}: ${reason}`);
+      }
+    }
+  }
+  return reasons.size === 0
+    ? { risk: declared, reasons: [] }
+    : { risk: raiseRisk(declared, "high-risk"), reasons: [...reasons] };
 }

@@ -1,13 +1,16 @@
 // The stage gate of a declared command tool: a stage not covered by the caller's allowlist asks
 // on its own, when the engine gates stages. Covered, approved before (by fingerprint) or approved
 // now, it runs; otherwise the call parks there (when the engine can park) or the stage is refused.
-// What the operator, the audit and the allowlist see of a stage has its secrets masked.
+// A stage the risk floor flags (a chain that runs code: `sh -c 'ls > f'`) is never covered by the
+// allowlist: like an execute_command call with floor reasons, it asks an operator, and it asks
+// before any stage of the call starts (gateFloor). What the operator, the audit and the allowlist
+// see of a stage has its secrets masked.
 
 import { canonicalJson } from "../../db/audit.ts";
-import { explainCoverage } from "../../policy/command-key.ts";
 import type { CommandToolPolicy } from "../../policy/policy-files.ts";
 import { quoteUntrusted } from "../../policy/quote.ts";
-import { argvKey } from "../shell/command-keys.ts";
+import { explainCoverage } from "../../shell/command-key.ts";
+import { argvKey } from "../../shell/keys.ts";
 import type { StageEvent, StageRequest, ToolCallContext } from "../types.ts";
 import type { PlannedStage } from "./command-plan.ts";
 import { DeclaredToolError } from "./command-prepare.ts";
@@ -23,8 +26,20 @@ export class StageParked extends Error {
 }
 
 export type StageGate = {
-  /** Lets the stage run, or throws StageParked or a DeclaredToolError. */
-  gateStage(stage: PlannedStage, ctx: ToolCallContext): Promise<void>;
+  /**
+   * Lets the stage run, or throws StageParked or a DeclaredToolError. `floorReasons`: the risk
+   * floor's reasons for the stage, which the allowlist does not cover.
+   */
+  gateStage(
+    stage: PlannedStage,
+    ctx: ToolCallContext,
+    floorReasons?: readonly string[],
+  ): Promise<void>;
+  /**
+   * Before any stage starts: a stage the floor flags asks for an operator (when the engine gates
+   * stages; otherwise the call's own decision covers it). Throws StageParked or a refusal.
+   */
+  gateFloor(stage: PlannedStage, ctx: ToolCallContext, reasons: readonly string[]): Promise<void>;
   stageEvent(
     ctx: ToolCallContext,
     stage: PlannedStage,
@@ -74,10 +89,27 @@ export function createStageGate(tool: CommandToolPolicy, manifest: string): Stag
     });
   };
 
-  const gateStage = async (stage: PlannedStage, ctx: ToolCallContext) => {
+  const gateFloor = async (
+    stage: PlannedStage,
+    ctx: ToolCallContext,
+    reasons: readonly string[],
+  ) => {
+    if (ctx.commands === undefined) return;
+    await ask(stage, ctx, `the risk floor: ${reasons.join("; ")}`);
+  };
+
+  const gateStage = async (
+    stage: PlannedStage,
+    ctx: ToolCallContext,
+    floorReasons: readonly string[] = [],
+  ) => {
     const gate = ctx.commands;
     if (gate === undefined) {
       stageEvent(ctx, stage, "allowed", { reason: "the call's own decision covers every stage" });
+      return;
+    }
+    if (floorReasons.length > 0) {
+      await ask(stage, ctx, `the risk floor: ${floorReasons.join("; ")}`);
       return;
     }
     const coverage = explainCoverage(argvKey([stage.name, ...stage.shown]), gate.entries);
@@ -87,12 +119,29 @@ export function createStageGate(tool: CommandToolPolicy, manifest: string): Stag
       });
       return;
     }
+    await ask(stage, ctx, coverage.reason);
+  };
+
+  /** Stages approved during one call (a flagged stage is asked once: before any stage starts). */
+  const approvedInCall = new WeakMap<ToolCallContext, Set<string>>();
+
+  /** Approved before (by fingerprint) or now; else the call parks there or the stage is refused. */
+  const ask = async (stage: PlannedStage, ctx: ToolCallContext, reason: string) => {
+    const gate = ctx.commands as NonNullable<ToolCallContext["commands"]>;
+    const coverage = { reason };
     const request = stageRequest(stage, coverage.reason);
+    const inCall = approvedInCall.get(ctx) ?? new Set<string>();
+    approvedInCall.set(ctx, inCall);
+    if (inCall.has(request.fingerprint)) {
+      stageEvent(ctx, stage, "allowed", { reason: "approved (this stage only)" });
+      return;
+    }
     if (gate.approved?.includes(request.fingerprint) === true) {
       stageEvent(ctx, stage, "allowed", { reason: "approved by an operator (this stage only)" });
       return;
     }
     if (gate.approveStage !== undefined && (await gate.approveStage(request))) {
+      inCall.add(request.fingerprint);
       stageEvent(ctx, stage, "allowed", { reason: "approved (this stage only)" });
       return;
     }
@@ -103,9 +152,9 @@ export function createStageGate(tool: CommandToolPolicy, manifest: string): Stag
     stageEvent(ctx, stage, "refused", { reason: `${coverage.reason}; not approved` });
     throw new DeclaredToolError(
       "stage-not-approved",
-      `The stage ${quoteUntrusted(request.argv.join(" "), 200)} is not covered by the caller's command allowlist (${coverage.reason}) and was not approved; it did not run.`,
+      `The stage ${quoteUntrusted(request.argv.join(" "), 200)} ${reason.startsWith("the risk floor") ? `needs an operator's approval (${coverage.reason})` : `is not covered by the caller's command allowlist (${coverage.reason})`} and was not approved; it did not run.`,
     );
   };
 
-  return { gateStage, stageEvent };
+  return { gateStage, gateFloor, stageEvent };
 }

@@ -18,8 +18,10 @@ import { quoteUntrusted } from "../../policy/quote.ts";
 import { SandboxUnavailableError } from "../../sandbox/pids-cgroup.ts";
 import { createRedactor } from "../../sandbox/redact.ts";
 import { resolveSandboxLimits } from "../../sandbox/types.ts";
+import { checkCommandDenylist } from "../../shell/denylist.ts";
+import { programName } from "../../shell/programs.ts";
+import { assessArgvRisk, findArgvCodeRun } from "../../shell/risk.ts";
 import { scrubEnvironment } from "../scrub-environment.ts";
-import { checkCommandDenylist } from "../shell/command-denylist.ts";
 import {
   type StageCheckpoint,
   type StageParking,
@@ -108,7 +110,8 @@ function buildCommandTool(
     optionsAllowed,
     changes,
   );
-  const { gateStage, stageEvent } = createStageGate(tool, manifest);
+  const { gateStage, gateFloor, stageEvent } = createStageGate(tool, manifest);
+  const runsCode = tool.mode === "chain" && tool.runsCode === true;
   const verifiedPaths = [
     ...(prepared.script === undefined ? [] : [prepared.script.path]),
     ...[...prepared.programs.values()].filter((p) => p.staged !== undefined).map((p) => p.path),
@@ -124,6 +127,31 @@ function buildCommandTool(
       throw error;
     }
   };
+
+  /**
+   * A chain stage is a command like execute_command's: the floor reads it as the model wrote it
+   * and as it resolves (`sh` → /usr/bin/dash). A chain that does not declare `runsCode: true`
+   * runs no code at all: a stage that would (`find -exec sh`, `git -c core.pager=…`) is refused.
+   */
+  const floorStage = (stage: PlannedStage): string[] => {
+    if (tool.mode !== "chain") return [];
+    const rest = stage.argv.slice(1);
+    const forms = [
+      [stage.name, ...rest],
+      [programName(stage.resolved.path), ...rest],
+    ];
+    if (!runsCode) {
+      const code = forms.map((argv) => findArgvCodeRun(argv)).find((c) => c !== undefined);
+      if (code !== undefined) {
+        throw new DeclaredToolError(
+          "refused",
+          `The stage ${quoteUntrusted([stage.name, ...stage.shown].join(" "), 200)} runs code (${code}), and ${tool.name} is declared without runsCode: true, so it runs plain programs only. Nothing was run.`,
+        );
+      }
+    }
+    return [...new Set(forms.flatMap((argv) => assessArgvRisk(argv, "read-only").reasons))];
+  };
+
   const run = async (
     input: CallInput,
     ctx: ToolCallContext,
@@ -137,15 +165,20 @@ function buildCommandTool(
     }
     const items = await plan(input);
     // Every stage, taken or not, is checked before anything starts: these checks ask nobody.
+    const floors = new Map<PlannedStage, string[]>();
     for (const item of items) {
       for (const stage of item.stages) {
-        const verdict = checkCommandDenylist(stage.argv[0], stage.argv.slice(1));
-        if (verdict.denied) {
-          throw new DeclaredToolError(
-            "refused",
-            `This command is not allowed: ${verdict.reason}. Nothing was run.`,
-          );
+        for (const argv of [stage.argv, [stage.name, ...stage.argv.slice(1)]]) {
+          const verdict = checkCommandDenylist(argv[0] as string, argv.slice(1));
+          if (verdict.denied) {
+            throw new DeclaredToolError(
+              "refused",
+              `This command is not allowed: ${verdict.reason}. Nothing was run.`,
+            );
+          }
         }
+        const reasons = floorStage(stage);
+        if (reasons.length > 0) floors.set(stage, reasons);
         await audited(ctx, stage, () => verify(stage));
       }
     }
@@ -166,6 +199,13 @@ function buildCommandTool(
     let stoppedBy: PipelineResult["stoppedBy"];
     let failure: DeclaredToolError | undefined;
     let lastStatuses: StageStatus[] = saved?.lastStatuses ?? [];
+    const parkAt = (error: StageParked, index: number): StageParking => ({
+      ok: false,
+      code: stageApprovalCode,
+      error: `The stage ${quoteUntrusted(error.request.argv.join(" "), 200)} waits for an operator's approval.`,
+      stage: error.request,
+      checkpoint: checkpoint(index),
+    });
     const checkpoint = (item: number): StageCheckpoint => {
       // Filtered and redacted before it is stored: the approval row never holds a secret.
       const keep = (chunks: Buffer[]) =>
@@ -185,6 +225,14 @@ function buildCommandTool(
         },
       };
     };
+    // A stage the floor flags asks before any stage of the call starts, taken branch or not.
+    try {
+      for (const [stage, reasons] of floors) await gateFloor(stage, ctx, reasons);
+    } catch (error) {
+      if (!(error instanceof StageParked)) throw error;
+      progress?.end();
+      return parkAt(error, saved?.item ?? 0);
+    }
     for (const [index, item] of items.entries()) {
       if (saved !== undefined && index < saved.item) continue;
       const taken =
@@ -198,21 +246,14 @@ function buildCommandTool(
         continue;
       }
       try {
-        for (const stage of item.stages) await gateStage(stage, ctx);
+        for (const stage of item.stages) await gateStage(stage, ctx, floors.get(stage));
         const first = item.stages[0];
         if (tool.mode === "script" && first !== undefined) await audited(ctx, first, verifyScript);
         for (const stage of item.stages) await audited(ctx, stage, () => verify(stage));
       } catch (error) {
         if (error instanceof StageParked) {
           progress?.end();
-          const parking: StageParking = {
-            ok: false,
-            code: stageApprovalCode,
-            error: `The stage ${quoteUntrusted(error.request.argv.join(" "), 200)} waits for an operator's approval.`,
-            stage: error.request,
-            checkpoint: checkpoint(index),
-          };
-          return parking;
+          return parkAt(error, index);
         }
         if (!(error instanceof DeclaredToolError)) throw error;
         failure = error;

@@ -4,14 +4,13 @@
 // risk floor's reasons); the hidden half checks again and runs it in the workspace, in its own
 // process group, with a scrubbed environment, a timeout, and capped output.
 import { z } from "zod";
-import { shellPrograms } from "../../policy/shell-programs.ts";
 import { createNoneBackend } from "../../sandbox/none.ts";
 import type { Redactor } from "../../sandbox/redact.ts";
 import { defaultSandboxLimits, type SandboxBackend } from "../../sandbox/types.ts";
+import { checkCommandDenylist } from "../../shell/denylist.ts";
+import { assessArgvRisk } from "../../shell/risk.ts";
 import { defineBuiltin, requireHalf } from "../builtin.ts";
 import { decodeOutput, type ProcessResult, runProcess } from "../run-process.ts";
-import { checkCommandDenylist } from "../shell/command-denylist.ts";
-import { assessShellRisk } from "../shell/shell-risk.ts";
 import { quotePath, runGuarded, ToolCallError } from "../tool-call-error.ts";
 import type { ApprovalRequest, ToolFailure, ToolImplementation, ToolSuccess } from "../types.ts";
 import { checkCallWorkspace, type Workspace } from "../workspace.ts";
@@ -121,17 +120,10 @@ function checkDenylist(program: string, args: readonly string[]): void {
   }
 }
 
-/** When the program is a shell given `-c`, the floor's reasons for that script. */
-async function describeShellRisk(program: string, args: readonly string[]): Promise<string> {
-  const name = program.split("/").pop() ?? program;
-  if (!shellPrograms.has(name)) return "";
-  const c = args.findIndex((a) => /^-[A-Za-z]*c[A-Za-z]*$/.test(a));
-  const script = c === -1 ? undefined : args.slice(c + 1).find((a) => !a.startsWith("-"));
-  if (script === undefined) return "";
-  const floor = await assessShellRisk(script, "unknown");
-  return floor.reasons.length > 0
-    ? ` The shell script is high-risk: ${floor.reasons.join("; ")}.`
-    : "";
+/** The risk floor's reasons for the argv (every script it runs, code it cannot read), if any. */
+function describeShellRisk(program: string, args: readonly string[]): string {
+  const floor = assessArgvRisk([program, ...args], "unknown");
+  return floor.reasons.length > 0 ? ` The command is high-risk: ${floor.reasons.join("; ")}.` : "";
 }
 
 /** Turns a finished process into the result the model sees (shared with declared command tools). */
@@ -236,7 +228,7 @@ export function createExecuteCommandTool(options: {
         checkDenylist(input.program, input.args);
         const cwd = await resolveCwd(input.cwd);
         const timeoutMs = input.timeoutMs ?? commandLimits.defaultTimeoutMs;
-        const floor = await describeShellRisk(input.program, input.args);
+        const floor = describeShellRisk(input.program, input.args);
         return {
           kind: "approval-request",
           executeToolName: executeHalfName,

@@ -8,8 +8,8 @@ import { chmod, mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ConfigError } from "../../../src/errors.ts";
-import { parseAllowEntry } from "../../../src/policy/command-key.ts";
 import { parseToolsPolicy } from "../../../src/policy/policy-files.ts";
+import { parseAllowEntry } from "../../../src/shell/command-key.ts";
 import { builtinDescriptors } from "../../../src/tools/builtin-tools.ts";
 import type {
   StageRequest,
@@ -239,7 +239,11 @@ describe("chain mode", () => {
   });
 
   it("refuses a stage the denylist denies, even in a branch not taken", async () => {
-    const rt = await start(chainTool.replace("programs: [", "programs: [sudo, "));
+    const rt = await start(
+      chainTool
+        .replace("programs: [", "programs: [sudo, ")
+        .replace("risk: high-risk", "runsCode: true"),
+    );
     expectFailure(await call(rt, "chain", { command: "false && sudo print-args" }), "refused");
   }, 20_000);
 });

@@ -7,8 +7,8 @@ import { existsSync } from "node:fs";
 import { chmod, mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { parseAllowEntry } from "../../../src/policy/command-key.ts";
 import { parseToolsPolicy } from "../../../src/policy/policy-files.ts";
+import { parseAllowEntry } from "../../../src/shell/command-key.ts";
 import { builtinDescriptors } from "../../../src/tools/builtin-tools.ts";
 import type { StageRequest, ToolResult, ToolRuntime } from "../../../src/tools/types.ts";
 import {
@@ -38,7 +38,7 @@ beforeEach(async () => {
     description: Run a chain.
     mode: chain
     programs: [git, mark, sh, print-args]
-    risk: high-risk
+    runsCode: true
 `;
   runtime = await startRuntime(sandbox, {
     policies: buildPolicies(parseToolsPolicy(yaml, "tools.yaml", builtinDescriptors)),

@@ -2,7 +2,7 @@
 // behind any wrapper; an interpreter given inline code is high-risk (the floor cannot read it);
 // anything else keeps its declared level. The floor never lowers.
 import { describe, expect, it } from "vitest";
-import { assessArgvRisk } from "../../../src/tools/shell/shell-risk.ts";
+import { assessArgvRisk } from "../../../src/shell/risk.ts";
 
 describe("assessArgvRisk", () => {
   it.each([
@@ -22,19 +22,19 @@ describe("assessArgvRisk", () => {
     [["nice", "-n", "5", "sh", "-c", "ls > x"], "sh -c script"],
     [["sh", "-c", "bash -c 'ls > x'"], "bash -c script: redirection"],
     [["sh", "-c", "echo 'abc"], "unterminated"],
-    [["python", "-c", "print(1)"], "python -c runs inline code"],
-    [["python3", "-c", "print(1)"], "python3 -c runs inline code"],
-    [["python3.12", "-c", "print(1)"], "python3.12 -c runs inline code"],
-    [["node", "-e", "1"], "node -e runs inline code"],
-    [["node", "--eval", "1"], "node --eval runs inline code"],
-    [["node", "--eval=1"], "node --eval runs inline code"],
-    [["node", "-p", "1"], "node -p runs inline code"],
-    [["perl", "-e", "1"], "perl -e runs inline code"],
-    [["perl", "-pe", "s/a/b/", "f"], "perl -pe runs inline code"],
-    [["ruby", "-e", "1"], "ruby -e runs inline code"],
-    [["php", "-r", "1;"], "php -r runs inline code"],
-    [["awk", "{print $1}", "f"], "awk (program) runs inline code"],
-    [["env", "python3", "-c", "1"], "python3 -c runs inline code"],
+    [["python", "-c", "print(1)"], "python -c: runs inline code"],
+    [["python3", "-c", "print(1)"], "python3 -c: runs inline code"],
+    [["python3.12", "-c", "print(1)"], "python3.12 -c: runs inline code"],
+    [["node", "-e", "1"], "node -e: runs inline code"],
+    [["node", "--eval", "1"], "node --eval: runs inline code"],
+    [["node", "--eval=1"], "node --eval: runs inline code"],
+    [["node", "-p", "1"], "node -p: runs inline code"],
+    [["perl", "-e", "1"], "perl -e: runs inline code"],
+    [["perl", "-pe", "s/a/b/", "f"], "perl -pe: runs inline code"],
+    [["ruby", "-e", "1"], "ruby -e: runs inline code"],
+    [["php", "-r", "1;"], "php -r: runs inline code"],
+    [["awk", "{print $1}", "f"], "awk (program): runs inline code"],
+    [["env", "python3", "-c", "1"], "python3 -c: runs inline code"],
   ])("%j is high-risk (%s)", (argv, reason) => {
     const floor = assessArgvRisk(argv, "read-only");
     expect(floor.risk).toBe("high-risk");

@@ -10,8 +10,8 @@
 // quotes as the shell does, so command-denylist.test.ts refuses those. If a row here starts being
 // refused, the denylist got sharper: move it there.
 import { describe, expect, it } from "vitest";
-import { checkCommandDenylist } from "../../../src/tools/shell/command-denylist.ts";
-import { assessArgvRisk } from "../../../src/tools/shell/shell-risk.ts";
+import { checkCommandDenylist } from "../../../src/shell/denylist.ts";
+import { assessArgvRisk } from "../../../src/shell/risk.ts";
 
 type Bypass = {
   readonly argv: readonly string[];
@@ -36,7 +36,7 @@ const bypasses: readonly Bypass[] = [
     floored: true,
   },
   {
-    argv: ["sh", "-c", "d=/; rm -rf $d"],
+    argv: ["sh", "-c", "d=/etc; cp x $d/hosts"],
     technique: "variable expansion in the target",
     stoppedBy: sandboxFiles,
     floored: false,
@@ -51,13 +51,13 @@ const bypasses: readonly Bypass[] = [
     argv: ["sh", "-c", "echo cm0gLXJmIC8K | base64 -d | sh"],
     technique: "an encoded payload decoded into a shell",
     stoppedBy: sandboxFiles,
-    floored: false,
+    floored: true,
   },
   {
     argv: ["sh", "-c", "printf 'rm -rf /' | sh"],
     technique: "a script written to a shell's standard input",
     stoppedBy: sandboxFiles,
-    floored: false,
+    floored: true,
   },
   {
     argv: ["sh", "-c", "eval \"$(printf 'rm -rf /')\""],

@@ -2,10 +2,10 @@
 // The deterministic risk floor and the command denylist, table-driven. The floor only raises:
 // a declared level above `high-risk` stays, one below is lifted when the syntax is hazardous.
 import { describe, expect, it } from "vitest";
+import { checkCommandDenylist } from "../../../src/shell/denylist.ts";
+import { assessShellRisk } from "../../../src/shell/risk.ts";
+import { scanShell } from "../../../src/shell/scan.ts";
 import { isSecretName, scrubEnvironment } from "../../../src/tools/scrub-environment.ts";
-import { checkCommandDenylist } from "../../../src/tools/shell/command-denylist.ts";
-import { assessShellRisk } from "../../../src/tools/shell/shell-risk.ts";
-import { scanShell } from "../../../src/tools/shell/shell-scan.ts";
 
 describe("assessShellRisk", () => {
   it.each([
@@ -152,7 +152,7 @@ describe("checkCommandDenylist", () => {
     ["grep", "-r", "curl | sh", "docs"],
     ["sh", "-c", "ls | sort | head"],
     ["bash", "-c", "curl -s https://x/data.json | jq .name"],
-    ["rm", "-rf", "build"],
+    ["rmdir", "build"],
     ["crontab", "-l"],
     ["systemctl", "status", "nginx"],
     ["dd", "if=/dev/zero", "of=disk.img", "bs=1M", "count=1"],
