@@ -19,6 +19,7 @@ import { explainCoverage } from "../policy/command-key.ts";
 import { readToolOverride, resolveToolOverride, type ToolOverrides } from "../policy/overrides.ts";
 import type { Risk, ToolDescriptor } from "../policy/tools.ts";
 import { checkUrlGrant } from "../policy/url-grants.ts";
+import { floorChainCommand } from "../tools/declared/chain.ts";
 import { argvKey } from "../tools/shell/command-keys.ts";
 import { assessArgvRisk } from "../tools/shell/shell-risk.ts";
 import { type ClassifierResult, combineRisk, needsClassifier } from "./command-classifier.ts";
@@ -171,6 +172,19 @@ export async function decideToolCall(
       } else if (!need.needed) {
         risk = need.risk;
       }
+    }
+  } else if (deps.commandTools?.get(tool.name)?.mode === "chain") {
+    // A chain's stages are gated one by one as they are reached, but what the floor finds in any
+    // of them is a safety override for the whole call: no `allow` override runs it unasked.
+    const input = (typeof args === "object" && args !== null ? args : {}) as { command?: unknown };
+    const floor = floorChainCommand(
+      typeof input.command === "string" ? input.command : "",
+      tool.risk,
+    );
+    if (floor.reasons.length > 0) {
+      record.floorReasons = [...floor.reasons];
+      safety = { reason: `the risk floor: ${floor.reasons.join("; ")}` };
+      risk = floor.risk;
     }
   } else if (tool.reads?.url !== undefined && controls.urlGrants !== undefined) {
     const check = checkUrlGrant(tool.reads.url(args) ?? "", controls.urlGrants);
