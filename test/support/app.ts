@@ -79,6 +79,8 @@ export type TestApp = {
   close(): Promise<void>;
 };
 
+const testAdminToken = generateSecret("adminToken");
+
 export async function createTestApp(
   database: Database,
   options: { runs?: RunEngine; logger?: Logger; limiter?: RateLimiter; now?: () => Date } = {},
@@ -100,7 +102,9 @@ export async function createTestApp(
     publicUrl: "http://127.0.0.1:9",
     callerChanged: (event) => directory.forget(event.callerId),
   };
-  const adminToken = generateSecret("adminToken");
+  // One admin token for every app of this test process: two apps on one database are two
+  // instances of one cluster, which share the cluster's token (an instance with another is refused).
+  const adminToken = testAdminToken;
   await ensureAdminToken({ ctx: services, configured: adminToken });
   const operatorToken = await createOperatorToken({ ctx: services, actor: "cli:test" });
   const auth: AuthDeps = { ctx: services, directory, jwks: createJwksCache() };
