@@ -119,23 +119,19 @@ describeEachDatabase("a revocation recorded on the run", (ctx) => {
       allow: ["write_file"],
       approvalPolicy: "read-only",
     });
-    // The batch's first call revokes the caller (no notification reaches the engine); its second
-    // needs an operator, so the run parks after the revocation committed, as a working run.
+    // The caller is revoked while the model answers (no notification reaches the engine); the
+    // answer's call needs an operator, so the run parks after the revocation committed, as a
+    // working run. (A batch parks whole: nothing of it runs before the park.)
     let revoked: Awaited<ReturnType<typeof revokeCaller>> | undefined;
-    const tools = createFakeTools({
-      get_time: async () => {
-        revoked = await revokeCaller({ ctx: services(), name: caller.name, actor: "admin" });
-        return { ok: true, content: "now" };
-      },
-    });
+    const tools = createFakeTools({});
     const model = scriptModel([
-      {
-        calls: [
-          { id: "t1", name: "get_time", input: {} },
-          { id: "w1", name: "write_file", input: { path: "a.txt", content: "hi" } },
-        ],
-      },
+      { calls: [{ id: "w1", name: "write_file", input: { path: "a.txt", content: "hi" } }] },
     ]);
+    const answer = model.model.doStream.bind(model.model);
+    model.model.doStream = async (options) => {
+      revoked ??= await revokeCaller({ ctx: services(), name: caller.name, actor: "admin" });
+      return answer(options);
+    };
     const { engine } = await startEngine(ctx.database, { model, tools });
     const handle = await engine.start({ caller, origin: "a2a", messages: userMessage("go") });
     expect(await handle.outcome).toMatchObject({
