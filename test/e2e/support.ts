@@ -10,7 +10,7 @@
 // script, and the number of assistant turns so far picks the step, so scenarios run side by side
 // and a run resumed on another instance carries on where it stopped.
 import { createHash, randomBytes } from "node:crypto";
-import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { type Message, Role, type StreamResponse, type Task } from "@a2a-js/sdk";
@@ -102,6 +102,9 @@ export async function removeTempDirs(): Promise<void> {
 /** A copy of the repository's policies/, with the scripted model priced (free). */
 export async function copyPolicies(): Promise<string> {
   const dir = await makeTempDir("peergate-e2e-policies-");
+  // Programs a test declares here (bin/) run in the sandbox as the workspace's owner, not root:
+  // the directory must be searchable by that user, as an operator's policies directory would be.
+  await chmod(dir, 0o755);
   await cp(repoPoliciesDir, dir, { recursive: true });
   const models = path.join(dir, "models.yaml");
   const text = await readFile(models, "utf8");
