@@ -6,12 +6,23 @@
 // places are checked again, and a reloaded tools.yaml whose program is in the workspace by another
 // name (unpinned), or whose script is in the data directory by another name, is refused.
 import { spawnSync } from "node:child_process";
-import { cp, mkdir, mkdtemp, readFile, rm, symlink, unlink, writeFile } from "node:fs/promises";
+import {
+  chmod,
+  cp,
+  mkdir,
+  mkdtemp,
+  readFile,
+  rm,
+  symlink,
+  unlink,
+  writeFile,
+} from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventually } from "../sandbox/support.ts";
 import { repoPoliciesDir } from "../support/app.ts";
+import { giveToSandboxUser } from "../support/sandbox-workspace.ts";
 import { spawnServeChild } from "../support/serve-process.ts";
 
 let base: string;
@@ -149,6 +160,11 @@ describe("peergate serve refuses paths that hold each other under another name",
 describe("on SIGHUP", () => {
   it("checks the places again and refuses a tools.yaml reaching the workspace or data directory by another name", async () => {
     const { root, workspace } = await dirs("reload");
+    // The reload offers a command tool, so the sandbox must work: a root server runs it as the
+    // workspace's owner, who must reach the workspace (src/sandbox/host-user.ts).
+    await chmod(base, 0o755);
+    await chmod(root, 0o755);
+    await giveToSandboxUser(workspace);
     const policies = path.join(root, "policies");
     await cp(repoPoliciesDir, policies, { recursive: true });
     const elsewhere = path.join(root, "elsewhere");

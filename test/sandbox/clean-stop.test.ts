@@ -82,7 +82,7 @@ describeWithBwrap("a stop inside the bwrap sandbox", () => {
 
   it("sends SIGTERM to the command, whose trap runs and tidies the workspace", async () => {
     const out = await cancelOnceReady(
-      "trap 'rm -f half-written.tmp; echo clean > stopped.txt; exit 0' TERM; echo x > half-written.tmp; echo ready > ready-1; sleep 300 & wait",
+      "trap 'mv half-written.tmp /tmp/; echo clean > stopped.txt; exit 0' TERM; echo x > half-written.tmp; echo ready > ready-1; sleep 300 & wait",
       "ready-1",
     );
     expect(await readFile(path.join(workspace, "stopped.txt"), "utf8")).toBe("clean\n");
