@@ -92,16 +92,20 @@ describe("peergate ceiling", () => {
     expect(findRow(out, "write_file")[1]).toBe("no");
   });
 
-  it("explains a revoked and a mistyped tier as refusing everything", async () => {
-    for (const [tier, reason] of [
-      ["none", "caller-revoked"],
-      ["Private", "tier-unknown"],
-    ] as const) {
-      const { code, out } = await run(["ceiling", "--tier", tier, "--allow", "write_file"]);
-      expect(code).toBe(0);
-      expect(out).toContain("Admitted (0): nothing");
-      expect(findRow(out, "get_time").slice(0, 3)).toEqual(["get_time", "no", reason]);
-    }
+  it("explains a revoked tier as refusing everything, and refuses a mistyped one", async () => {
+    const revoked = await run(["ceiling", "--tier", "none", "--allow", "write_file"]);
+    expect(revoked.code).toBe(0);
+    expect(revoked.out).toContain("Admitted (0): nothing");
+    expect(findRow(revoked.out, "get_time").slice(0, 3)).toEqual([
+      "get_time",
+      "no",
+      "caller-revoked",
+    ]);
+    // A typo answered with an all-refused ceiling and exit 0 looked like a real answer.
+    const mistyped = await run(["ceiling", "--tier", "Private", "--allow", "write_file"]);
+    expect(mistyped.code).toBe(2);
+    expect(mistyped.err).toContain("did you mean private?");
+    expect(mistyped.out).toBe("");
   });
 
   it("prints stable JSON with --json", async () => {
