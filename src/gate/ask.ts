@@ -4,7 +4,7 @@
 import { createHash } from "node:crypto";
 import type { ToolResultPart } from "ai";
 import type { z } from "zod";
-import type { QueuedApproval } from "../db/schema.ts";
+import type { QueuedApproval, ToolCallDecisionRecord } from "../db/schema.ts";
 import type { HeldCall, PendingStage } from "../domain/run.ts";
 import { checkToolCall } from "../policy/check-tool-call.ts";
 import { quoteUntrusted } from "../policy/quote.ts";
@@ -17,7 +17,7 @@ import {
 } from "../tools/types.ts";
 import { digestArgs } from "./args-digest.ts";
 import { closeCall, closeWith } from "./close.ts";
-import { decideRedirect, isDenied } from "./decide.ts";
+import { decideRedirect, decideToolCall, isDenied } from "./decide.ts";
 import { invokeTool } from "./invoke.ts";
 import { unavailableMessage } from "./plan.ts";
 import { notStartedText, rejectedText } from "./results.ts";
@@ -260,8 +260,8 @@ export async function answerApproval(
   decision: ApprovalDecision,
   /** The model's own input for a call (from the conversation): a stdin the approval kept only the digest of. */
   inputOf?: (toolCallId: string) => unknown,
-  /** A call the policy let run, held while its batch waited: the checks it would have run with. */
-  held?: Pick<HeldCall, "checkRedirects" | "stages">,
+  /** A call held while its batch waited: who let it run, and the checks it would have run with. */
+  held?: Partial<Pick<HeldCall, "heldBy" | "checkRedirects" | "stages">>,
 ): Promise<{ part: ToolResultPart; stopped: boolean } | { approval: QueuedApproval }> {
   const ref = { toolCallId: approval.toolCallId, toolName: approval.toolName };
   const shown = approval.calledTool ?? approval.tool;
@@ -302,13 +302,29 @@ export async function answerApproval(
     return { part: await end("failed", "invalid-input", text, true), stopped: false };
   }
   const stage = approval.stage;
+  let checks = held;
+  if (held?.heldBy === "policy") {
+    // The policy's word was given when the batch was planned; the run may have been narrowed
+    // while it waited. Decided again now, with the controls the run holds now (DESIGN §11).
+    const again = await redecideHeld(deps, approval, parsed.data, inputOf);
+    if (again.kind === "ends") {
+      const { status, code, text, decision: record } = again;
+      const part = await closeWith(deps, call, { status, code, decision: record }, text);
+      return { part, stopped: false };
+    }
+    if (again.kind === "asks") {
+      await deps.recorder.finish(approval.callId, { status: "parked", decision: again.record });
+      return { approval: again.approval };
+    }
+    checks = again.checks;
+  }
   // A stage answered: the call carries on from where it stopped, the approved stages known by
   // fingerprint (a rejected one is refused there, and what ran before it is reported).
   const commands: CommandGate | undefined =
     stage === undefined
-      ? held?.stages === undefined
+      ? checks?.stages === undefined
         ? undefined
-        : { entries: deps.controls.current.commands, park: held.stages.park }
+        : { entries: deps.controls.current.commands, park: checks.stages.park }
       : {
           entries: deps.controls.current.commands,
           park: decision.approved,
@@ -325,7 +341,7 @@ export async function answerApproval(
     target.timeoutMs ?? impl.timeoutMs,
     {
       ...(commands === undefined ? {} : { commands }),
-      ...(held?.checkRedirects === true ? { checkRedirects: true } : {}),
+      ...(checks?.checkRedirects === true ? { checkRedirects: true } : {}),
     },
   );
   if (!decision.approved) {
@@ -337,7 +353,7 @@ export async function answerApproval(
     const redacted = deps.redactor === undefined ? text : deps.redactor.redact(text);
     return { part: await end("rejected", "rejected", redacted), stopped: false };
   }
-  const staged = stage !== undefined || held?.stages?.park === true;
+  const staged = stage !== undefined || checks?.stages?.park === true;
   if (staged && outcome.end === "returned" && isStageParking(outcome.result)) {
     // Another stage further on is outside the allowlist: the run parks again, on that one.
     await deps.recorder.finish(approval.callId, { status: "parked" });
@@ -386,4 +402,113 @@ function parseApproved(
   return digestArgs(approvalArgs(original.data)) === digestArgs(approval.args)
     ? original
     : { success: false };
+}
+
+type HeldChecks = Partial<Pick<HeldCall, "heldBy" | "checkRedirects" | "stages">>;
+
+/** What a call the policy let run comes to when decided again as its batch resumes. */
+type Redecided =
+  | { readonly kind: "runs"; readonly checks: HeldChecks }
+  | {
+      readonly kind: "asks";
+      readonly approval: QueuedApproval;
+      readonly record: ToolCallDecisionRecord;
+    }
+  | {
+      readonly kind: "ends";
+      readonly status: "declined" | "refused" | "failed";
+      readonly code: string;
+      readonly text: string;
+      readonly decision?: ToolCallDecisionRecord;
+    };
+
+/**
+ * Decides a held call again with the controls the run holds now, as `planCall` decided it when
+ * its batch was planned: the call the model made (for a two-phase tool's held half, the calling
+ * tool with the model's own input), its deny override and its decision. What the policy no longer
+ * lets run asks (an operator's answer is then what runs it) or is declined or refused; it never
+ * runs on a word given under controls the run has since lost.
+ */
+async function redecideHeld(
+  deps: BatchDeps,
+  approval: QueuedApproval,
+  args: unknown,
+  inputOf: ((toolCallId: string) => unknown) | undefined,
+): Promise<Redecided> {
+  const controls = deps.controls.current;
+  const called = approval.calledTool ?? approval.tool;
+  const unavailable = unavailableMessage(approval.toolName);
+  const check = checkToolCall(controls.set, called, "model");
+  if (!check.allowed) {
+    return { kind: "ends", status: "refused", code: check.code, text: unavailable };
+  }
+  if (isDenied(controls, check.tool.name)) {
+    return { kind: "ends", status: "refused", code: "tool-unavailable", text: unavailable };
+  }
+  const impl = deps.tools.get(check.tool.name);
+  const input =
+    approval.runs === "execute-half"
+      ? impl?.inputSchema.safeParse(inputOf?.(approval.toolCallId))
+      : { success: true as const, data: args };
+  if (impl === undefined || input === undefined || !input.success) {
+    const text = `The held call to ${quoteUntrusted(called)} could not be decided again; nothing was run.`;
+    return { kind: "ends", status: "failed", code: "invalid-input", text };
+  }
+  const decided = await decideToolCall({ ...deps.decide, controls }, check.tool, input.data);
+  const { settled, record } = decided;
+  const mode = deps.decide?.commandTools?.get(check.tool.name)?.mode;
+  if (settled.action === "run") {
+    return {
+      kind: "runs",
+      checks: { heldBy: "policy", ...(decided.checkRedirects ? { checkRedirects: true } : {}) },
+    };
+  }
+  if (
+    (mode === "chain" || mode === "script") &&
+    record.rule === "policy-parks" &&
+    (settled.action === "park" || settled.action === "decline")
+  ) {
+    // As when planned: per stage, each one outside the allowlist asks (or is declined) on its own.
+    return {
+      kind: "runs",
+      checks: { heldBy: "policy", stages: { park: settled.action === "park" } },
+    };
+  }
+  if (settled.action === "refuse") {
+    return {
+      kind: "ends",
+      status: "refused",
+      code: "tool-unavailable",
+      text: unavailable,
+      decision: record,
+    };
+  }
+  if (settled.action === "decline") {
+    return {
+      kind: "ends",
+      status: "declined",
+      code: settled.rule,
+      text: settled.modelMessage,
+      decision: record,
+    };
+  }
+  const reason = `the run's controls narrowed while its batch waited: ${settled.reason}`;
+  const ref = { toolCallId: approval.toolCallId, toolName: approval.toolName };
+  return {
+    kind: "asks",
+    record: { ...record, reason: reason.slice(0, 2_000) },
+    approval: buildApproval(deps, {
+      recordId: approval.callId,
+      ref,
+      tool: approval.tool,
+      runs: approval.runs === "execute-half" ? "execute-half" : "tool",
+      args: approval.args,
+      argsDigest: approval.argsDigest,
+      calledTool: called,
+      risk: record.risk ?? check.tool.risk,
+      summary: `Run ${called} (risk: ${record.risk ?? check.tool.risk}) with the arguments shown.`,
+      reason,
+      previewDiff: approval.previewDiff,
+    }),
+  };
 }

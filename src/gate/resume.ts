@@ -68,7 +68,9 @@ export async function answerParkedBatch(
 async function runHeld(
   deps: BatchDeps,
   results: IndexedResult[],
-  waiting: ReadonlyArray<IndexedApproval & Partial<Pick<HeldCall, "checkRedirects" | "stages">>>,
+  waiting: ReadonlyArray<
+    IndexedApproval & Partial<Pick<HeldCall, "heldBy" | "checkRedirects" | "stages">>
+  >,
   inputOf: (toolCallId: string) => unknown,
 ): Promise<AnsweredBatch> {
   const again: IndexedApproval[] = [];

@@ -448,6 +448,8 @@ export async function waitForRun(
   runId: string,
   statuses: readonly string[],
   timeoutMs = 10_000,
+  /** A further condition on the run (e.g. which call it is parked on). */
+  accept: (run: any) => boolean = () => true,
 ): Promise<any> {
   let last: unknown;
   try {
@@ -455,7 +457,7 @@ export async function waitForRun(
       async () => {
         const got = await peergate.admin("GET", `/runs/${runId}`);
         last = got.body?.run?.status ?? got.body;
-        return got.status === 200 && statuses.includes(got.body.run.status)
+        return got.status === 200 && statuses.includes(got.body.run.status) && accept(got.body.run)
           ? got.body.run
           : undefined;
       },

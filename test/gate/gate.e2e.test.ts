@@ -199,6 +199,73 @@ describe("the gate through the real server [pglite]", () => {
     );
   }, 180_000);
 
+  it("a held call is decided again when its batch resumes: narrowed while it waited, it asks instead of running", async () => {
+    scenarios.narrowed = [
+      {
+        calls: [
+          call("n_write", "write_file", { path: "narrowed-note.txt", content: "written\n" }),
+          call("n_cmd", "execute_command", { program: "echo", args: ["hi"] }),
+        ],
+      },
+      { text: "done" },
+    ];
+    const peer = await addCaller(peergate, {
+      name: "narrowed-batch",
+      kind: "peer",
+      tier: "private",
+      allow: ["execute_command", "write_file"],
+      approvalPolicy: "auto",
+      toolOverrides: { execute_command: "prompt" },
+    });
+    const runId = readTaskRunId(await send(peer.secret, "scenario:narrowed go"));
+    const parked = await waitForRun(peergate, runId, ["parked"], 120_000);
+    expect(parked.pending.callId).toBe("n_cmd");
+    expect(callsOf(parked).n_write?.decision).toMatchObject({ action: "run" });
+
+    // While the batch waits, the operator narrows the caller: under read-only a write asks.
+    const narrowed = await peergate.admin(
+      "PATCH",
+      "/callers/narrowed-batch",
+      { approvalPolicy: "read-only" },
+      await operator(),
+    );
+    expect(narrowed.status).toBe(200);
+    const approved = await peergate.admin(
+      "POST",
+      `/runs/${runId}/approve`,
+      { callId: parked.pending.callId, argsDigest: parked.pending.argsDigest },
+      await operator(),
+    );
+    expect(approved.status).toBe(202);
+
+    // The approved command ran; the write the old policy let run now waits for a person.
+    const again = await waitForRun(
+      peergate,
+      runId,
+      ["parked"],
+      120_000,
+      (run: { pending?: { callId?: string } }) => run.pending?.callId === "n_write",
+    );
+    expect(callsOf(again).n_cmd?.status).toBe("completed");
+    expect(callsOf(again).n_write?.status).toBe("parked");
+    expect(String(callsOf(again).n_write?.decision?.reason)).toContain(
+      "narrowed while its batch waited",
+    );
+    expect(await exists("narrowed-note.txt")).toBe(false);
+
+    // Turned down, it is never written.
+    const rejected = await peergate.admin(
+      "POST",
+      `/runs/${runId}/reject`,
+      { callId: "n_write", reason: "not now" },
+      await operator(),
+    );
+    expect(rejected.status).toBe(202);
+    const done = await waitForRun(peergate, runId, ["completed"], 120_000);
+    expect(callsOf(done).n_write?.status).toBe("rejected");
+    expect(await exists("narrowed-note.txt")).toBe(false);
+  }, 240_000);
+
   it("under auto, a fetch outside the caller's URL grants asks, and a redirect out of them stops at the hop", async () => {
     scenarios.grants = [
       {
