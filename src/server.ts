@@ -6,8 +6,8 @@
 // reads the environment or the data directory's secret files.
 import { serve } from "@hono/node-server";
 import type { Hono } from "hono";
-import type { Config } from "./config.ts";
 import { createGrpcListener } from "./a2a/grpc-listener.ts";
+import type { Config } from "./config.ts";
 import { type Core, type CoreOptions, type Listening, openCore } from "./core.ts";
 import type { Database } from "./db/client.ts";
 import { createApp } from "./http/app.ts";

@@ -104,7 +104,9 @@ export type CardFeatures = {
  */
 export function grpcInterfaces(features: CardFeatures): AgentCard["supportedInterfaces"] {
   if (!features.grpcAddress) return [];
-  return [{ url: features.grpcAddress, protocolBinding: "GRPC", tenant: "", protocolVersion: "1.0" }];
+  return [
+    { url: features.grpcAddress, protocolBinding: "GRPC", tenant: "", protocolVersion: "1.0" },
+  ];
 }
 
 function buildCoreCard(

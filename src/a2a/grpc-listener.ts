@@ -44,7 +44,10 @@ export function createGrpcListener(options: GrpcListenerOptions): GrpcListener {
   const delegating = Object.fromEntries(
     (Object.keys(A2AService) as Method[]).map((method) => [
       method,
-      (call: grpc.ServerWritableStream<unknown, unknown>, callback?: grpc.sendUnaryData<unknown>) => {
+      (
+        call: grpc.ServerWritableStream<unknown, unknown>,
+        callback?: grpc.sendUnaryData<unknown>,
+      ) => {
         const target = implementation?.[method] as
           | ((c: typeof call, cb?: typeof callback) => void)
           | undefined;

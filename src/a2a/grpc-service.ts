@@ -37,7 +37,10 @@ import { pumpEvents, type StreamRegistry } from "./event-stream.ts";
  * Checks a call's `authorization` metadata, sent from `source` (the peer's address): the caller,
  * or UnauthenticatedError / RateLimitedError (the server's is the one POST /a2a uses).
  */
-export type GrpcAuthenticate = (authorization: string | undefined, source: string) => Promise<Caller>;
+export type GrpcAuthenticate = (
+  authorization: string | undefined,
+  source: string,
+) => Promise<Caller>;
 
 /** The service implementation to add to a grpc-js server beside the SDK's `A2AService`. */
 export type A2aGrpcImplementation = ReturnType<typeof grpcService>;
@@ -84,7 +87,10 @@ function toStatus(error: unknown, logger: Logger, where: Record<string, unknown>
     );
   }
   if (escalated instanceof UnavailableError) {
-    return new GrpcStatusError(GRPC_STATUS_CODE.UNAVAILABLE, "temporarily unavailable; retry later");
+    return new GrpcStatusError(
+      GRPC_STATUS_CODE.UNAVAILABLE,
+      "temporarily unavailable; retry later",
+    );
   }
   if (escalated instanceof UnauthenticatedError) return refused();
   if (error instanceof A2AError && grpcStatusFor(error) !== GRPC_STATUS_CODE.UNKNOWN) return error;
