@@ -3,13 +3,17 @@
 // subscribe and the four push-config methods as a bearer caller and as a JWT caller; another
 // caller's task is NOT_FOUND on every method; a call without credentials, or with wrong ones, is
 // UNAUTHENTICATED with nothing of the request done, and audited like a refusal on POST /a2a; a
-// message over the body limit is refused; and without the variable no gRPC port is opened.
+// message over the body limit is refused; a caller past its concurrency limit is
+// RESOURCE_EXHAUSTED, and revoking it ends its open stream; a call without `a2a-version` (0.3) is
+// FAILED_PRECONDITION; without the variable no gRPC port is opened, and a stop closes it.
 import { randomUUID } from "node:crypto";
 import { connect } from "node:net";
 import { type AgentCard, type StreamResponse, type Task, TaskState } from "@a2a-js/sdk";
 import { type CallInterceptor, type Client, ClientFactory } from "@a2a-js/sdk/client";
 import { GrpcTransportFactory } from "@a2a-js/sdk/client/grpc";
 import { GRPC_STATUS_CODE } from "@a2a-js/sdk/errors/grpc";
+import { A2AService } from "@a2a-js/sdk/server/grpc";
+import { credentials, Metadata, makeGenericClientConstructor } from "@grpc/grpc-js";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
@@ -154,7 +158,7 @@ beforeAll(async () => {
       .sign(key.privateKey);
   await grantPush("alice");
   await grantPush("jwt-peer");
-}, 120_000);
+}, 180_000);
 
 afterAll(async () => {
   await peergate?.stop();
@@ -424,7 +428,66 @@ describe("without PEERGATE_GRPC_PORT", () => {
     } finally {
       await plain.stop();
     }
-  }, 120_000);
+  }, 180_000);
+});
+
+describe("limits and revocation", () => {
+  it("a caller past its concurrency limit is RESOURCE_EXHAUSTED; revoking it ends its stream and refuses it", async () => {
+    const carol = await addCaller(peergate, {
+      name: "carol",
+      kind: "peer",
+      budgets: { concurrentRuns: 1 },
+    });
+    const client = await grpcClient(peergate, async () => `Bearer ${carol.secret}`);
+    const send = (text: string) => ({
+      tenant: "",
+      message: userMessage(text),
+      configuration: undefined,
+      metadata: undefined,
+    });
+    const stream = client.sendMessageStream(send("scenario:hang hold the slot"));
+    const first = await stream.next();
+    expect(first.value?.payload?.$case).toBe("task");
+    expect(await statusOf(client.sendMessage(send("scenario:answer one more")))).toBe(
+      GRPC_STATUS_CODE.RESOURCE_EXHAUSTED,
+    );
+
+    const revoked = await peergate.admin("POST", "/callers/carol/revoke", {});
+    expect(revoked.status).toBe(200);
+    const rest = await collectStream(stream);
+    expect(rest.error).toBeUndefined();
+    expect(await statusOf(client.getTask({ tenant: "", id: "x", historyLength: undefined }))).toBe(
+      GRPC_STATUS_CODE.UNAUTHENTICATED,
+    );
+  });
+});
+
+describe("a raw gRPC client", () => {
+  const Raw = makeGenericClientConstructor(A2AService, "A2AService");
+  const call = (metadata: Metadata) =>
+    new Promise<number>((resolve) => {
+      const raw = new Raw(peergate.server.grpcAddress ?? "", credentials.createInsecure());
+      const getTask = raw.getTask as (
+        request: unknown,
+        metadata: Metadata,
+        callback: (error: { code?: number } | null) => void,
+      ) => void;
+      getTask.call(raw, { tenant: "", id: "x" }, metadata, (error) => {
+        raw.close();
+        resolve(error?.code ?? 0);
+      });
+    });
+  const metadataOf = (entries: [string, string][]) => {
+    const metadata = new Metadata();
+    for (const [key, value] of entries) metadata.add(key, value);
+    return metadata;
+  };
+
+  it("without a2a-version (which means 0.3) is FAILED_PRECONDITION; with 1.0 the task is NOT_FOUND", async () => {
+    const auth: [string, string] = ["authorization", `Bearer ${secrets.alice}`];
+    expect(await call(metadataOf([auth]))).toBe(GRPC_STATUS_CODE.FAILED_PRECONDITION);
+    expect(await call(metadataOf([auth, ["a2a-version", "1.0"]]))).toBe(GRPC_STATUS_CODE.NOT_FOUND);
+  });
 });
 
 describe("stopping", () => {
