@@ -3,18 +3,21 @@
 // protocol has no word for is INTERNAL "Internal error", its detail never sent; the database gone
 // is UNAVAILABLE; the port answers UNAVAILABLE until its service is in, and a drain ends what is
 // still open. Through the real server: test/e2e/grpc.e2e.test.ts.
-import { AgentCard, type StreamResponse } from "@a2a-js/sdk";
+import { AgentCard, type StreamResponse, TaskState } from "@a2a-js/sdk";
 import { type Client, ClientFactory } from "@a2a-js/sdk/client";
 import { GrpcTransportFactory } from "@a2a-js/sdk/client/grpc";
 import { GRPC_STATUS_CODE } from "@a2a-js/sdk/errors/grpc";
 import { A2AService } from "@a2a-js/sdk/server/grpc";
 import { credentials, Metadata, makeGenericClientConstructor } from "@grpc/grpc-js";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createGrpcListener, type GrpcListener } from "../../src/a2a/grpc-listener.ts";
 import { type GrpcAuthenticate, readPeerAddress } from "../../src/a2a/grpc-service.ts";
 import { UnauthenticatedError, UnavailableError } from "../../src/errors.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 import { type Harness, startHarness, userMessage } from "./support.ts";
+
+// Opening and migrating the suite's database is slow on a loaded machine; nothing here is timed.
+vi.setConfig({ hookTimeout: 240_000 });
 
 async function statusOf(
   call: Promise<unknown> | AsyncGenerator<unknown>,
@@ -33,6 +36,14 @@ async function statusOf(
   }
   throw new Error("the call succeeded");
 }
+
+const listAll = {
+  tenant: "",
+  contextId: "",
+  status: TaskState.TASK_STATE_UNSPECIFIED,
+  pageToken: "",
+  statusTimestampAfter: undefined,
+};
 
 const send = (text: string) => ({
   tenant: "",
@@ -122,14 +133,14 @@ describeEachDatabase(
 
     it("a caller past its limits is RESOURCE_EXHAUSTED, and no task is stored", async () => {
       const erin = await clientAs("erin");
-      const before = (await erin.listTasks({ tenant: "" } as never)).totalSize;
+      const before = (await erin.listTasks(listAll)).totalSize;
       const refused = await statusOf(erin.sendMessage(send("limit me")));
       expect(refused.status).toBe(GRPC_STATUS_CODE.RESOURCE_EXHAUSTED);
       expect(refused.message).toContain("retry after 7 s");
       expect((await statusOf(erin.sendMessageStream(send("limit me")))).status).toBe(
         GRPC_STATUS_CODE.RESOURCE_EXHAUSTED,
       );
-      expect((await erin.listTasks({ tenant: "" } as never)).totalSize).toBe(before);
+      expect((await erin.listTasks(listAll)).totalSize).toBe(before);
     });
 
     it("a failure with no protocol word is INTERNAL, its detail kept out; the database gone is UNAVAILABLE", async () => {
