@@ -48,7 +48,8 @@ describe("peergate doctor (pglite)", () => {
       body: JSON.stringify({ name: "gh", kind: "github", promptTemplate: "triage {{payload}}" }),
     });
     await server.stop();
-  });
+    // A server's first start (PGlite, migrations) is slow on a loaded machine; nothing is timed.
+  }, 180_000);
   afterAll(async () => {
     await stub?.close();
     await rm(dir, { recursive: true, force: true });
