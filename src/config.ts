@@ -134,6 +134,19 @@ const envSchema = z.object({
       error: "1 (open PostgreSQL through a driver without the project's mends) or unset",
     })
     .default(""),
+  // The A2A gRPC binding (docs/a2a.md): off unless a port is set; plaintext, TLS left to a proxy.
+  PEERGATE_GRPC_PORT: z.preprocess((v) => (v === "" ? undefined : v), port.optional()),
+  PEERGATE_GRPC_HOST: nonEmpty("a host name or IP address to listen on").default("127.0.0.1"),
+  PEERGATE_GRPC_PUBLIC_ADDRESS: z.preprocess(
+    (v) => (v === "" ? undefined : v),
+    z
+      .string()
+      .trim()
+      .refine((v) => /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(v), {
+        error: "host:port, e.g. grpc.peergate.example.com:443 (the address callers dial)",
+      })
+      .optional(),
+  ),
   PEERGATE_PUSH_RETRY_MS: z.coerce
     .number({ error: "milliseconds, a whole number from 10 to 60000" })
     .int({ error: "milliseconds, a whole number from 10 to 60000" })
@@ -176,6 +189,16 @@ export type Config = {
   countRoundTrips?: boolean;
   /** Push notifications: exempted addresses, the delivery lease, the first retry delay. */
   push: { allowAddresses: string[]; leaseMs: number; retryBaseMs: number };
+  /** The A2A gRPC binding: absent unless PEERGATE_GRPC_PORT is set. */
+  grpc: GrpcConfig | undefined;
+};
+
+export type GrpcConfig = {
+  host: string;
+  /** 0: any free port (the card names the one bound). */
+  port: number;
+  /** host:port the card names; default the address bound. */
+  publicAddress: string | undefined;
 };
 
 /** Variables whose values must never be echoed back, even in a configuration error. */
@@ -239,6 +262,14 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
       leaseMs: e.PEERGATE_PUSH_LEASE_MS,
       retryBaseMs: e.PEERGATE_PUSH_RETRY_MS,
     },
+    grpc:
+      e.PEERGATE_GRPC_PORT === undefined
+        ? undefined
+        : {
+            host: e.PEERGATE_GRPC_HOST,
+            port: e.PEERGATE_GRPC_PORT,
+            publicAddress: e.PEERGATE_GRPC_PUBLIC_ADDRESS,
+          },
   };
 }
 

@@ -8,7 +8,9 @@
 //   2. database, migrations, the audit chainer.
 //   3. `listen`: the port is bound only now (a start that cannot reach its database binds
 //      nothing), and before the services, so the default public URL names the port actually
-//      bound (PEERGATE_PORT=0). Until the app is in place every request is answered 503.
+//      bound (PEERGATE_PORT=0). Until the app is in place every request is answered 503. Then
+//      `listenGrpc`, when the gRPC binding is on (PEERGATE_GRPC_PORT), for the same reasons: the
+//      card names the gRPC port bound, and calls are answered UNAVAILABLE until it is served.
 //   4. notification hub → caller directory → auth-failure log → services → admin token →
 //      control socket (PGlite only) → model → sandbox → tools → the policy-file watcher
 //      (src/policy-reload.ts: services, engine and A2A read the policies through it) → run
@@ -16,11 +18,12 @@
 // `close()` undoes them in exactly the reverse order: the engine stops its runs (whose ends still
 // reach A2A), then the reactions are unwired, the A2A streams close, the watcher stops and tools close, the control
 // socket, then the auth-failure log writes its last summaries while the database is still open,
-// the directory and the hub close, the port, the audit chainer's last pass, and last the database.
+// the directory and the hub close, the gRPC port, the port, the audit chainer's last pass, and last the database.
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { resolvePublicUrl } from "./a2a/agent-card.ts";
 import { deriveCardSigningKey } from "./a2a/card-signing.ts";
+import type { GrpcListening } from "./a2a/grpc-listener.ts";
 import { createPushEgress } from "./a2a/push-targets.ts";
 import { startPushWorker } from "./a2a/push-worker.ts";
 import { type A2aService, createA2aService } from "./a2a/service.ts";
@@ -69,6 +72,8 @@ export type CoreOptions = {
   readonly authThrottle: { readonly maxFailures: number; readonly windowMs: number };
   /** Binds the port; called once, after the migrations and before the services. */
   readonly listen: () => Promise<Listening>;
+  /** Binds the gRPC port, right after `listen`; absent when the gRPC binding is off. */
+  readonly listenGrpc?: () => Promise<GrpcListening>;
   /** How often the engine heartbeats its runs and reads their recorded stops (default 5 s). */
   readonly runHeartbeatMs?: number;
   /** Tests only: what the instance's modules hear of notifications (e.g. a hub that loses some). */
@@ -78,6 +83,8 @@ export type CoreOptions = {
 export type Core = {
   /** The URL the port was bound at (the public URL defaults to it). */
   readonly url: string;
+  /** `host:port` the gRPC binding was bound at, when it is on. */
+  readonly grpcAddress: string | undefined;
   readonly database: Database;
   readonly services: ServiceContext;
   readonly auth: AuthDeps;
@@ -135,6 +142,8 @@ export async function openCore(
 
     const listening = await options.listen();
     opened.push(() => listening.close());
+    const grpcListening = await options.listenGrpc?.();
+    if (grpcListening) opened.push(() => grpcListening.close());
 
     // One LISTEN hub for the instance: the caller directory and the run engine share it.
     const hub = await openNotifications({ database, logger });
@@ -299,6 +308,9 @@ export async function openCore(
       logger,
       cardSigningKey,
       push: { secretKey, egress: pushEgress },
+      ...(grpcListening
+        ? { grpcAddress: config.grpc?.publicAddress ?? grpcListening.address }
+        : {}),
     });
     opened.push(() => a2a.close());
     const pushWorker = startPushWorker({
@@ -335,6 +347,7 @@ export async function openCore(
 
     return {
       url: listening.url,
+      grpcAddress: grpcListening?.address,
       database,
       services,
       auth,

@@ -1,16 +1,19 @@
-// The server: the core (src/core.ts) with HTTP in front of it. `startServer` opens the core,
-// which asks for the port once its database is ready, puts the app in place, and stops in
-// reverse: stop accepting, drain in-flight requests (cancelling them past the timeout), close the
-// core. `peergate serve` (and so `npm start`) runs this. Nothing below this file and src/core.ts
+// The server: the core (src/core.ts) with HTTP in front of it, and gRPC beside HTTP when
+// PEERGATE_GRPC_PORT is set. `startServer` opens the core, which asks for the ports once its
+// database is ready, puts the app (and the gRPC service) in place, and stops in reverse: stop
+// accepting on both, drain in-flight requests and calls (cancelling them past the timeout), close
+// the core. `peergate serve` (and so `npm start`) runs this. Nothing below this file and src/core.ts
 // reads the environment or the data directory's secret files.
 import { serve } from "@hono/node-server";
 import type { Hono } from "hono";
+import { createGrpcListener } from "./a2a/grpc-listener.ts";
 import type { Config } from "./config.ts";
 import { type Core, type CoreOptions, type Listening, openCore } from "./core.ts";
 import type { Database } from "./db/client.ts";
 import { createApp } from "./http/app.ts";
 import { consoleRoutes } from "./http/console/routes.ts";
-import { requireA2aCaller } from "./http/middleware/a2a-auth.ts";
+import { authenticateA2aCaller, requireA2aCaller } from "./http/middleware/a2a-auth.ts";
+import { defaultMaxBodyBytes } from "./http/middleware/limit-body.ts";
 import { a2aRoutes } from "./http/routes/a2a.ts";
 import type { Logger } from "./log.ts";
 import { createMetrics } from "./metrics.ts";
@@ -19,6 +22,8 @@ import type { ServiceContext } from "./services/context.ts";
 
 export type RunningServer = {
   url: string;
+  /** `host:port` of the gRPC binding as bound, when PEERGATE_GRPC_PORT is set. */
+  grpcAddress: string | undefined;
   database: Database;
   services: ServiceContext;
   /** The app being served (its `routes` are what the security suite checks for coverage). */
@@ -150,9 +155,14 @@ export async function startServer(
   options: StartServerOptions = {},
 ): Promise<RunningServer> {
   const listener = createListener(config, options.clientTimeouts ?? defaultClientTimeouts);
+  // The gRPC binding: the same size limit as POST /a2a's body.
+  const grpc = config.grpc
+    ? createGrpcListener({ ...config.grpc, maxMessageBytes: defaultMaxBodyBytes })
+    : undefined;
   const core = await openCore(config, logger, env, {
     authThrottle: options.authThrottle ?? defaultAuthThrottle,
     listen: listener.listen,
+    ...(grpc ? { listenGrpc: grpc.listen } : {}),
     ...(options.runHeartbeatMs === undefined ? {} : { runHeartbeatMs: options.runHeartbeatMs }),
     ...(options.wrapNotifications ? { wrapNotifications: options.wrapNotifications } : {}),
   });
@@ -165,12 +175,25 @@ export async function startServer(
   }
   listener.serve(app.hono.fetch);
   logger.info("listening", { url: core.url });
+  if (grpc) {
+    // The same authentication, throttle and audit as POST /a2a (src/http/middleware/a2a-auth.ts).
+    const auth = { auth: core.auth, limiter: core.limiter };
+    grpc.serve(
+      core.a2a.grpcService(
+        async (authorization, source) =>
+          (await authenticateA2aCaller(auth, authorization, source)).caller,
+      ),
+    );
+    logger.info("listening for A2A over gRPC", { address: core.grpcAddress });
+  }
 
   let stopping: Promise<void> | undefined;
   const stop = () => {
     stopping ??= (async () => {
       logger.info("shutting down", { inflight: app.inflight.count });
       const closed = listener.close();
+      // gRPC stops taking calls now too, and cuts what is still open at the same deadline.
+      const grpcDrained = grpc?.drain(config.shutdownTimeoutMs);
       const server = listener.server;
       if (server && "closeIdleConnections" in server) server.closeIdleConnections();
       const drained = await Promise.race([
@@ -186,10 +209,18 @@ export async function startServer(
       }
       if (server && "closeAllConnections" in server) server.closeAllConnections();
       await closed;
+      await grpcDrained;
       await core.close();
       logger.info("stopped");
     })();
     return stopping;
   };
-  return { url: core.url, database: core.database, services: core.services, hono: app.hono, stop };
+  return {
+    url: core.url,
+    grpcAddress: core.grpcAddress,
+    database: core.database,
+    services: core.services,
+    hono: app.hono,
+    stop,
+  };
 }

@@ -94,7 +94,20 @@ export function selectSkills(
 export type CardFeatures = {
   /** Whether push notification configs are accepted (the A2A service was given a push store). */
   pushNotifications?: boolean;
+  /** `host:port` of the gRPC binding, when it is on (PEERGATE_GRPC_PORT). */
+  grpcAddress?: string | undefined;
 };
+
+/**
+ * The gRPC binding's entry in `supportedInterfaces`, when it is on: A2A 1.0 only (the SDK's
+ * `lf.a2a.v1` service), at `host:port` as a gRPC client dials it.
+ */
+export function grpcInterfaces(features: CardFeatures): AgentCard["supportedInterfaces"] {
+  if (!features.grpcAddress) return [];
+  return [
+    { url: features.grpcAddress, protocolBinding: "GRPC", tenant: "", protocolVersion: "1.0" },
+  ];
+}
 
 function buildCoreCard(
   agent: VersionedAgentPolicy,
@@ -109,6 +122,7 @@ function buildCoreCard(
     supportedInterfaces: [
       { url: endpointUrl, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "1.0" },
       { url: endpointUrl, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "0.3" },
+      ...grpcInterfaces(features),
     ],
     provider: undefined,
     capabilities: {

@@ -11,6 +11,7 @@
 //        → { type: "sse", stream }               JSON-RPC responses, one per SSE `data:` line
 //        → { type: "none" }                      a notification: HTTP 204, no body (json-rpc.ts)
 //        throws RateLimitedError / UnavailableError: answer 429 + Retry-After / 503 instead
+//   a2a.grpcService(authenticate)                the gRPC binding over the same handler (grpc-service.ts)
 //   a2a.closeCallerStreams(callerId)             ends the caller's open streams (revocation)
 //   a2a.closeAllStreams()                        ends every open stream
 //   await a2a.close()                            ends streams, writes pending progress (shutdown)
@@ -64,6 +65,11 @@ import {
 import { type CardSigningKey, publishJwks, signCardJson } from "./card-signing.ts";
 import { createStreamRegistry, pumpEvents, singleEventStream } from "./event-stream.ts";
 import {
+  type A2aGrpcImplementation,
+  createGrpcImplementation,
+  type GrpcAuthenticate,
+} from "./grpc-service.ts";
+import {
   acceptsEventStream,
   checkEnvelope,
   errorResponse,
@@ -101,6 +107,8 @@ export type A2aServiceDeps = {
   cardSigningKey?: CardSigningKey;
   /** Push notification configs (push-store.ts): the secret key seals their tokens. Without it the card declares none. */
   push?: { secretKey: SecretKey; egress: PushEgress };
+  /** `host:port` of the gRPC binding when it is on: the card lists it. */
+  grpcAddress?: string;
 };
 
 /** A stream of JSON-RPC responses that the reader (or a revocation) can end at any time. */
@@ -140,6 +148,8 @@ export type A2aService = {
   jwks(): AgentCardDocument;
   extendedCard(caller: Caller, versionHeader: string | undefined): Record<string, unknown>;
   handleJsonRpc(body: unknown, request: A2aRequest): Promise<A2aReply>;
+  /** The gRPC service over the same handler, its callers checked by `authenticate`. */
+  grpcService(authenticate: GrpcAuthenticate): A2aGrpcImplementation;
   closeCallerStreams(callerId: string): number;
   closeAllStreams(): number;
   openStreamCount(callerId?: string): number;
@@ -162,7 +172,7 @@ function isAsyncIterable(value: unknown): value is AsyncIterable<JsonRpcResponse
 export function createA2aService(deps: A2aServiceDeps): A2aService {
   const logger = deps.logger.child({ component: "a2a" });
   const agent = deps.policies.agent;
-  const features = { pushNotifications: deps.push !== undefined };
+  const features = { pushNotifications: deps.push !== undefined, grpcAddress: deps.grpcAddress };
   const cards = buildAgentCards(agent, deps.publicUrl, features);
   const store = createTaskStore(deps.database.db, {
     logger,
@@ -390,6 +400,8 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     extendedCard: (caller, versionHeader) =>
       serializeCard(extendedFor(caller), selectCardVersion(versionHeader)),
     handleJsonRpc,
+    grpcService: (authenticate) =>
+      createGrpcImplementation({ handler, authenticate, streams, logger }),
     closeCallerStreams: (callerId) => streams.closeCaller(callerId),
     closeAllStreams: () => streams.closeAll(),
     openStreamCount: (callerId) => streams.count(callerId),

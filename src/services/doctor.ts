@@ -167,6 +167,7 @@ export async function diagnose(input: DoctorInput): Promise<DoctorCheck[]> {
 
   if (input.sandbox !== false) add(await sandboxCheck(config));
   add(publicUrlCheck(config));
+  if (config.grpc) add(grpcCheck(config.grpc));
   return checks;
 }
 
@@ -361,6 +362,22 @@ function publicUrlCheck(config: Config): DoctorCheck {
     };
   }
   return { check: "public URL", status: "ok", detail: `${config.publicUrl}. ${needs}` };
+}
+
+/** The A2A gRPC binding, named when it is on (PEERGATE_GRPC_PORT); plaintext, like HTTP. */
+function grpcCheck(grpc: NonNullable<Config["grpc"]>): DoctorCheck {
+  const bound = `${grpc.host.includes(":") ? `[${grpc.host}]` : grpc.host}:${grpc.port}`;
+  const card = grpc.publicAddress ?? bound;
+  const detail = `A2A over gRPC on ${bound} (the card names ${card}; A2A 1.0, bearer or JWT in the authorization metadata)`;
+  if (!loopbackHosts.has(grpc.host) && grpc.publicAddress === undefined) {
+    return {
+      check: "gRPC binding",
+      status: "warn",
+      detail: `${detail}: plaintext on a non-loopback address, and the card names it as bound`,
+      fix: "put a TLS proxy in front of the gRPC port and set PEERGATE_GRPC_PUBLIC_ADDRESS=<its host:port> (docs/a2a.md)",
+    };
+  }
+  return { check: "gRPC binding", status: "ok", detail };
 }
 
 /** At start: every problem doctor finds, as one warning each (nothing is logged when all is well). */

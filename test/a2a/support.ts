@@ -223,7 +223,7 @@ export type Harness = {
 export async function startHarness(
   database: Database,
   callerNames: readonly string[] = ["alice", "bob"],
-  options: { keepAliveMs?: number; runs?: RunEngine } = {},
+  options: { keepAliveMs?: number; runs?: RunEngine; grpcAddress?: string } = {},
 ): Promise<Harness> {
   const dir = await mkdtemp(path.join(os.tmpdir(), "peergate-a2a-"));
   await writeFile(path.join(dir, "agent.yaml"), agentYaml);
@@ -268,6 +268,7 @@ export async function startHarness(
     runs: options.runs ?? engine,
     logger: silentLogger,
     textFlushMs: 1,
+    ...(options.grpcAddress ? { grpcAddress: options.grpcAddress } : {}),
   });
   const app = new Hono();
   app.use(requestId());

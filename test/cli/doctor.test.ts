@@ -48,7 +48,8 @@ describe("peergate doctor (pglite)", () => {
       body: JSON.stringify({ name: "gh", kind: "github", promptTemplate: "triage {{payload}}" }),
     });
     await server.stop();
-  });
+    // A server's first start (PGlite, migrations) is slow on a loaded machine; nothing is timed.
+  }, 180_000);
   afterAll(async () => {
     await stub?.close();
     await rm(dir, { recursive: true, force: true });
@@ -87,6 +88,19 @@ describe("peergate doctor (pglite)", () => {
     expect(r.by("sandbox")?.status).toBe("warn");
     expect(r.by("public URL")?.status).toBe("warn");
     expect(r.code).toBe(0);
+  });
+
+  it("names the gRPC binding when PEERGATE_GRPC_PORT is set, and warns when it is plaintext off loopback", async () => {
+    expect((await doctor({}, "--no-model-call")).by("gRPC binding")).toBeUndefined();
+    const on = await doctor({ PEERGATE_GRPC_PORT: "50051" }, "--no-model-call");
+    expect(on.by("gRPC binding")).toMatchObject({ status: "ok" });
+    expect(on.by("gRPC binding")?.detail).toContain("A2A over gRPC on 127.0.0.1:50051");
+    const open = await doctor(
+      { PEERGATE_GRPC_PORT: "50051", PEERGATE_GRPC_HOST: "0.0.0.0" },
+      "--no-model-call",
+    );
+    expect(open.by("gRPC binding")?.status).toBe("warn");
+    expect(open.by("gRPC binding")?.fix).toContain("PEERGATE_GRPC_PUBLIC_ADDRESS");
   });
 
   it("fails when the model does not answer, and --no-model-call skips the call", async () => {

@@ -33,7 +33,36 @@ describe("loadConfig", () => {
       modelApiKey: undefined,
       allowUnmendedDriver: false,
       push: { allowAddresses: [], leaseMs: 30_000, retryBaseMs: 1_000 },
+      grpc: undefined,
     });
+  });
+
+  it("turns the gRPC binding on only with a port, and checks its address", () => {
+    expect(loadConfig({ PEERGATE_GRPC_PORT: "" }, "/srv/app").grpc).toBeUndefined();
+    expect(loadConfig({ PEERGATE_GRPC_PORT: "50051" }, "/srv/app").grpc).toEqual({
+      host: "127.0.0.1",
+      port: 50051,
+      publicAddress: undefined,
+    });
+    expect(
+      loadConfig(
+        {
+          PEERGATE_GRPC_PORT: "0",
+          PEERGATE_GRPC_HOST: "0.0.0.0",
+          PEERGATE_GRPC_PUBLIC_ADDRESS: "grpc.example.org:443",
+        },
+        "/srv/app",
+      ).grpc,
+    ).toEqual({ host: "0.0.0.0", port: 0, publicAddress: "grpc.example.org:443" });
+    expect(() => loadConfig({ PEERGATE_GRPC_PORT: "grpc" }, "/srv/app")).toThrow(
+      /PEERGATE_GRPC_PORT="grpc": expected a port number/,
+    );
+    expect(() =>
+      loadConfig(
+        { PEERGATE_GRPC_PORT: "1", PEERGATE_GRPC_PUBLIC_ADDRESS: "https://x.example" },
+        "/srv/app",
+      ),
+    ).toThrow(/PEERGATE_GRPC_PUBLIC_ADDRESS=.*expected host:port/);
   });
 
   it("reads the push egress allow list as IP addresses, and refuses anything else", () => {
