@@ -11,6 +11,12 @@
 //        → { type: "sse", stream }               JSON-RPC responses, one per SSE `data:` line
 //        → { type: "none" }                      a notification: HTTP 204, no body (json-rpc.ts)
 //        throws RateLimitedError / UnavailableError: answer 429 + Retry-After / 503 instead
+//   await a2a.handleHttpJson(call, { caller, version, contentType, accept })
+//        → { type: "json", status, contentType, body }   200 (201 for a new push config)
+//        → { type: "empty" }                             204 (a push config deleted)
+//        → { type: "error", status, contentType, body }  google.rpc.Status (http-json.ts)
+//        → { type: "sse", stream }                       StreamResponse objects, one per `data:`
+//        throws as handleJsonRpc does
 //   a2a.closeCallerStreams(callerId)             ends the caller's open streams (revocation)
 //   a2a.closeAllStreams()                        ends every open stream
 //   await a2a.close()                            ends streams, writes pending progress (shutdown)
@@ -41,6 +47,7 @@ import {
 } from "@a2a-js/sdk/server";
 import type { SecretKey } from "../auth/sealed-secrets.ts";
 import type { Database, Db } from "../db/client.ts";
+import { storableJson } from "../db/storable.ts";
 import type { Caller } from "../domain/caller.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
@@ -64,14 +71,25 @@ import {
 import { type CardSigningKey, publishJwks, signCardJson } from "./card-signing.ts";
 import { createStreamRegistry, pumpEvents, singleEventStream } from "./event-stream.ts";
 import {
+  buildParams,
+  chooseMediaType,
+  type HttpJsonCall,
+  type HttpJsonStatus,
+  successStatus,
+  toHttpJsonError,
+  versionError,
+} from "./http-json.ts";
+import {
   acceptsEventStream,
   checkEnvelope,
   errorResponse,
   isStreamingMethod,
   type JsonRpcError,
+  type JsonRpcRequest,
   type JsonRpcResponse,
   mapError,
   selectCardVersion,
+  selectProtocolVersion,
 } from "./json-rpc.ts";
 import { createPushStore } from "./push-store.ts";
 import { checkPushTarget, type PushEgress } from "./push-targets.ts";
@@ -101,6 +119,8 @@ export type A2aServiceDeps = {
   cardSigningKey?: CardSigningKey;
   /** Push notification configs (push-store.ts): the secret key seals their tokens. Without it the card declares none. */
   push?: { secretKey: SecretKey; egress: PushEgress };
+  /** Where the gRPC binding is served, when it is on: the card then lists it (agent-card.ts `listInterfaces`). */
+  grpcUrl?: string;
 };
 
 /** A stream of JSON-RPC responses that the reader (or a revocation) can end at any time. */
@@ -110,6 +130,39 @@ export type A2aReply =
   | { type: "json"; response: JsonRpcResponse }
   | { type: "sse"; stream: A2aEventStream }
   | { type: "none" };
+
+/** One SSE event of the HTTP+JSON binding: a StreamResponse, or a google.rpc.Status as `event: error`. */
+export type HttpJsonEvent = { event?: "error"; data: string };
+
+/** What the HTTP+JSON binding answers (http-json.ts); `contentType` is the negotiated JSON type. */
+export type HttpJsonReply =
+  | { type: "json"; status: 200 | 201; contentType: string; body: unknown }
+  | { type: "empty" }
+  | { type: "error"; status: number; contentType: string; body: HttpJsonStatus }
+  | { type: "sse"; stream: AsyncIterable<HttpJsonEvent> & { close(): void } };
+
+/** A checked request after the SDK: one response, or a stream whose first event was not an error. */
+type Dispatched =
+  | { type: "response"; response: JsonRpcResponse }
+  | { type: "stream"; stream: A2aEventStream };
+
+/** The JSON-RPC responses of a stream as the HTTP+JSON binding writes them (spec §11.7). */
+function toHttpJsonEvents(
+  stream: A2aEventStream,
+): AsyncIterable<HttpJsonEvent> & { close(): void } {
+  return {
+    async *[Symbol.asyncIterator]() {
+      for await (const response of stream) {
+        if (response.error) {
+          yield { event: "error", data: JSON.stringify(toHttpJsonError(response.error).body) };
+        } else {
+          yield { data: JSON.stringify(response.result) };
+        }
+      }
+    },
+    close: () => stream.close(),
+  };
+}
 
 export type A2aRequest = {
   caller: Caller;
@@ -140,6 +193,8 @@ export type A2aService = {
   jwks(): AgentCardDocument;
   extendedCard(caller: Caller, versionHeader: string | undefined): Record<string, unknown>;
   handleJsonRpc(body: unknown, request: A2aRequest): Promise<A2aReply>;
+  /** The HTTP+JSON binding: the same path as handleJsonRpc beneath (http-json.ts). */
+  handleHttpJson(call: HttpJsonCall, request: A2aRequest): Promise<HttpJsonReply>;
   closeCallerStreams(callerId: string): number;
   closeAllStreams(): number;
   openStreamCount(callerId?: string): number;
@@ -162,7 +217,10 @@ function isAsyncIterable(value: unknown): value is AsyncIterable<JsonRpcResponse
 export function createA2aService(deps: A2aServiceDeps): A2aService {
   const logger = deps.logger.child({ component: "a2a" });
   const agent = deps.policies.agent;
-  const features = { pushNotifications: deps.push !== undefined };
+  const features = {
+    pushNotifications: deps.push !== undefined,
+    ...(deps.grpcUrl ? { grpcUrl: deps.grpcUrl } : {}),
+  };
   const cards = buildAgentCards(agent, deps.publicUrl, features);
   const store = createTaskStore(deps.database.db, {
     logger,
@@ -186,7 +244,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
   // A failure surfaces on the first card request; it must not crash the process before that.
   signedV1.catch((error: unknown) => logger.error("signing the agent card failed", { error }));
   const extendedFor = (caller: Caller): AgentCard =>
-    buildExtendedCard(agent, cards.endpointUrl, caller, features);
+    buildExtendedCard(agent, cards.interfaces, caller, features);
   const handler = new PeergateRequestHandler({
     card: cards.core,
     store,
@@ -239,16 +297,28 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       return { type: "none" };
     }
     const { request: rpc, version } = check;
-    const where = { method: rpc.method, callerId: request.caller.id };
-    const streaming = isStreamingMethod(rpc.method);
+    const outcome = await dispatch(rpc, version, request.caller);
+    if (outcome.type === "stream") return { type: "sse", stream: outcome.stream };
     // An error of a streaming method, in the form the client asked for.
-    const early = (response: JsonRpcResponse): A2aReply =>
-      streaming && acceptsEventStream(request.accept)
-        ? { type: "sse", stream: singleEventStream(response) }
-        : { type: "json", response };
+    return isStreamingMethod(rpc.method) && acceptsEventStream(request.accept)
+      ? { type: "sse", stream: singleEventStream(outcome.response) }
+      : { type: "json", response: outcome.response };
+  }
+
+  /**
+   * One checked request through the SDK's transport and peergate's handler: the path both
+   * bindings share. A streaming method whose first event is an error answers that one response.
+   */
+  async function dispatch(
+    rpc: JsonRpcRequest,
+    version: ProtocolVersion,
+    caller: Caller,
+  ): Promise<Dispatched> {
+    const where = { method: rpc.method, callerId: caller.id };
+    const streaming = isStreamingMethod(rpc.method);
     stripTenant(rpc.params);
 
-    const context = createCallContext(new CallerUser(request.caller.id, request.caller), version);
+    const context = createCallContext(new CallerUser(caller.id, caller), version);
     if (streaming) markStreaming(context);
     const transport = transports[version];
     const result = (await transport.handle(rpc as unknown as Record<string, unknown>, context)) as
@@ -258,17 +328,41 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     if (!isAsyncIterable(result)) {
       const escalated = readEscalated(context);
       if (escalated) throw escalated;
-      return early(sanitizeResponse(result, where));
+      return { type: "response", response: sanitizeResponse(result, where) };
     }
     if (!streaming) throw new Error("the SDK streamed a unary method");
-    return openStream(result, {
-      id: rpc.id,
-      version,
-      callerId: request.caller.id,
-      where,
-      context,
-      early,
+    return openStream(result, { id: rpc.id, version, callerId: caller.id, where, context });
+  }
+
+  async function handleHttpJson(call: HttpJsonCall, request: A2aRequest): Promise<HttpJsonReply> {
+    const contentType = chooseMediaType(request.accept);
+    const fail = (error: unknown): HttpJsonReply => ({
+      type: "error",
+      contentType,
+      ...toHttpJsonError(mapError(error, "1.0")),
     });
+    if (selectProtocolVersion(request.version) !== "1.0")
+      return fail(versionError(request.version));
+    const built = buildParams(call, request.contentType);
+    if (!built.ok) return fail(built.error);
+    const rpc: JsonRpcRequest = {
+      jsonrpc: "2.0",
+      id: null,
+      method: call.method,
+      // A NUL in a message would fail every write of the task and run (PostgreSQL refuses it).
+      params: storableJson(built.params),
+    };
+    const outcome = await dispatch(rpc, "1.0", request.caller);
+    if (outcome.type === "stream") {
+      return { type: "sse", stream: toHttpJsonEvents(outcome.stream) };
+    }
+    const { response } = outcome;
+    if (response.error) {
+      return { type: "error", contentType, ...toHttpJsonError(response.error) };
+    }
+    const status = successStatus(call.method);
+    if (status === 204) return { type: "empty" };
+    return { type: "json", status, contentType, body: response.result };
   }
 
   async function openStream(
@@ -279,9 +373,8 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       callerId: string;
       where: Record<string, unknown>;
       context: ServerCallContext;
-      early: (response: JsonRpcResponse) => A2aReply;
     },
-  ): Promise<A2aReply> {
+  ): Promise<Dispatched> {
     const events = pumpEvents(source);
     let first: IteratorResult<JsonRpcResponse, undefined>;
     try {
@@ -290,22 +383,27 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       events.close();
       const escalated = readEscalated(request.context);
       if (escalated) throw escalated;
-      return request.early(
-        errorResponse(request.id, sanitize(mapError(error, request.version), request.where)),
-      );
+      return {
+        type: "response",
+        response: errorResponse(
+          request.id,
+          sanitize(mapError(error, request.version), request.where),
+        ),
+      };
     }
     if (first.done) {
       const escalated = readEscalated(request.context);
       if (escalated) throw escalated;
-      return request.early(
-        errorResponse(
+      return {
+        type: "response",
+        response: errorResponse(
           request.id,
           sanitize(
             { code: A2A_ERROR_CODE.INTERNAL_ERROR, message: "the task produced no events" },
             request.where,
           ),
         ),
-      );
+      };
     }
 
     let pendingFirst: JsonRpcResponse | undefined = first.value;
@@ -348,7 +446,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       },
     };
     return {
-      type: "sse",
+      type: "stream",
       stream: { [Symbol.asyncIterator]: () => iterator, close },
     };
   }
@@ -390,6 +488,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     extendedCard: (caller, versionHeader) =>
       serializeCard(extendedFor(caller), selectCardVersion(versionHeader)),
     handleJsonRpc,
+    handleHttpJson,
     closeCallerStreams: (callerId) => streams.closeCaller(callerId),
     closeAllStreams: () => streams.closeAll(),
     openStreamCount: (callerId) => streams.count(callerId),

@@ -15,11 +15,12 @@
 //   Retry-After, 503).
 import type { Context, MiddlewareHandler } from "hono";
 import { Hono } from "hono";
-import { streamSSE } from "hono/streaming";
 import { readRequestedVersion } from "../../a2a/json-rpc.ts";
 import type { A2aService } from "../../a2a/service.ts";
 import type { A2aEnv } from "../middleware/a2a-auth.ts";
 import { refuseBrowserOrigins, refuseQueryCredentials } from "../middleware/api-guards.ts";
+import { writeEventStream } from "../sse.ts";
+import { a2aHttpJsonRoutes } from "./a2a-http-json.ts";
 
 export type A2aRouteDeps = {
   a2a: A2aService;
@@ -79,23 +80,13 @@ export function a2aRoutes(deps: A2aRouteDeps): Hono {
     if (reply.type === "none") return c.body(null, 204);
     if (reply.type === "json") return c.json(reply.response, 200);
 
-    c.header("X-Accel-Buffering", "no");
-    return streamSSE(c, async (sse) => {
-      sse.onAbort(() => reply.stream.close());
-      const keepAlive = setInterval(() => {
-        void sse.write(": keep-alive\n\n");
-      }, keepAliveMs);
-      try {
-        for await (const event of reply.stream) {
-          if (sse.aborted) break;
-          await sse.writeSSE({ data: JSON.stringify(event) });
-        }
-      } finally {
-        clearInterval(keepAlive);
-        reply.stream.close();
-      }
+    return writeEventStream(c, reply.stream, {
+      keepAliveMs,
+      toEvent: (event) => ({ data: JSON.stringify(event) }),
     });
   });
+
+  app.route("/", a2aHttpJsonRoutes({ ...deps, keepAliveMs }));
 
   return app;
 }
