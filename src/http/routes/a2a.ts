@@ -3,7 +3,10 @@
 //
 // - GET /.well-known/agent-card.json (and the v0.2 path /.well-known/agent.json): public; the
 //   1.0 or v0.3 shape by `A2A-Version` (the header, else the `A2A-Version` query parameter);
-//   ETag, Cache-Control, Vary: A2A-Version, 304 on a match.
+//   ETag, Cache-Control (max-age), Vary: A2A-Version, 304 on an If-None-Match match (the spec's
+//   §8.6 caching, the TCK's CARD-CACHE-001/002); Last-Modified (CARD-CACHE-003) is when this
+//   server started serving the card. If-Modified-Since alone is not answered 304: instances
+//   sharing a database started at different times, and only the ETag names the card's content.
 // - GET /.well-known/jwks.json: public; the key the 1.0 card is signed with (src/a2a/card-signing.ts).
 // - POST /a2a: the `authenticate` guard (src/http/middleware/a2a-auth.ts) runs first and throws
 //   UnauthenticatedError for missing or bad credentials, which the app's error mapper answers 401 with WWW-Authenticate: Bearer — never a
@@ -48,12 +51,14 @@ export function matchesEtag(ifNoneMatch: string | undefined, etag: string): bool
 export function a2aRoutes(deps: A2aRouteDeps): Hono {
   const app = new Hono();
   const keepAliveMs = deps.keepAliveMs ?? 15_000;
+  const cardLastModified = new Date().toUTCString();
 
   const serveCard = async (c: Context) => {
     const card = await deps.a2a.agentCard(requestedVersion(c));
     c.header("ETag", card.etag);
     c.header("Cache-Control", cardCacheControl);
     c.header("Vary", "A2A-Version");
+    c.header("Last-Modified", cardLastModified);
     if (matchesEtag(c.req.header("if-none-match"), card.etag)) return c.body(null, 304);
     return c.body(card.body, 200, { "Content-Type": "application/json; charset=utf-8" });
   };
