@@ -28,7 +28,7 @@ import {
   VersionNotSupportedError,
 } from "@a2a-js/sdk/errors";
 import { findDuplicateKey, maxJsonDepth, nestsDeeperThan } from "../json-text.ts";
-import type { JsonRpcError } from "./json-rpc.ts";
+import type { JsonRpcError, JsonRpcResponse } from "./json-rpc.ts";
 
 export const a2aJsonMediaType = "application/a2a+json";
 
@@ -327,4 +327,32 @@ export function chooseMediaType(accept: string | undefined): string {
     (t) => t === a2aJsonMediaType || t === "*/*" || t === "application/*",
   );
   return !a2aAccepted && types.includes("application/json") ? "application/json" : a2aJsonMediaType;
+}
+
+/** One SSE event of the HTTP+JSON binding: a StreamResponse, or a google.rpc.Status as `event: error`. */
+export type HttpJsonEvent = { event?: "error"; data: string };
+
+/** What the HTTP+JSON binding answers; `contentType` is the negotiated JSON type. */
+export type HttpJsonReply =
+  | { type: "json"; status: 200 | 201; contentType: string; body: unknown }
+  | { type: "empty" }
+  | { type: "error"; status: number; contentType: string; body: HttpJsonStatus }
+  | { type: "sse"; stream: AsyncIterable<HttpJsonEvent> & { close(): void } };
+
+/** The JSON-RPC responses of a stream as the HTTP+JSON binding writes them (spec §11.7). */
+export function toHttpJsonEvents(
+  stream: AsyncIterable<JsonRpcResponse> & { close(): void },
+): AsyncIterable<HttpJsonEvent> & { close(): void } {
+  return {
+    async *[Symbol.asyncIterator]() {
+      for await (const response of stream) {
+        if (response.error) {
+          yield { event: "error", data: JSON.stringify(toHttpJsonError(response.error).body) };
+        } else {
+          yield { data: JSON.stringify(response.result) };
+        }
+      }
+    },
+    close: () => stream.close(),
+  };
 }

@@ -25,6 +25,10 @@
 //        run resumed after approval, rejected, expired, or an orphan marked interrupted. Takes
 //        the engine's SettledRun as is: engine.onRunSettled((run) => void a2a.settleRun(run)).
 //
+// Both bindings share one path beneath (`dispatch`): a JSON-RPC request once its envelope is
+// checked, and an HTTP+JSON request once http-json.ts has turned its route, query and body into
+// the 1.0 method and params it stands for; the answer goes back in the binding's own form.
+//
 // Inside, the a2a-js SDK does the protocol: DefaultRequestHandler (subclassed with peergate's
 // checks in request-handler.ts), JsonRpcTransportHandler for 1.0 and the compat
 // LegacyJsonRpcTransportHandler for 0.3, a Postgres TaskStore scoped to the caller, and an
@@ -74,9 +78,10 @@ import {
   buildParams,
   chooseMediaType,
   type HttpJsonCall,
-  type HttpJsonStatus,
+  type HttpJsonReply,
   successStatus,
   toHttpJsonError,
+  toHttpJsonEvents,
   versionError,
 } from "./http-json.ts";
 import {
@@ -131,38 +136,10 @@ export type A2aReply =
   | { type: "sse"; stream: A2aEventStream }
   | { type: "none" };
 
-/** One SSE event of the HTTP+JSON binding: a StreamResponse, or a google.rpc.Status as `event: error`. */
-export type HttpJsonEvent = { event?: "error"; data: string };
-
-/** What the HTTP+JSON binding answers (http-json.ts); `contentType` is the negotiated JSON type. */
-export type HttpJsonReply =
-  | { type: "json"; status: 200 | 201; contentType: string; body: unknown }
-  | { type: "empty" }
-  | { type: "error"; status: number; contentType: string; body: HttpJsonStatus }
-  | { type: "sse"; stream: AsyncIterable<HttpJsonEvent> & { close(): void } };
-
 /** A checked request after the SDK: one response, or a stream whose first event was not an error. */
 type Dispatched =
   | { type: "response"; response: JsonRpcResponse }
   | { type: "stream"; stream: A2aEventStream };
-
-/** The JSON-RPC responses of a stream as the HTTP+JSON binding writes them (spec §11.7). */
-function toHttpJsonEvents(
-  stream: A2aEventStream,
-): AsyncIterable<HttpJsonEvent> & { close(): void } {
-  return {
-    async *[Symbol.asyncIterator]() {
-      for await (const response of stream) {
-        if (response.error) {
-          yield { event: "error", data: JSON.stringify(toHttpJsonError(response.error).body) };
-        } else {
-          yield { data: JSON.stringify(response.result) };
-        }
-      }
-    },
-    close: () => stream.close(),
-  };
-}
 
 export type A2aRequest = {
   caller: Caller;

@@ -194,7 +194,9 @@ describe("the A2A HTTP+JSON binding", () => {
 
       it("sends, streams, gets and lists", async () => {
         const task = asTask(
-          await client().sendMessage({ message: userMessage(`scenario:answer send ${who}`) } as never),
+          await client().sendMessage({
+            message: userMessage(`scenario:answer send ${who}`),
+          } as never),
         );
         expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
         expect(textOf(task.artifacts[0]?.parts)).toBe("All done over REST.");
@@ -221,7 +223,8 @@ describe("the A2A HTTP+JSON binding", () => {
           message: userMessage(`scenario:hang ${who}`),
         } as never);
         const first = await stream.next();
-        const running = first.value?.payload?.$case === "task" ? first.value.payload.value : undefined;
+        const running =
+          first.value?.payload?.$case === "task" ? first.value.payload.value : undefined;
         expect(running).toBeDefined();
         made.running = running;
         const id = running?.id ?? "";
@@ -352,7 +355,8 @@ describe("the A2A HTTP+JSON binding", () => {
     const raw = (
       path: string,
       init: { method?: string; headers?: Record<string, string>; body?: string } = {},
-      secret: string | undefined = bearer.secret,
+      /** null: no Authorization at all. */
+      secret: string | null = bearer.secret,
     ) =>
       fetch(`${peergate.url}${path}`, {
         method: init.method ?? "GET",
@@ -364,7 +368,7 @@ describe("the A2A HTTP+JSON binding", () => {
         ...(init.body === undefined ? {} : { body: init.body }),
       });
 
-    it("answers no credentials, a bad token and a JWT of no caller with the one 401, before reading anything", async () => {
+    it("answers no credentials, a bad token and a forged JWT with the one 401, before reading anything", async () => {
       const paths: [string, string][] = [
         ["POST", "/message:send"],
         ["POST", "/message:stream"],
@@ -376,9 +380,24 @@ describe("the A2A HTTP+JSON binding", () => {
         ["DELETE", `/tasks/${randomUUID()}/pushNotificationConfigs/x`],
         ["GET", "/extendedAgentCard"],
       ];
+      // A JWT with the registered issuer and audience, signed by a key no caller has.
+      const forgedKey = await generateKeyPair("ES256");
+      const now = Math.floor(Date.now() / 1000);
+      const forged = await new SignJWT({})
+        .setProtectedHeader({ alg: "ES256", typ: "JWT" })
+        .setIssuer(issuer)
+        .setAudience(audience)
+        .setIssuedAt(now)
+        .setExpirationTime(now + 60)
+        .setJti(randomUUID())
+        .sign(forgedKey.privateKey);
       for (const [method, path] of paths) {
-        for (const secret of [undefined, "pg_not-a-token"]) {
-          const res = await raw(path, { method, body: method === "POST" ? "{" : undefined }, secret);
+        for (const secret of [null, "pg_not-a-token", forged]) {
+          const res = await raw(
+            path,
+            { method, body: method === "POST" ? "{" : undefined },
+            secret,
+          );
           expect(res.status, `${method} ${path}`).toBe(401);
           expect(res.headers.get("www-authenticate")).toBe('Bearer realm="peergate"');
           expect(((await res.json()) as any).detail).toBe("missing or invalid credentials");
@@ -440,7 +459,7 @@ describe("the A2A HTTP+JSON binding", () => {
       );
       const browser = await raw("/tasks", { headers: { Origin: "https://evil.example" } });
       expect(browser.status).toBe(403);
-      const query = await raw(`/tasks?access_token=${bearer.secret}`, {}, undefined);
+      const query = await raw(`/tasks?access_token=${bearer.secret}`, {}, null);
       expect(query.status).toBe(400);
       // pageToken is ListTasks' cursor, not a credential.
       const cursor = await raw("/tasks?pageToken=&pageSize=1");

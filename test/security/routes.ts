@@ -160,7 +160,12 @@ function httpJsonRoutes(): AuthenticatedRoute[] {
     ),
     route("GET", "/tasks/:taskId/pushNotificationConfigs", configs, [400, 404]),
     route("GET", "/tasks/:taskId/pushNotificationConfigs/:configId", `${configs}/c1`, [400, 404]),
-    route("DELETE", "/tasks/:taskId/pushNotificationConfigs/:configId", `${configs}/c1`, [400, 404]),
+    route(
+      "DELETE",
+      "/tasks/:taskId/pushNotificationConfigs/:configId",
+      `${configs}/c1`,
+      [400, 404],
+    ),
     route("GET", "/extendedAgentCard", "/extendedAgentCard", [200]),
   ];
 }
