@@ -140,6 +140,9 @@ describe("the A2A HTTP+JSON binding", () => {
       workspace: await createWorkspace(),
       modelBaseUrl: model.baseUrl,
       env: { PEERGATE_PUSH_ALLOW_ADDRESSES: "127.0.0.1", PEERGATE_PUSH_RETRY_MS: "50" },
+      // The attacks below fail authentication dozens of times from one address; the throttle
+      // that turns those into 429s is the one /a2a has, proven in test/security.
+      server: { authThrottle: { maxFailures: 1000, windowMs: 60_000 } },
     });
     jwtKey = await generateKeyPair("ES256", { extractable: true });
     bearer = await addCaller(peergate, { name: "rest-bearer", kind: "peer", tier: "public" });
