@@ -10,7 +10,7 @@
 // ceiling: every authenticated caller sees every skill. Should skills ever declare the tools they
 // need, `selectSkills` is the one place to filter them.
 import { createHash } from "node:crypto";
-import { AgentCard, type AgentSkill } from "@a2a-js/sdk";
+import { AgentCard, type AgentInterface, type AgentSkill } from "@a2a-js/sdk";
 import type { Caller } from "../domain/caller.ts";
 import type { VersionedAgentPolicy } from "../load-policies.ts";
 import type { ProtocolVersion } from "./call-context.ts";
@@ -25,8 +25,8 @@ export type AgentCards = {
   v1: AgentCardDocument;
   /** No `A2A-Version` header, or 0.3. */
   v03: AgentCardDocument;
-  /** The endpoint URL the card points at. */
-  endpointUrl: string;
+  /** The bindings the card lists (`listInterfaces`). */
+  interfaces: readonly AgentInterface[];
 };
 
 // The media types a run reads and writes (src/a2a/conversation.ts, run-executor.ts). Text parts
@@ -67,6 +67,36 @@ export function resolvePublicUrl(publicUrl: string, path: string): string {
 /** `/a2a` under the public URL, keeping any path prefix the URL already has. */
 export function resolveEndpointUrl(publicUrl: string): string {
   return resolvePublicUrl(publicUrl, "/a2a");
+}
+
+/**
+ * The base URL of the HTTP+JSON binding: the public URL itself (its routes, `/message:send` …, sit
+ * at the server's root, under any path prefix the URL has), without a trailing slash, since
+ * clients append `/message:send` to it.
+ */
+export function resolveHttpJsonUrl(publicUrl: string): string {
+  return resolvePublicUrl(publicUrl, "").replace(/\/+$/, "");
+}
+
+/**
+ * Every binding this server answers, as the card lists them: the one place a binding is
+ * declared. JSON-RPC first, since clients that take the card's order pick it (it speaks 1.0 and
+ * v0.3; HTTP+JSON and gRPC speak 1.0 only). gRPC is listed only when it is served (`grpcAddress`).
+ */
+export function listInterfaces(publicUrl: string, features: CardFeatures = {}): AgentInterface[] {
+  const jsonRpc = resolveEndpointUrl(publicUrl);
+  const entry = (url: string, protocolBinding: string, protocolVersion: string) => ({
+    url,
+    protocolBinding,
+    tenant: "",
+    protocolVersion,
+  });
+  return [
+    entry(jsonRpc, "JSONRPC", "1.0"),
+    entry(jsonRpc, "JSONRPC", "0.3"),
+    entry(resolveHttpJsonUrl(publicUrl), "HTTP+JSON", "1.0"),
+    ...grpcInterfaces(features),
+  ];
 }
 
 function toSkill(skill: VersionedAgentPolicy["skills"][number]): AgentSkill {
@@ -111,7 +141,7 @@ export function grpcInterfaces(features: CardFeatures): AgentCard["supportedInte
 
 function buildCoreCard(
   agent: VersionedAgentPolicy,
-  endpointUrl: string,
+  interfaces: readonly AgentInterface[],
   skills: VersionedAgentPolicy["skills"],
   features: CardFeatures,
 ): AgentCard {
@@ -119,11 +149,7 @@ function buildCoreCard(
     name: agent.name,
     description: agent.description,
     version: agent.declaredVersion,
-    supportedInterfaces: [
-      { url: endpointUrl, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "1.0" },
-      { url: endpointUrl, protocolBinding: "JSONRPC", tenant: "", protocolVersion: "0.3" },
-      ...grpcInterfaces(features),
-    ],
+    supportedInterfaces: interfaces.map((i) => ({ ...i })),
     provider: undefined,
     capabilities: {
       streaming: true,
@@ -167,7 +193,10 @@ export function serializeCardV1(card: AgentCard): Record<string, unknown> {
 
 /** The v0.3 wire form of the same card. */
 export function serializeCardV03(card: AgentCard): Record<string, unknown> {
-  const primary = card.supportedInterfaces.find((i) => i.protocolVersion === "0.3");
+  // A v0.3 client reads only `url`: the JSON-RPC endpoint, the one binding that speaks 0.3 here.
+  const primary = card.supportedInterfaces.find(
+    (i) => i.protocolVersion === "0.3" && i.protocolBinding === "JSONRPC",
+  );
   const securitySchemes: Record<string, unknown> = {};
   for (const [name, scheme] of Object.entries(card.securitySchemes)) {
     if (scheme.scheme?.$case !== "httpAuthSecurityScheme") continue;
@@ -221,24 +250,24 @@ export function buildAgentCards(
   publicUrl: string,
   features: CardFeatures = {},
 ): AgentCards {
-  const endpointUrl = resolveEndpointUrl(publicUrl);
-  const core = buildCoreCard(agent, endpointUrl, agent.skills, features);
+  const interfaces = listInterfaces(publicUrl, features);
+  const core = buildCoreCard(agent, interfaces, agent.skills, features);
   return {
     core,
     v1: toDocument(serializeCardV1(core)),
     v03: toDocument(serializeCardV03(core)),
-    endpointUrl,
+    interfaces,
   };
 }
 
 /** The card an authenticated caller gets: the public one with only the skills it may use. */
 export function buildExtendedCard(
   agent: VersionedAgentPolicy,
-  endpointUrl: string,
+  interfaces: readonly AgentInterface[],
   caller: Caller,
   features: CardFeatures = {},
 ): AgentCard {
-  return buildCoreCard(agent, endpointUrl, selectSkills(caller, agent.skills), features);
+  return buildCoreCard(agent, interfaces, selectSkills(caller, agent.skills), features);
 }
 
 export function serializeCard(card: AgentCard, version: ProtocolVersion): Record<string, unknown> {

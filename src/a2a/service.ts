@@ -12,6 +12,12 @@
 //        → { type: "none" }                      a notification: HTTP 204, no body (json-rpc.ts)
 //        throws RateLimitedError / UnavailableError: answer 429 + Retry-After / 503 instead
 //   a2a.grpcService(authenticate)                the gRPC binding over the same handler (grpc-service.ts)
+//   await a2a.handleHttpJson(call, { caller, version, contentType, accept })
+//        → { type: "json", status, contentType, body }   200 (201 for a new push config)
+//        → { type: "empty" }                             204 (a push config deleted)
+//        → { type: "error", status, contentType, body }  google.rpc.Status (http-json.ts)
+//        → { type: "sse", stream }                       StreamResponse objects, one per `data:`
+//        throws as handleJsonRpc does
 //   a2a.closeCallerStreams(callerId)             ends the caller's open streams (revocation)
 //   a2a.closeAllStreams()                        ends every open stream
 //   await a2a.close()                            ends streams, writes pending progress (shutdown)
@@ -19,6 +25,10 @@
 //        records the end (or a new park) of a run that finished outside an A2A request: a parked
 //        run resumed after approval, rejected, expired, or an orphan marked interrupted. Takes
 //        the engine's SettledRun as is: engine.onRunSettled((run) => void a2a.settleRun(run)).
+//
+// Both bindings share one path beneath (`dispatch`): a JSON-RPC request once its envelope is
+// checked, and an HTTP+JSON request once http-json.ts has turned its route, query and body into
+// the 1.0 method and params it stands for; the answer goes back in the binding's own form.
 //
 // Inside, the a2a-js SDK does the protocol: DefaultRequestHandler (subclassed with peergate's
 // checks in request-handler.ts), JsonRpcTransportHandler for 1.0 and the compat
@@ -42,6 +52,7 @@ import {
 } from "@a2a-js/sdk/server";
 import type { SecretKey } from "../auth/sealed-secrets.ts";
 import type { Database, Db } from "../db/client.ts";
+import { storableJson } from "../db/storable.ts";
 import type { Caller } from "../domain/caller.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
@@ -70,14 +81,26 @@ import {
   type GrpcAuthenticate,
 } from "./grpc-service.ts";
 import {
+  buildParams,
+  chooseMediaType,
+  type HttpJsonCall,
+  type HttpJsonReply,
+  successStatus,
+  toHttpJsonError,
+  toHttpJsonEvents,
+  versionError,
+} from "./http-json.ts";
+import {
   acceptsEventStream,
   checkEnvelope,
   errorResponse,
   isStreamingMethod,
   type JsonRpcError,
+  type JsonRpcRequest,
   type JsonRpcResponse,
   mapError,
   selectCardVersion,
+  selectProtocolVersion,
 } from "./json-rpc.ts";
 import { createPushStore } from "./push-store.ts";
 import { checkPushTarget, type PushEgress } from "./push-targets.ts";
@@ -119,6 +142,11 @@ export type A2aReply =
   | { type: "sse"; stream: A2aEventStream }
   | { type: "none" };
 
+/** A checked request after the SDK: one response, or a stream whose first event was not an error. */
+type Dispatched =
+  | { type: "response"; response: JsonRpcResponse }
+  | { type: "stream"; stream: A2aEventStream };
+
 export type A2aRequest = {
   caller: Caller;
   /** The requested version: the `A2A-Version` header, or its query parameter (`readRequestedVersion`). */
@@ -150,6 +178,8 @@ export type A2aService = {
   handleJsonRpc(body: unknown, request: A2aRequest): Promise<A2aReply>;
   /** The gRPC service over the same handler, its callers checked by `authenticate`. */
   grpcService(authenticate: GrpcAuthenticate): A2aGrpcImplementation;
+  /** The HTTP+JSON binding: the same path as handleJsonRpc beneath (http-json.ts). */
+  handleHttpJson(call: HttpJsonCall, request: A2aRequest): Promise<HttpJsonReply>;
   closeCallerStreams(callerId: string): number;
   closeAllStreams(): number;
   openStreamCount(callerId?: string): number;
@@ -196,7 +226,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
   // A failure surfaces on the first card request; it must not crash the process before that.
   signedV1.catch((error: unknown) => logger.error("signing the agent card failed", { error }));
   const extendedFor = (caller: Caller): AgentCard =>
-    buildExtendedCard(agent, cards.endpointUrl, caller, features);
+    buildExtendedCard(agent, cards.interfaces, caller, features);
   const handler = new PeergateRequestHandler({
     card: cards.core,
     store,
@@ -249,16 +279,28 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       return { type: "none" };
     }
     const { request: rpc, version } = check;
-    const where = { method: rpc.method, callerId: request.caller.id };
-    const streaming = isStreamingMethod(rpc.method);
+    const outcome = await dispatch(rpc, version, request.caller);
+    if (outcome.type === "stream") return { type: "sse", stream: outcome.stream };
     // An error of a streaming method, in the form the client asked for.
-    const early = (response: JsonRpcResponse): A2aReply =>
-      streaming && acceptsEventStream(request.accept)
-        ? { type: "sse", stream: singleEventStream(response) }
-        : { type: "json", response };
+    return isStreamingMethod(rpc.method) && acceptsEventStream(request.accept)
+      ? { type: "sse", stream: singleEventStream(outcome.response) }
+      : { type: "json", response: outcome.response };
+  }
+
+  /**
+   * One checked request through the SDK's transport and peergate's handler: the path both
+   * bindings share. A streaming method whose first event is an error answers that one response.
+   */
+  async function dispatch(
+    rpc: JsonRpcRequest,
+    version: ProtocolVersion,
+    caller: Caller,
+  ): Promise<Dispatched> {
+    const where = { method: rpc.method, callerId: caller.id };
+    const streaming = isStreamingMethod(rpc.method);
     stripTenant(rpc.params);
 
-    const context = createCallContext(new CallerUser(request.caller.id, request.caller), version);
+    const context = createCallContext(new CallerUser(caller.id, caller), version);
     if (streaming) markStreaming(context);
     const transport = transports[version];
     const result = (await transport.handle(rpc as unknown as Record<string, unknown>, context)) as
@@ -268,17 +310,41 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     if (!isAsyncIterable(result)) {
       const escalated = readEscalated(context);
       if (escalated) throw escalated;
-      return early(sanitizeResponse(result, where));
+      return { type: "response", response: sanitizeResponse(result, where) };
     }
     if (!streaming) throw new Error("the SDK streamed a unary method");
-    return openStream(result, {
-      id: rpc.id,
-      version,
-      callerId: request.caller.id,
-      where,
-      context,
-      early,
+    return openStream(result, { id: rpc.id, version, callerId: caller.id, where, context });
+  }
+
+  async function handleHttpJson(call: HttpJsonCall, request: A2aRequest): Promise<HttpJsonReply> {
+    const contentType = chooseMediaType(request.accept);
+    const fail = (error: unknown): HttpJsonReply => ({
+      type: "error",
+      contentType,
+      ...toHttpJsonError(mapError(error, "1.0")),
     });
+    if (selectProtocolVersion(request.version) !== "1.0")
+      return fail(versionError(request.version));
+    const built = buildParams(call, request.contentType);
+    if (!built.ok) return fail(built.error);
+    const rpc: JsonRpcRequest = {
+      jsonrpc: "2.0",
+      id: null,
+      method: call.method,
+      // A NUL in a message would fail every write of the task and run (PostgreSQL refuses it).
+      params: storableJson(built.params),
+    };
+    const outcome = await dispatch(rpc, "1.0", request.caller);
+    if (outcome.type === "stream") {
+      return { type: "sse", stream: toHttpJsonEvents(outcome.stream) };
+    }
+    const { response } = outcome;
+    if (response.error) {
+      return { type: "error", contentType, ...toHttpJsonError(response.error) };
+    }
+    const status = successStatus(call.method);
+    if (status === 204) return { type: "empty" };
+    return { type: "json", status, contentType, body: response.result };
   }
 
   async function openStream(
@@ -289,9 +355,8 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       callerId: string;
       where: Record<string, unknown>;
       context: ServerCallContext;
-      early: (response: JsonRpcResponse) => A2aReply;
     },
-  ): Promise<A2aReply> {
+  ): Promise<Dispatched> {
     const events = pumpEvents(source);
     let first: IteratorResult<JsonRpcResponse, undefined>;
     try {
@@ -300,22 +365,27 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       events.close();
       const escalated = readEscalated(request.context);
       if (escalated) throw escalated;
-      return request.early(
-        errorResponse(request.id, sanitize(mapError(error, request.version), request.where)),
-      );
+      return {
+        type: "response",
+        response: errorResponse(
+          request.id,
+          sanitize(mapError(error, request.version), request.where),
+        ),
+      };
     }
     if (first.done) {
       const escalated = readEscalated(request.context);
       if (escalated) throw escalated;
-      return request.early(
-        errorResponse(
+      return {
+        type: "response",
+        response: errorResponse(
           request.id,
           sanitize(
             { code: A2A_ERROR_CODE.INTERNAL_ERROR, message: "the task produced no events" },
             request.where,
           ),
         ),
-      );
+      };
     }
 
     let pendingFirst: JsonRpcResponse | undefined = first.value;
@@ -358,7 +428,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       },
     };
     return {
-      type: "sse",
+      type: "stream",
       stream: { [Symbol.asyncIterator]: () => iterator, close },
     };
   }
@@ -402,6 +472,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     handleJsonRpc,
     grpcService: (authenticate) =>
       createGrpcImplementation({ handler, authenticate, streams, logger }),
+    handleHttpJson,
     closeCallerStreams: (callerId) => streams.closeCaller(callerId),
     closeAllStreams: () => streams.closeAll(),
     openStreamCount: (callerId) => streams.count(callerId),

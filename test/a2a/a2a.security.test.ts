@@ -270,6 +270,7 @@ describeEachDatabase(
           supportedInterfaces: [
             { url: `${h.baseUrl}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "1.0" },
             { url: `${h.baseUrl}/a2a`, protocolBinding: "JSONRPC", protocolVersion: "0.3" },
+            { url: h.baseUrl, protocolBinding: "HTTP+JSON", protocolVersion: "1.0" },
           ],
           // The opaque pg_ token every caller has, or a JWT for a caller registered with a key.
           securitySchemes: {
@@ -337,6 +338,9 @@ describeEachDatabase(
         expect(v03.headers.get("etag")).not.toBe(etag);
         expect(v1.headers.get("vary")).toContain("A2A-Version");
         expect(v1.headers.get("cache-control")).toContain("max-age=");
+        const lastModified = v1.headers.get("last-modified") ?? "";
+        expect(new Date(lastModified).toUTCString()).toBe(lastModified);
+        expect(v03.headers.get("last-modified")).toBe(lastModified);
         const notModified = await get({ "A2A-Version": "1.0", "If-None-Match": `W/${etag}` });
         expect(notModified.status).toBe(304);
         expect(notModified.headers.get("etag")).toBe(etag);

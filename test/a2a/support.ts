@@ -24,6 +24,7 @@ import {
   ClientFactoryOptions,
   DefaultAgentCardResolver,
   JsonRpcTransportFactory,
+  RestTransportFactory,
 } from "@a2a-js/sdk/client";
 import { serve } from "@hono/node-server";
 import type { ModelMessage } from "ai";
@@ -213,6 +214,8 @@ export type Harness = {
   fetchAs(name: string): typeof fetch;
   /** A real SDK client speaking A2A 1.0. */
   client(name: string): Promise<Client>;
+  /** A real SDK client speaking A2A 1.0 over the HTTP+JSON binding, chosen from the card. */
+  restClient(name: string): Promise<Client>;
   /** A real SDK client in its v0.3 compat mode, built from the v0.3 card. */
   legacyClient(name: string): Promise<Client>;
   /** POSTs a JSON-RPC body to /a2a. */
@@ -295,6 +298,18 @@ export async function startHarness(
     return factory.createFromUrl(baseUrl);
   };
 
+  const restClient = (name: string) => {
+    const fetchImpl = fetchAs(name);
+    const factory = new ClientFactory(
+      ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+        transports: [new RestTransportFactory({ fetchImpl })],
+        preferredTransports: ["HTTP+JSON"],
+        cardResolver: new DefaultAgentCardResolver({ fetchImpl }),
+      }),
+    );
+    return factory.createFromUrl(baseUrl);
+  };
+
   const legacyClient = async (name: string) => {
     const fetchImpl = fetchAs(name);
     const factory = new ClientFactory(
@@ -330,6 +345,7 @@ export async function startHarness(
     callers: byName,
     fetchAs,
     client,
+    restClient,
     legacyClient,
     rpc,
     async close() {

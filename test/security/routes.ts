@@ -46,7 +46,7 @@ export type UnsignedRequest = {
 };
 
 export type AuthenticatedRoute = {
-  method: "GET" | "POST" | "PATCH" | "PUT";
+  method: "GET" | "POST" | "PATCH" | "PUT" | "DELETE";
   /** Exactly as the app's `routes` list it. */
   pattern: string;
   credential: CredentialKind;
@@ -118,6 +118,57 @@ export function present(request: UnsignedRequest, presentation: Presentation): R
 const json = { "content-type": "application/json" };
 const noRun = "00000000-0000-4000-8000-000000000000";
 const digest = "0".repeat(64);
+
+const a2aJson = { "content-type": "application/a2a+json", "a2a-version": "1.0" };
+const a2aGet = { "a2a-version": "1.0" };
+
+function httpJsonRoutes(): AuthenticatedRoute[] {
+  const follow = JSON.stringify({
+    message: { messageId: "sec-m1", role: "ROLE_USER", parts: [{ text: "x" }], taskId: noRun },
+  });
+  const configs = `/tasks/${noRun}/pushNotificationConfigs`;
+  const route = (
+    method: AuthenticatedRoute["method"],
+    pattern: string,
+    path: string,
+    accepted: readonly number[],
+    body?: string,
+  ): AuthenticatedRoute => ({
+    method,
+    pattern,
+    credential: "peer",
+    accepted,
+    build: async () => ({
+      method,
+      path,
+      headers: body === undefined ? a2aGet : a2aJson,
+      ...(body === undefined ? {} : { body }),
+    }),
+  });
+  return [
+    route("POST", "/message:send", "/message:send", [404], follow),
+    route("POST", "/message:stream", "/message:stream", [404], follow),
+    route("GET", "/tasks", "/tasks?pageSize=1", [200]),
+    route("GET", "/tasks/:target", `/tasks/${noRun}`, [404]),
+    route("POST", "/tasks/:target", `/tasks/${noRun}:cancel`, [404]),
+    route(
+      "POST",
+      "/tasks/:taskId/pushNotificationConfigs",
+      configs,
+      [400, 404],
+      JSON.stringify({ url: "https://push.example/hook" }),
+    ),
+    route("GET", "/tasks/:taskId/pushNotificationConfigs", configs, [400, 404]),
+    route("GET", "/tasks/:taskId/pushNotificationConfigs/:configId", `${configs}/c1`, [400, 404]),
+    route(
+      "DELETE",
+      "/tasks/:taskId/pushNotificationConfigs/:configId",
+      `${configs}/c1`,
+      [400, 404],
+    ),
+    route("GET", "/extendedAgentCard", "/extendedAgentCard", [200]),
+  ];
+}
 
 export const authenticatedRoutes: readonly AuthenticatedRoute[] = [
   {
@@ -346,6 +397,9 @@ export const authenticatedRoutes: readonly AuthenticatedRoute[] = [
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ListTasks", params: {} }),
     }),
   },
+  // The A2A HTTP+JSON binding: requests that authentication lets through and the handler then
+  // answers without a write (a task that does not exist: 404; push configs: 400 when push is off).
+  ...httpJsonRoutes(),
   {
     method: "POST",
     pattern: "/webhooks/github/:name",

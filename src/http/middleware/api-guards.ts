@@ -45,12 +45,19 @@ function isOwnPage(c: Context, origin: string): boolean {
   }
 }
 
-export function refuseQueryCredentials(): MiddlewareHandler {
+/**
+ * `allow` names parameters that only look like credentials and are part of a route's contract
+ * (the A2A `pageToken` of ListTasks, a cursor), matched exactly.
+ */
+export function refuseQueryCredentials(
+  options: { allow?: readonly string[] } = {},
+): MiddlewareHandler {
+  const allowed = new Set(options.allow ?? []);
   return async function refuseQuery(c, next) {
     if (!c.req.url.includes("?")) return next();
     const url = new URL(c.req.url);
     for (const name of url.searchParams.keys()) {
-      if (credentialParameter.test(name)) {
+      if (credentialParameter.test(name) && !allowed.has(name)) {
         throw new ValidationError([
           {
             field: `query.${name.slice(0, 40)}`,

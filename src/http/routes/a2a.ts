@@ -3,7 +3,10 @@
 //
 // - GET /.well-known/agent-card.json (and the v0.2 path /.well-known/agent.json): public; the
 //   1.0 or v0.3 shape by `A2A-Version` (the header, else the `A2A-Version` query parameter);
-//   ETag, Cache-Control, Vary: A2A-Version, 304 on a match.
+//   ETag, Cache-Control (max-age), Vary: A2A-Version, 304 on an If-None-Match match (the spec's
+//   §8.6 caching, the TCK's CARD-CACHE-001/002); Last-Modified (CARD-CACHE-003) is when this
+//   server started serving the card. If-Modified-Since alone is not answered 304: instances
+//   sharing a database started at different times, and only the ETag names the card's content.
 // - GET /.well-known/jwks.json: public; the key the 1.0 card is signed with (src/a2a/card-signing.ts).
 // - POST /a2a: the `authenticate` guard (src/http/middleware/a2a-auth.ts) runs first and throws
 //   UnauthenticatedError for missing or bad credentials, which the app's error mapper answers 401 with WWW-Authenticate: Bearer — never a
@@ -15,11 +18,12 @@
 //   Retry-After, 503).
 import type { Context, MiddlewareHandler } from "hono";
 import { Hono } from "hono";
-import { streamSSE } from "hono/streaming";
 import { readRequestedVersion } from "../../a2a/json-rpc.ts";
 import type { A2aService } from "../../a2a/service.ts";
 import type { A2aEnv } from "../middleware/a2a-auth.ts";
 import { refuseBrowserOrigins, refuseQueryCredentials } from "../middleware/api-guards.ts";
+import { writeEventStream } from "../sse.ts";
+import { a2aHttpJsonRoutes } from "./a2a-http-json.ts";
 
 export type A2aRouteDeps = {
   a2a: A2aService;
@@ -47,12 +51,14 @@ export function matchesEtag(ifNoneMatch: string | undefined, etag: string): bool
 export function a2aRoutes(deps: A2aRouteDeps): Hono {
   const app = new Hono();
   const keepAliveMs = deps.keepAliveMs ?? 15_000;
+  const cardLastModified = new Date().toUTCString();
 
   const serveCard = async (c: Context) => {
     const card = await deps.a2a.agentCard(requestedVersion(c));
     c.header("ETag", card.etag);
     c.header("Cache-Control", cardCacheControl);
     c.header("Vary", "A2A-Version");
+    c.header("Last-Modified", cardLastModified);
     if (matchesEtag(c.req.header("if-none-match"), card.etag)) return c.body(null, 304);
     return c.body(card.body, 200, { "Content-Type": "application/json; charset=utf-8" });
   };
@@ -79,23 +85,13 @@ export function a2aRoutes(deps: A2aRouteDeps): Hono {
     if (reply.type === "none") return c.body(null, 204);
     if (reply.type === "json") return c.json(reply.response, 200);
 
-    c.header("X-Accel-Buffering", "no");
-    return streamSSE(c, async (sse) => {
-      sse.onAbort(() => reply.stream.close());
-      const keepAlive = setInterval(() => {
-        void sse.write(": keep-alive\n\n");
-      }, keepAliveMs);
-      try {
-        for await (const event of reply.stream) {
-          if (sse.aborted) break;
-          await sse.writeSSE({ data: JSON.stringify(event) });
-        }
-      } finally {
-        clearInterval(keepAlive);
-        reply.stream.close();
-      }
+    return writeEventStream(c, reply.stream, {
+      keepAliveMs,
+      toEvent: (event) => ({ data: JSON.stringify(event) }),
     });
   });
+
+  app.route("/", a2aHttpJsonRoutes({ ...deps, keepAliveMs }));
 
   return app;
 }
