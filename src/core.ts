@@ -299,6 +299,7 @@ export async function openCore(
       logger,
       cardSigningKey,
       push: { secretKey, egress: pushEgress },
+      notifications,
     });
     opened.push(() => a2a.close());
     const pushWorker = startPushWorker({

@@ -44,6 +44,7 @@ import {
   Role,
   type SendMessageRequest,
   type StreamResponse,
+  type SubscribeToTaskRequest,
   type Task,
   TaskState,
 } from "@a2a-js/sdk";
@@ -72,6 +73,8 @@ import {
   markFreshContext,
   readCaller,
   readCallerId,
+  readLastEventId,
+  readStreamSignal,
   toEscalated,
 } from "./call-context.ts";
 import { describeParts } from "./conversation.ts";
@@ -84,7 +87,8 @@ import {
   readRunId,
   waitingRunId,
 } from "./run-executor.ts";
-import type { PostgresTaskStore } from "./task-store.ts";
+import { endsStream, parseLastEventId, type TaskEventLog, withEventId } from "./task-events.ts";
+import { type PostgresTaskStore, terminalStateNames } from "./task-store.ts";
 
 const terminalStates = new Set<TaskState>([
   TaskState.TASK_STATE_COMPLETED,
@@ -181,6 +185,8 @@ export type PeergateRequestHandlerDeps = {
   extendedCard: ExtendedAgentCardProvider;
   runs: RunEngine;
   logger: Logger;
+  /** The task event log: what a stream sent, for a client that resubscribes (task-events.ts). */
+  events: TaskEventLog;
   /** Push notifications: without it the card says none and every push method answers -32003. */
   push?: PushHandling;
 };
@@ -202,6 +208,12 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
   readonly #runs: RunEngine;
   readonly #logger: Logger;
   readonly #push: PushHandling | undefined;
+  readonly #events: TaskEventLog;
+  /**
+   * The record of each event, by the object the bus carried: a cancel's loop and the stream's read
+   * the same bus, and an event must be recorded once whichever loop gets to it first.
+   */
+  readonly #recorded = new WeakMap<object, Promise<number | undefined>>();
 
   constructor(deps: PeergateRequestHandlerDeps) {
     super(
@@ -223,6 +235,32 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     this.#runs = deps.runs;
     this.#logger = deps.logger;
     this.#push = deps.push;
+    this.#events = deps.events;
+  }
+
+  /**
+   * Records a streamed event in the task event log once; resolves to its id (undefined when the
+   * task has no row, or the write failed: the event then goes out without an id).
+   */
+  recordEvent(
+    response: StreamResponse,
+    context: ServerCallContext,
+    key?: object,
+  ): Promise<number | undefined> {
+    const payload = response.payload;
+    if (!payload || payload.$case === "message") return Promise.resolve(undefined);
+    const taskId = payload.$case === "task" ? payload.value.id : payload.value.taskId;
+    const once = key ?? payload.value;
+    const known = this.#recorded.get(once);
+    if (known) return known;
+    const recording = this.#events
+      .record(taskId, readCallerId(context), response)
+      .catch((error) => {
+        this.#logger.error("recording a task event failed", { taskId, error });
+        return undefined;
+      });
+    this.#recorded.set(once, recording);
+    return recording;
   }
 
   /** The checks on a push config of the module comment, after the task is known to be the caller's. */
@@ -371,7 +409,11 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     const task = await this.#checkSend(params, context);
     await this.#claimAnswer(params, context, task);
     try {
-      yield* super.sendMessageStream(params, context);
+      // The SDK stored each event before it yields it; it is recorded here before anyone sees it.
+      for await (const response of super.sendMessageStream(params, context)) {
+        const seq = await this.recordEvent(response, context);
+        yield seq === undefined ? response : withEventId(response, seq);
+      }
     } catch (error) {
       if (task) await this.#dropUndelivered(context, task.id);
       throw error;
@@ -393,15 +435,77 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     return super.listTasks(params, context);
   }
 
+  /**
+   * SubscribeToTask (v0.3 tasks/resubscribe), from the task event log rather than this instance's
+   * bus, so it follows a run on any instance (task-events.ts). With the id of the last event the
+   * client saw it replays what followed, then goes on as events are recorded: nothing twice,
+   * nothing skipped. Without one, or past the replay bounds, the first event is the task as it is
+   * now, carrying the id of the last event recorded.
+   */
+  override async *resubscribe(
+    params: SubscribeToTaskRequest,
+    context: ServerCallContext,
+  ): AsyncGenerator<StreamResponse, void, undefined> {
+    const taskId = params.id;
+    if (!taskId) throw new RequestMalformedError("id is required");
+    const callerId = readCallerId(context);
+    const lastSeen = parseLastEventId(readLastEventId(context));
+    if (lastSeen === "invalid") {
+      throw new RequestMalformedError(
+        "Last-Event-ID (or lastEventId) must be the id of an event this task streamed: a whole number",
+      );
+    }
+    const signal = readStreamSignal(context) ?? new AbortController().signal;
+    const head = await this.#events.head(callerId, taskId);
+    if (!head) throw new TaskNotFoundError(`Task not found: ${taskId}`);
+    if (lastSeen !== undefined && lastSeen > head.seq) {
+      throw new RequestMalformedError(
+        `Last-Event-ID ${lastSeen} is past the last event of task ${taskId} (${head.seq})`,
+      );
+    }
+    const terminal = (terminalStateNames as readonly string[]).includes(head.state);
+    let after: number;
+    if (
+      lastSeen !== undefined &&
+      (await this.#events.canReplay(callerId, taskId, lastSeen, head.seq))
+    ) {
+      if (terminal && lastSeen === head.seq) {
+        throw new UnsupportedOperationError(
+          `Task ${taskId} is in a terminal state and its stream has nothing after event ${lastSeen}`,
+        );
+      }
+      after = lastSeen;
+    } else {
+      if (terminal) {
+        throw new UnsupportedOperationError(
+          `Task ${taskId} is in a terminal state (${head.state}) and cannot be subscribed to.`,
+        );
+      }
+      const task = await this.#store.load(taskId, context);
+      if (!task) throw new TaskNotFoundError(`Task not found: ${taskId}`);
+      const now = (await this.#events.head(callerId, taskId)) ?? head;
+      const snapshot = withEventId({ payload: { $case: "task", value: task } }, now.seq);
+      if (lastSeen !== undefined) markSnapshot(snapshot);
+      yield snapshot;
+      if (endsStream(snapshot)) return;
+      after = now.seq;
+    }
+    for await (const { seq, event } of this.#events.follow({ callerId, taskId, after, signal })) {
+      yield withEventId(event, seq);
+    }
+  }
+
   /** The event loop's failure, which the SDK wrote to the console (processEvents below). */
   reportEventLoopFailure(taskId: string, error: unknown): void {
     this.#logger.error("A2A event processing failed", { taskId, error });
   }
 
   override async cancelTask(params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
-    if (params.id && !this.#buses.getByTaskId(params.id, context)) {
-      const task = await this.#store.load(params.id, context);
-      const runId = task && !isTerminal(task) ? readRunId(task) : undefined;
+    const local = params.id ? this.#buses.getByTaskId(params.id, context) : undefined;
+    let before: Task | undefined;
+    if (params.id && !local) {
+      before = await this.#store.load(params.id, context);
+      const runId = before && !isTerminal(before) ? readRunId(before) : undefined;
       if (runId) {
         const stopped = await this.#runs.cancel(runId, "canceled by the caller").catch((error) => {
           this.#logger.error("cancelling a run failed", { runId, error });
@@ -411,7 +515,25 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
           this.#logger.info("cancel found no running run", { runId, taskId: params.id });
       }
     }
-    return super.cancelTask(params, context);
+    const task = await super.cancelTask(params, context);
+    // With no bus here the SDK wrote the cancel straight to the store; a follower needs it too.
+    if (!local && before && !isTerminal(before) && task.status) {
+      await this.recordEvent(
+        {
+          payload: {
+            $case: "statusUpdate",
+            value: {
+              taskId: task.id,
+              contextId: task.contextId,
+              status: task.status,
+              metadata: {},
+            },
+          },
+        },
+        context,
+      );
+    }
+    return task;
   }
 }
 
@@ -438,14 +560,43 @@ type HandlerInternals = {
     rejector: EventLoopOptions["firstResultRejector"],
   ): Promise<void>;
   reportEventLoopFailure(taskId: string, error: unknown): void;
+  recordEvent(
+    response: StreamResponse,
+    context: ServerCallContext,
+    key?: object,
+  ): Promise<number | undefined>;
 };
+
+/** An execution event as the stream it belongs to carries it; undefined for a message. */
+export function toStreamResponse(
+  event: AgentExecutionEvent,
+  current: Task | undefined,
+): StreamResponse | undefined {
+  switch (event.kind) {
+    case "task":
+      return { payload: { $case: "task", value: current ?? event.data } };
+    case "statusUpdate":
+      return { payload: { $case: "statusUpdate", value: event.data } };
+    case "artifactUpdate":
+      return { payload: { $case: "artifactUpdate", value: event.data } };
+    default:
+      return undefined;
+  }
+}
+
+/** Marks a resume that could not replay (past the bounds): the task as it is now. */
+function markSnapshot(response: StreamResponse): void {
+  if (response.payload?.$case !== "task") return;
+  const meta = response.payload.value.metadata as Record<string, Record<string, unknown>>;
+  meta.peergate = { ...meta.peergate, replay: "snapshot" };
+}
 
 async function processEvents(
   this: HandlerInternals,
   taskId: string,
   results: ResultManager,
   queue: ExecutionEventQueue,
-  _context: ServerCallContext,
+  context: ServerCallContext,
   options?: EventLoopOptions,
 ): Promise<void> {
   let firstResultSent = false;
@@ -453,6 +604,8 @@ async function processEvents(
   try {
     for await (const event of queue.events() as AsyncIterable<AgentExecutionEvent>) {
       await results.processEvent(event);
+      const response = toStreamResponse(event, results.getCurrentTask());
+      if (response) await this.recordEvent(response, context, event.data);
       if (options?.firstResultResolver && !firstResultSent) {
         let first: Message | Task | undefined;
         if (event.kind === "message" || event.kind === "task") first = event.data;

@@ -29,11 +29,12 @@
 // nothing else, and a JSON body otherwise), readers that can go away
 // without freezing the task (event-stream.ts), internal error messages kept out of responses, and
 // errors that must become HTTP answers (call-context.ts).
-import type { AgentCard } from "@a2a-js/sdk";
+import { type AgentCard, StreamResponse } from "@a2a-js/sdk";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import { A2A_ERROR_CODE } from "@a2a-js/sdk/errors";
 import {
   AgentEvent,
+  type AgentExecutionEvent,
   DefaultExecutionEventBusManager,
   JsonRpcTransportHandler,
   ResultManager,
@@ -41,6 +42,7 @@ import {
 } from "@a2a-js/sdk/server";
 import type { SecretKey } from "../auth/sealed-secrets.ts";
 import type { Database, Db } from "../db/client.ts";
+import type { Notifications } from "../db/notifications.ts";
 import type { Caller } from "../domain/caller.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
@@ -60,6 +62,8 @@ import {
   markStreaming,
   type ProtocolVersion,
   readEscalated,
+  setLastEventId,
+  setStreamSignal,
 } from "./call-context.ts";
 import { type CardSigningKey, publishJwks, signCardJson } from "./card-signing.ts";
 import { createStreamRegistry, pumpEvents, singleEventStream } from "./event-stream.ts";
@@ -75,8 +79,9 @@ import {
 } from "./json-rpc.ts";
 import { createPushStore } from "./push-store.ts";
 import { checkPushTarget, type PushEgress } from "./push-targets.ts";
-import { isTerminal, PeergateRequestHandler } from "./request-handler.ts";
+import { isTerminal, PeergateRequestHandler, toStreamResponse } from "./request-handler.ts";
 import { answerArtifact, createRunExecutor, describeOutcome } from "./run-executor.ts";
+import { createTaskEventLog } from "./task-events.ts";
 import { createTaskStore } from "./task-store.ts";
 
 function createPushHandling(db: Db, push: { secretKey: SecretKey; egress: PushEgress }) {
@@ -101,6 +106,10 @@ export type A2aServiceDeps = {
   cardSigningKey?: CardSigningKey;
   /** Push notification configs (push-store.ts): the secret key seals their tokens. Without it the card declares none. */
   push?: { secretKey: SecretKey; egress: PushEgress };
+  /** Wakes a resubscribed stream when another instance records an event; without it, it polls. */
+  notifications?: Notifications;
+  /** Replay bounds of a resume, and how often an idle follower polls (task-events.ts). */
+  taskEvents?: { maxReplayEvents?: number; maxReplayAgeMs?: number; pollMs?: number };
 };
 
 /** A stream of JSON-RPC responses that the reader (or a revocation) can end at any time. */
@@ -119,6 +128,8 @@ export type A2aRequest = {
   contentType?: string | undefined;
   /** The `Accept` request header, as sent: whether an error of a streaming method comes as SSE. */
   accept?: string | undefined;
+  /** The `Last-Event-ID` request header: where a resubscribing stream resumes (task-events.ts). */
+  lastEventId?: string | undefined;
 };
 
 /**
@@ -168,6 +179,18 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     logger,
     ...(deps.progressFlushMs === undefined ? {} : { progressFlushMs: deps.progressFlushMs }),
   });
+  const events = createTaskEventLog({
+    db: deps.database.db,
+    logger,
+    codec: StreamResponse,
+    ...(deps.notifications ? { notifications: deps.notifications } : {}),
+    ...deps.taskEvents,
+  });
+  // Events past the age bound can never be replayed; every instance clears them now and then.
+  const pruner = setInterval(() => {
+    events.prune().catch((error: unknown) => logger.warn("pruning task events failed", { error }));
+  }, 3_600_000);
+  pruner.unref();
   const buses = new DefaultExecutionEventBusManager();
   const executor = createRunExecutor({
     runs: deps.runs,
@@ -194,6 +217,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     buses,
     runs: deps.runs,
     logger,
+    events,
     ...(deps.push ? { push: createPushHandling(deps.database.db, deps.push) } : {}),
     extendedCard: async (context) => {
       const user = context.user;
@@ -250,6 +274,14 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
 
     const context = createCallContext(new CallerUser(request.caller.id, request.caller), version);
     if (streaming) markStreaming(context);
+    const reading = new AbortController();
+    if (rpc.method === "SubscribeToTask" || rpc.method === "tasks/resubscribe") {
+      const params = rpc.params as Record<string, unknown> | undefined;
+      // The header of an SSE client, else the param a client without headers can send.
+      setLastEventId(context, request.lastEventId ?? params?.lastEventId);
+      if (params) delete params.lastEventId;
+      setStreamSignal(context, reading.signal);
+    }
     const transport = transports[version];
     const result = (await transport.handle(rpc as unknown as Record<string, unknown>, context)) as
       | JsonRpcResponse
@@ -268,6 +300,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       where,
       context,
       early,
+      reading,
     });
   }
 
@@ -280,6 +313,8 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       where: Record<string, unknown>;
       context: ServerCallContext;
       early: (response: JsonRpcResponse) => A2aReply;
+      /** Aborted when the reader goes: a subscription stops reading the log. */
+      reading: AbortController;
     },
   ): Promise<A2aReply> {
     const events = pumpEvents(source);
@@ -315,6 +350,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       if (finished) return;
       finished = true;
       events.close();
+      request.reading.abort();
       unregister();
     };
     unregister = streams.add(request.callerId, close);
@@ -368,9 +404,14 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     if (isTerminal(task)) return;
     const ids = { taskId: task.id, contextId: task.contextId };
     const results = new ResultManager(store, context);
+    const process = async (event: AgentExecutionEvent) => {
+      await results.processEvent(event);
+      const response = toStreamResponse(event, results.getCurrentTask());
+      if (response) await handler.recordEvent(response, context, event.data);
+    };
     const text = input.outcome.status === "completed" ? input.outcome.text : undefined;
     if (text) {
-      await results.processEvent(
+      await process(
         AgentEvent.artifactUpdate({
           ...ids,
           artifact: answerArtifact(`answer-${input.outcome.runId}`, text),
@@ -380,7 +421,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
         }),
       );
     }
-    await results.processEvent(describeOutcome(ids, input.outcome, input.pendingTool));
+    await process(describeOutcome(ids, input.outcome, input.pendingTool));
   }
 
   return {
@@ -396,7 +437,9 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     settleRun,
     close: async () => {
       streams.closeAll();
+      clearInterval(pruner);
       await store.close();
+      await events.close();
     },
   };
 }

@@ -9,7 +9,8 @@
 //   UnauthenticatedError for missing or bad credentials, which the app's error mapper answers 401 with WWW-Authenticate: Bearer — never a
 //   JSON-RPC 200. An authenticated request gets JSON-RPC: one JSON response (errors included,
 //   HTTP 200), or SSE for the streaming methods, each event `data: <JSON-RPC response>` (also an
-//   error of a streaming method, when the client accepts text/event-stream), or HTTP 204 with no
+//   error of a streaming method, when the client accepts text/event-stream; each task event with
+//   its `id:`, which a client sends back as `Last-Event-ID` to resume), or HTTP 204 with no
 //   body for a JSON-RPC notification (see src/a2a/json-rpc.ts).
 //   RateLimitedError and UnavailableError thrown by the service go to the same mapper (429 with
 //   Retry-After, 503).
@@ -18,6 +19,7 @@ import { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import { readRequestedVersion } from "../../a2a/json-rpc.ts";
 import type { A2aService } from "../../a2a/service.ts";
+import { streamEventId } from "../../a2a/task-events.ts";
 import type { A2aEnv } from "../middleware/a2a-auth.ts";
 import { refuseBrowserOrigins, refuseQueryCredentials } from "../middleware/api-guards.ts";
 
@@ -75,6 +77,7 @@ export function a2aRoutes(deps: A2aRouteDeps): Hono {
       version: requestedVersion(c),
       contentType: c.req.header("content-type"),
       accept: c.req.header("accept"),
+      lastEventId: c.req.header("last-event-id"),
     });
     if (reply.type === "none") return c.body(null, 204);
     if (reply.type === "json") return c.json(reply.response, 200);
@@ -88,7 +91,8 @@ export function a2aRoutes(deps: A2aRouteDeps): Hono {
       try {
         for await (const event of reply.stream) {
           if (sse.aborted) break;
-          await sse.writeSSE({ data: JSON.stringify(event) });
+          const id = streamEventId(event);
+          await sse.writeSSE({ data: JSON.stringify(event), ...(id === undefined ? {} : { id }) });
         }
       } finally {
         clearInterval(keepAlive);
