@@ -78,6 +78,7 @@ import {
   toEscalated,
 } from "./call-context.ts";
 import { describeParts } from "./conversation.ts";
+import { pumpEvents } from "./event-stream.ts";
 import type { PeergatePushStore } from "./push-store.ts";
 import type { PushTargetCheck } from "./push-targets.ts";
 import {
@@ -409,14 +410,34 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     const task = await this.#checkSend(params, context);
     await this.#claimAnswer(params, context, task);
     try {
-      // The SDK stored each event before it yields it; it is recorded here before anyone sees it.
-      for await (const response of super.sendMessageStream(params, context)) {
-        const seq = await this.recordEvent(response, context);
-        yield seq === undefined ? response : withEventId(response, seq);
+      // The SDK stored each event before it yields it; it is recorded as it arrives, and goes on
+      // with its id once recorded. The SDK's loop is drained apart from the recording, so its
+      // saves keep their pace (the run's end finds every event before it saved: task-store.ts).
+      const recording = pumpEvents(
+        this.#recordAll(super.sendMessageStream(params, context), context),
+      );
+      for (;;) {
+        const next = await recording.next();
+        if (next.done) break;
+        yield await next.value.stamped;
       }
     } catch (error) {
       if (task) await this.#dropUndelivered(context, task.id);
       throw error;
+    }
+  }
+
+  async *#recordAll(
+    source: AsyncIterable<StreamResponse>,
+    context: ServerCallContext,
+  ): AsyncGenerator<{ stamped: Promise<StreamResponse> }, void, undefined> {
+    // Wrapped: an async generator would await a promise it yields, holding the SDK's loop.
+    for await (const response of source) {
+      yield {
+        stamped: this.recordEvent(response, context).then((seq) =>
+          seq === undefined ? response : withEventId(response, seq),
+        ),
+      };
     }
   }
 
@@ -605,7 +626,8 @@ async function processEvents(
     for await (const event of queue.events() as AsyncIterable<AgentExecutionEvent>) {
       await results.processEvent(event);
       const response = toStreamResponse(event, results.getCurrentTask());
-      if (response) await this.recordEvent(response, context, event.data);
+      // Not awaited: recorded in order (task-events.ts), off this loop's pace.
+      if (response) void this.recordEvent(response, context, event.data);
       if (options?.firstResultResolver && !firstResultSent) {
         let first: Message | Task | undefined;
         if (event.kind === "message" || event.kind === "task") first = event.data;

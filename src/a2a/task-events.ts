@@ -36,23 +36,34 @@ export const taskEventWakeups: Channel<string> = {
 /** How far back a resume replays (docs/a2a.md, "Resuming a stream"). */
 export const defaultReplayBounds = { maxReplayEvents: 1_000, maxReplayAgeMs: 24 * 3_600_000 };
 
-/** Appends one event, bumping the task's counter; no row when the task is not the caller's. */
-const appendEvent = prebuilt<{ taskId: string; callerId: string; event: string }, { seq: number }>(
+/**
+ * Appends a task's next events (a JSON array, in order), bumping its counter by as many under its
+ * row lock; no row when the task is not the caller's. Answers the last seq given.
+ */
+const appendEvents = prebuilt<
+  { taskId: string; callerId: string; events: string; count: number },
+  { last: number | null }
+>(
   () => sql`with bump as (
-      update ${a2aTasks} set event_seq = event_seq + 1
+      update ${a2aTasks} set event_seq = event_seq + ${sql.placeholder("count")}::int
       where id = ${sql.placeholder("taskId")} and caller_id = ${sql.placeholder("callerId")}
       returning id, caller_id, event_seq),
     added as (
       insert into ${a2aTaskEvents} (task_id, seq, caller_id, event)
-      select id, event_seq, caller_id, ${sql.placeholder("event")}::jsonb from bump
+      select b.id, b.event_seq - ${sql.placeholder("count")}::int + e.ord::int, b.caller_id, e.value
+      from bump b, jsonb_array_elements(${sql.placeholder("events")}::jsonb) with ordinality as e(value, ord)
       returning task_id, seq)
-    select seq, (select pg_notify(${taskEventChannelName}, task_id)) as woke from added`,
+    select max(seq) as last, (select pg_notify(${taskEventChannelName}, ${sql.placeholder("taskId")})) as woke
+    from added`,
 );
 
 export type LoggedEvent = { seq: number; event: StreamResponse };
 
 export type TaskEventLog = {
-  /** Records `event` as the task's next; its seq, or undefined when the task row is absent. */
+  /**
+   * Records `event` as the task's next (after every event recorded before it on this instance);
+   * its seq, or undefined when the task row is absent or the write failed (logged).
+   */
   record(taskId: string, callerId: string, event: StreamResponse): Promise<number | undefined>;
   /** The task's last seq and state, or undefined when it is not the caller's. */
   head(callerId: string, taskId: string): Promise<{ seq: number; state: string } | undefined>;
@@ -150,20 +161,54 @@ export function createTaskEventLog(options: TaskEventLogOptions): TaskEventLog {
     return unsubscribe.catch(() => {});
   };
 
-  async function record(
+  // Group commit per task: events wait while the task's previous write is in flight, then go
+  // in one statement, in order. A stream's events are not held back by the one before them more
+  // than one round trip, and a burst costs one.
+  type Pending = { event: StreamResponse; resolve: (seq: number | undefined) => void };
+  const queues = new Map<string, { callerId: string; pending: Pending[] }>();
+
+  async function drain(taskId: string): Promise<void> {
+    for (;;) {
+      const queue = queues.get(taskId);
+      const batch = queue?.pending.splice(0);
+      if (!queue || !batch || batch.length === 0) {
+        queues.delete(taskId);
+        return;
+      }
+      let last: number | undefined;
+      try {
+        const rows = await appendEvents(db, {
+          taskId,
+          callerId: queue.callerId,
+          events: JSON.stringify(batch.map((p) => codec.toJSON(p.event))),
+          count: batch.length,
+        });
+        const value = rows[0]?.last;
+        last = value === null || value === undefined ? undefined : Number(value);
+      } catch (error) {
+        logger.error("recording task events failed", { taskId, error });
+      }
+      batch.forEach((p, i) => {
+        p.resolve(last === undefined ? undefined : last - batch.length + 1 + i);
+      });
+      if (last !== undefined) wake(taskId);
+    }
+  }
+
+  function record(
     taskId: string,
     callerId: string,
     event: StreamResponse,
   ): Promise<number | undefined> {
-    const rows = await appendEvent(db, {
-      taskId,
-      callerId,
-      event: JSON.stringify(codec.toJSON(event)),
+    return new Promise((resolve) => {
+      const queue = queues.get(taskId);
+      if (queue) {
+        queue.pending.push({ event, resolve });
+        return;
+      }
+      queues.set(taskId, { callerId, pending: [{ event, resolve }] });
+      void drain(taskId);
     });
-    const seq = rows[0]?.seq;
-    if (seq === undefined) return undefined;
-    wake(taskId);
-    return Number(seq);
   }
 
   async function head(callerId: string, taskId: string) {
