@@ -223,7 +223,12 @@ export type Harness = {
 export async function startHarness(
   database: Database,
   callerNames: readonly string[] = ["alice", "bob"],
-  options: { keepAliveMs?: number; runs?: RunEngine } = {},
+  options: {
+    keepAliveMs?: number;
+    runs?: RunEngine;
+    /** The task event log's bounds and poll (src/a2a/task-events.ts). */
+    taskEvents?: { maxReplayEvents?: number; maxReplayAgeMs?: number; pollMs?: number };
+  } = {},
 ): Promise<Harness> {
   const dir = await mkdtemp(path.join(os.tmpdir(), "peergate-a2a-"));
   await writeFile(path.join(dir, "agent.yaml"), agentYaml);
@@ -268,6 +273,7 @@ export async function startHarness(
     runs: options.runs ?? engine,
     logger: silentLogger,
     textFlushMs: 1,
+    ...(options.taskEvents ? { taskEvents: options.taskEvents } : {}),
   });
   const app = new Hono();
   app.use(requestId());
