@@ -490,12 +490,25 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
       lastSeen !== undefined &&
       (await this.#events.canReplay(callerId, taskId, lastSeen, head.seq))
     ) {
+      after = lastSeen;
       if (terminal && lastSeen === head.seq) {
+        // The stored end may be ahead of its last events, still being recorded: wait for them
+        // (one poll at most) before saying there is nothing after.
+        let any = false;
+        for await (const { seq, event } of this.#events.follow({
+          callerId,
+          taskId,
+          after,
+          signal,
+        })) {
+          any = true;
+          yield withEventId(event, seq);
+        }
+        if (any) return;
         throw new UnsupportedOperationError(
           `Task ${taskId} is in a terminal state and its stream has nothing after event ${lastSeen}`,
         );
       }
-      after = lastSeen;
     } else {
       if (terminal) {
         throw new UnsupportedOperationError(

@@ -262,6 +262,7 @@ export function createTaskEventLog(options: TaskEventLogOptions): TaskEventLog {
     try {
       await listen();
       let last = o.after;
+      let endedUnrecorded = false;
       const batch = 100;
       for (;;) {
         if (o.signal.aborted) return;
@@ -285,11 +286,18 @@ export function createTaskEventLog(options: TaskEventLogOptions): TaskEventLog {
           yield { seq: row.seq, event };
           if (endsStream(event)) return;
         }
+        if (rows.length > 0) endedUnrecorded = false;
         if (rows.length === batch || woken) continue;
-        // Nothing new. A task that ended without a recorded end (written by a path that does not
-        // record) must not hold the stream open: its stored state says so.
+        // Nothing new. The stored task is written before its last events are recorded (the run's
+        // end writes it in its own transaction), so an end found there is trusted only when a
+        // whole poll later still no event came: a task ended by a path that records nothing must
+        // not hold the stream open, and one whose end is on its way must not lose it.
         const now = await head(o.callerId, o.taskId);
-        if (!now || (now.seq <= last && endStates.has(now.state))) return;
+        if (!now) return;
+        if (now.seq <= last && endStates.has(now.state)) {
+          if (endedUnrecorded) return;
+          endedUnrecorded = true;
+        }
         if (now.seq > last || woken) continue;
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, pollMs);
