@@ -90,6 +90,7 @@ import {
 } from "./run-executor.ts";
 import { endsStream, parseLastEventId, type TaskEventLog, withEventId } from "./task-events.ts";
 import { type PostgresTaskStore, terminalStateNames } from "./task-store.ts";
+import { isUsageActive, type UsageReader, usageExtensionUri } from "./usage-extension.ts";
 
 const terminalStates = new Set<TaskState>([
   TaskState.TASK_STATE_COMPLETED,
@@ -188,6 +189,8 @@ export type PeergateRequestHandlerDeps = {
   logger: Logger;
   /** The task event log: what a stream sent, for a client that resubscribes (task-events.ts). */
   events: TaskEventLog;
+  /** The usage extension's reader (usage-extension.ts); without it the extension adds nothing. */
+  usage?: UsageReader;
   /** Push notifications: without it the card says none and every push method answers -32003. */
   push?: PushHandling;
 };
@@ -210,6 +213,7 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
   readonly #logger: Logger;
   readonly #push: PushHandling | undefined;
   readonly #events: TaskEventLog;
+  readonly #usage: UsageReader | undefined;
   /**
    * The record of each event, by the object the bus carried: a cancel's loop and the stream's read
    * the same bus, and an event must be recorded once whichever loop gets to it first.
@@ -237,6 +241,50 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     this.#logger = deps.logger;
     this.#push = deps.push;
     this.#events = deps.events;
+    this.#usage = deps.usage;
+  }
+
+  /** The usage extension, when the request activated it: the run's usage in `metadata`. */
+  async #usageOf(task: Task | undefined, context: ServerCallContext) {
+    if (!this.#usage || !task || !isUsageActive(context)) return undefined;
+    const runId = readRunId(task);
+    if (!runId) return undefined;
+    return this.#usage(readCaller(context), runId).catch((error) => {
+      this.#logger.warn("reading a task's usage failed", { taskId: task.id, error });
+      return undefined;
+    });
+  }
+
+  async #withUsage<T extends Message | Task>(result: T, context: ServerCallContext): Promise<T> {
+    if (!("status" in result)) return result;
+    const usage = await this.#usageOf(result, context);
+    if (!usage) return result;
+    return { ...result, metadata: { ...result.metadata, [usageExtensionUri]: usage } };
+  }
+
+  /** A stream's task, and the update that ends it, carry the usage when it is activated. */
+  async #streamWithUsage(
+    response: StreamResponse,
+    context: ServerCallContext,
+  ): Promise<StreamResponse> {
+    if (!this.#usage || !isUsageActive(context)) return response;
+    const payload = response.payload;
+    if (payload?.$case === "task") {
+      return { payload: { $case: "task", value: await this.#withUsage(payload.value, context) } };
+    }
+    if (payload?.$case !== "statusUpdate" || !endsStream(response)) return response;
+    const task = await this.#store.load(payload.value.taskId, context);
+    const usage = await this.#usageOf(task, context);
+    if (!usage) return response;
+    return {
+      payload: {
+        $case: "statusUpdate",
+        value: {
+          ...payload.value,
+          metadata: { ...payload.value.metadata, [usageExtensionUri]: usage },
+        },
+      },
+    };
   }
 
   /**
@@ -396,7 +444,7 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     const task = await this.#checkSend(params, context);
     await this.#claimAnswer(params, context, task);
     try {
-      return await super.sendMessage(params, context);
+      return await this.#withUsage(await super.sendMessage(params, context), context);
     } catch (error) {
       if (task) await this.#dropUndelivered(context, task.id);
       throw error;
@@ -419,7 +467,7 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
       for (;;) {
         const next = await recording.next();
         if (next.done) break;
-        yield await next.value.stamped;
+        yield await this.#streamWithUsage(await next.value.stamped, context);
       }
     } catch (error) {
       if (task) await this.#dropUndelivered(context, task.id);
@@ -443,7 +491,7 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
 
   override async getTask(params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
     checkHistoryLength(params.historyLength);
-    return super.getTask(params, context);
+    return this.#withUsage(await super.getTask(params, context), context);
   }
 
   override async listTasks(
@@ -502,7 +550,7 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
           signal,
         })) {
           any = true;
-          yield withEventId(event, seq);
+          yield this.#streamWithUsage(withEventId(event, seq), context);
         }
         if (any) return;
         throw new UnsupportedOperationError(
@@ -520,12 +568,12 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
       const now = (await this.#events.head(callerId, taskId)) ?? head;
       const snapshot = withEventId({ payload: { $case: "task", value: task } }, now.seq);
       if (lastSeen !== undefined) markSnapshot(snapshot);
-      yield snapshot;
+      yield this.#streamWithUsage(snapshot, context);
       if (endsStream(snapshot)) return;
       after = now.seq;
     }
     for await (const { seq, event } of this.#events.follow({ callerId, taskId, after, signal })) {
-      yield withEventId(event, seq);
+      yield this.#streamWithUsage(withEventId(event, seq), context);
     }
   }
 
@@ -567,7 +615,7 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
         context,
       );
     }
-    return task;
+    return this.#withUsage(task, context);
   }
 }
 

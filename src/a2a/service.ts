@@ -83,6 +83,7 @@ import { isTerminal, PeergateRequestHandler, toStreamResponse } from "./request-
 import { answerArtifact, createRunExecutor, describeOutcome } from "./run-executor.ts";
 import { createTaskEventLog } from "./task-events.ts";
 import { createTaskStore } from "./task-store.ts";
+import { activateUsageExtension, createUsageReader } from "./usage-extension.ts";
 
 function createPushHandling(db: Db, push: { secretKey: SecretKey; egress: PushEgress }) {
   return {
@@ -115,10 +116,14 @@ export type A2aServiceDeps = {
 /** A stream of JSON-RPC responses that the reader (or a revocation) can end at any time. */
 export type A2aEventStream = AsyncIterable<JsonRpcResponse> & { close(): void };
 
-export type A2aReply =
+export type A2aReply = (
   | { type: "json"; response: JsonRpcResponse }
   | { type: "sse"; stream: A2aEventStream }
-  | { type: "none" };
+  | { type: "none" }
+) & {
+  /** Extensions the request activated: the answer's `A2A-Extensions` header names them. */
+  extensions?: readonly string[];
+};
 
 export type A2aRequest = {
   caller: Caller;
@@ -130,6 +135,8 @@ export type A2aRequest = {
   accept?: string | undefined;
   /** The `Last-Event-ID` request header: where a resubscribing stream resumes (task-events.ts). */
   lastEventId?: string | undefined;
+  /** The `A2A-Extensions` request header, as sent: extensions the caller activates. */
+  extensions?: string | undefined;
 };
 
 /**
@@ -218,6 +225,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     runs: deps.runs,
     logger,
     events,
+    usage: createUsageReader(deps.database.db),
     ...(deps.push ? { push: createPushHandling(deps.database.db, deps.push) } : {}),
     extendedCard: async (context) => {
       const user = context.user;
@@ -263,7 +271,6 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       return { type: "none" };
     }
     const { request: rpc, version } = check;
-    const where = { method: rpc.method, callerId: request.caller.id };
     const streaming = isStreamingMethod(rpc.method);
     // An error of a streaming method, in the form the client asked for.
     const early = (response: JsonRpcResponse): A2aReply =>
@@ -273,6 +280,21 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     stripTenant(rpc.params);
 
     const context = createCallContext(new CallerUser(request.caller.id, request.caller), version);
+    activateUsageExtension(context, request.extensions);
+    const reply = await handleCall(rpc, version, request, context, early);
+    const extensions = context.activatedExtensions ?? [];
+    return extensions.length > 0 ? { ...reply, extensions } : reply;
+  }
+
+  async function handleCall(
+    rpc: Extract<ReturnType<typeof checkEnvelope>, { ok: true }>["request"],
+    version: ProtocolVersion,
+    request: A2aRequest,
+    context: ServerCallContext,
+    early: (response: JsonRpcResponse) => A2aReply,
+  ): Promise<A2aReply> {
+    const where = { method: rpc.method, callerId: request.caller.id };
+    const streaming = isStreamingMethod(rpc.method);
     if (streaming) markStreaming(context);
     const reading = new AbortController();
     if (rpc.method === "SubscribeToTask" || rpc.method === "tasks/resubscribe") {

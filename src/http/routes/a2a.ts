@@ -78,7 +78,11 @@ export function a2aRoutes(deps: A2aRouteDeps): Hono {
       contentType: c.req.header("content-type"),
       accept: c.req.header("accept"),
       lastEventId: c.req.header("last-event-id"),
+      extensions: c.req.header("a2a-extensions"),
     });
+    if (reply.extensions && reply.extensions.length > 0) {
+      c.header("A2A-Extensions", reply.extensions.join(", "));
+    }
     if (reply.type === "none") return c.body(null, 204);
     if (reply.type === "json") return c.json(reply.response, 200);
 
