@@ -156,6 +156,52 @@ describeEachDatabase(
       expectExactlyOnce([...seen, ...rest]);
     });
 
+    it("v0.3: the same ids, and tasks/resubscribe resumes from Last-Event-ID", async () => {
+      const v03 = (body: unknown, headers: Record<string, string> = {}) =>
+        fetch(`${h.baseUrl}/a2a`, {
+          method: "POST",
+          headers: {
+            "Content-Type": "application/json",
+            Accept: "text/event-stream",
+            Authorization: "Bearer test-alice",
+            ...headers,
+          },
+          body: JSON.stringify(body),
+        });
+      const response = await v03({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "message/stream",
+        params: {
+          message: {
+            kind: "message",
+            messageId: crypto.randomUUID(),
+            role: "user",
+            parts: [{ kind: "text", text: "gate resume legacy" }],
+          },
+        },
+      });
+      const seen: { id: number; result: Record<string, any> }[] = [];
+      const reader = readSseEvents(response);
+      for await (const event of reader) {
+        seen.push(parse(event));
+        if (seen.some((e) => e.result.kind === "artifact-update")) break;
+      }
+      await reader.return(undefined);
+      const taskId = String(seen[0]?.result.id);
+      expect(seen.map((e) => e.id)).toEqual(seen.map((_, i) => i + 1));
+      h.engine.release(taskId, "half way there");
+      const rest: Event[] = [];
+      const resumed = await v03(
+        { jsonrpc: "2.0", id: 2, method: "tasks/resubscribe", params: { id: taskId } },
+        { "Last-Event-ID": String(seen.at(-1)?.id) },
+      );
+      for await (const event of readSseEvents(resumed)) rest.push(parse(event));
+      const all = [...seen, ...rest];
+      expectExactlyOnce(all);
+      expect(all.at(-1)?.result.status?.state).toBe("completed");
+    });
+
     describe("refusals", () => {
       it("another caller's task is not found, with an id as without", async () => {
         const { taskId } = await streamThenCut("gate resume private", (seen) => seen.length >= 1);
