@@ -256,7 +256,7 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
   }
 
   async #withUsage<T extends Message | Task>(result: T, context: ServerCallContext): Promise<T> {
-    if (!("status" in result)) return result;
+    if (!("status" in result) || !this.#usage || !isUsageActive(context)) return result;
     const usage = await this.#usageOf(result, context);
     if (!usage) return result;
     return { ...result, metadata: { ...result.metadata, [usageExtensionUri]: usage } };
@@ -444,7 +444,8 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     const task = await this.#checkSend(params, context);
     await this.#claimAnswer(params, context, task);
     try {
-      return await this.#withUsage(await super.sendMessage(params, context), context);
+      const result = await super.sendMessage(params, context);
+      return isUsageActive(context) ? await this.#withUsage(result, context) : result;
     } catch (error) {
       if (task) await this.#dropUndelivered(context, task.id);
       throw error;
