@@ -311,6 +311,7 @@ export async function openCore(
       ...(grpcListening
         ? { grpcAddress: config.grpc?.publicAddress ?? grpcListening.address }
         : {}),
+      notifications,
     });
     opened.push(() => a2a.close());
     const pushWorker = startPushWorker({

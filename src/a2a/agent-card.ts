@@ -14,6 +14,7 @@ import { AgentCard, type AgentInterface, type AgentSkill } from "@a2a-js/sdk";
 import type { Caller } from "../domain/caller.ts";
 import type { VersionedAgentPolicy } from "../load-policies.ts";
 import type { ProtocolVersion } from "./call-context.ts";
+import { usageExtensionCard } from "./usage-extension.ts";
 
 /** A card ready to serve: the exact body and its strong validator. */
 export type AgentCardDocument = { body: string; etag: string };
@@ -154,7 +155,7 @@ function buildCoreCard(
     capabilities: {
       streaming: true,
       pushNotifications: features.pushNotifications ?? false,
-      extensions: [],
+      extensions: [usageExtensionCard],
       extendedAgentCard: true,
     },
     securitySchemes: Object.fromEntries(

@@ -96,3 +96,33 @@ export function markFreshContext(context: ServerCallContext): void {
 export function isFreshContext(context: ServerCallContext): boolean {
   return context.state.get(freshContextKey) === true;
 }
+
+const lastEventIdKey = "peergate.lastEventId";
+
+/**
+ * The id of the last event a resubscribing client saw: the `Last-Event-ID` header of an SSE
+ * binding, `params.lastEventId` on JSON-RPC, or the `last-event-id` gRPC metadata. Raw, as sent;
+ * the handler reads it (task-events.ts `parseLastEventId`).
+ */
+export function setLastEventId(context: ServerCallContext, value: unknown): void {
+  if (value !== undefined && value !== null && value !== "")
+    context.state.set(lastEventIdKey, value);
+}
+
+export function readLastEventId(context: ServerCallContext): unknown {
+  return context.state.get(lastEventIdKey);
+}
+
+const streamSignalKey = "peergate.streamSignal";
+
+/**
+ * Aborted when the client's stream ends (it went away, or its caller was revoked). A stream that
+ * only reads (SubscribeToTask) stops there; one that stores what it streams drains regardless.
+ */
+export function setStreamSignal(context: ServerCallContext, signal: AbortSignal): void {
+  context.state.set(streamSignalKey, signal);
+}
+
+export function readStreamSignal(context: ServerCallContext): AbortSignal | undefined {
+  return context.state.get(streamSignalKey) as AbortSignal | undefined;
+}

@@ -29,6 +29,7 @@ import {
 } from "@a2a-js/sdk/errors";
 import { findDuplicateKey, maxJsonDepth, nestsDeeperThan } from "../json-text.ts";
 import type { JsonRpcError, JsonRpcResponse } from "./json-rpc.ts";
+import { streamEventId } from "./task-events.ts";
 
 export const a2aJsonMediaType = "application/a2a+json";
 
@@ -330,14 +331,18 @@ export function chooseMediaType(accept: string | undefined): string {
 }
 
 /** One SSE event of the HTTP+JSON binding: a StreamResponse, or a google.rpc.Status as `event: error`. */
-export type HttpJsonEvent = { event?: "error"; data: string };
+export type HttpJsonEvent = { event?: "error"; data: string; id?: string };
 
 /** What the HTTP+JSON binding answers; `contentType` is the negotiated JSON type. */
-export type HttpJsonReply =
+export type HttpJsonReply = (
   | { type: "json"; status: 200 | 201; contentType: string; body: unknown }
   | { type: "empty" }
   | { type: "error"; status: number; contentType: string; body: HttpJsonStatus }
-  | { type: "sse"; stream: AsyncIterable<HttpJsonEvent> & { close(): void } };
+  | { type: "sse"; stream: AsyncIterable<HttpJsonEvent> & { close(): void } }
+) & {
+  /** Extensions the request activated: the answer's `A2A-Extensions` header names them. */
+  extensions?: readonly string[];
+};
 
 /** The JSON-RPC responses of a stream as the HTTP+JSON binding writes them (spec §11.7). */
 export function toHttpJsonEvents(
@@ -349,7 +354,9 @@ export function toHttpJsonEvents(
         if (response.error) {
           yield { event: "error", data: JSON.stringify(toHttpJsonError(response.error).body) };
         } else {
-          yield { data: JSON.stringify(response.result) };
+          // The event's id in the task's log: what a reconnecting client sends as Last-Event-ID.
+          const id = streamEventId(response);
+          yield { data: JSON.stringify(response.result), ...(id === undefined ? {} : { id }) };
         }
       }
     },

@@ -44,6 +44,7 @@ import {
   Role,
   type SendMessageRequest,
   type StreamResponse,
+  type SubscribeToTaskRequest,
   type Task,
   TaskState,
 } from "@a2a-js/sdk";
@@ -72,9 +73,12 @@ import {
   markFreshContext,
   readCaller,
   readCallerId,
+  readLastEventId,
+  readStreamSignal,
   toEscalated,
 } from "./call-context.ts";
 import { describeParts } from "./conversation.ts";
+import { pumpEvents } from "./event-stream.ts";
 import type { PeergatePushStore } from "./push-store.ts";
 import type { PushTargetCheck } from "./push-targets.ts";
 import {
@@ -84,7 +88,9 @@ import {
   readRunId,
   waitingRunId,
 } from "./run-executor.ts";
-import type { PostgresTaskStore } from "./task-store.ts";
+import { endsStream, parseLastEventId, type TaskEventLog, withEventId } from "./task-events.ts";
+import { type PostgresTaskStore, terminalStateNames } from "./task-store.ts";
+import { isUsageActive, type UsageReader, usageExtensionUri } from "./usage-extension.ts";
 
 const terminalStates = new Set<TaskState>([
   TaskState.TASK_STATE_COMPLETED,
@@ -181,6 +187,10 @@ export type PeergateRequestHandlerDeps = {
   extendedCard: ExtendedAgentCardProvider;
   runs: RunEngine;
   logger: Logger;
+  /** The task event log: what a stream sent, for a client that resubscribes (task-events.ts). */
+  events: TaskEventLog;
+  /** The usage extension's reader (usage-extension.ts); without it the extension adds nothing. */
+  usage?: UsageReader;
   /** Push notifications: without it the card says none and every push method answers -32003. */
   push?: PushHandling;
 };
@@ -202,6 +212,13 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
   readonly #runs: RunEngine;
   readonly #logger: Logger;
   readonly #push: PushHandling | undefined;
+  readonly #events: TaskEventLog;
+  readonly #usage: UsageReader | undefined;
+  /**
+   * The record of each event, by the object the bus carried: a cancel's loop and the stream's read
+   * the same bus, and an event must be recorded once whichever loop gets to it first.
+   */
+  readonly #recorded = new WeakMap<object, Promise<number | undefined>>();
 
   constructor(deps: PeergateRequestHandlerDeps) {
     super(
@@ -223,6 +240,76 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     this.#runs = deps.runs;
     this.#logger = deps.logger;
     this.#push = deps.push;
+    this.#events = deps.events;
+    this.#usage = deps.usage;
+  }
+
+  /** The usage extension, when the request activated it: the run's usage in `metadata`. */
+  async #usageOf(task: Task | undefined, context: ServerCallContext) {
+    if (!this.#usage || !task || !isUsageActive(context)) return undefined;
+    const runId = readRunId(task);
+    if (!runId) return undefined;
+    return this.#usage(readCaller(context), runId).catch((error) => {
+      this.#logger.warn("reading a task's usage failed", { taskId: task.id, error });
+      return undefined;
+    });
+  }
+
+  async #withUsage<T extends Message | Task>(result: T, context: ServerCallContext): Promise<T> {
+    if (!("status" in result) || !this.#usage || !isUsageActive(context)) return result;
+    const usage = await this.#usageOf(result, context);
+    if (!usage) return result;
+    return { ...result, metadata: { ...result.metadata, [usageExtensionUri]: usage } };
+  }
+
+  /** A stream's task, and the update that ends it, carry the usage when it is activated. */
+  async #streamWithUsage(
+    response: StreamResponse,
+    context: ServerCallContext,
+  ): Promise<StreamResponse> {
+    if (!this.#usage || !isUsageActive(context)) return response;
+    const payload = response.payload;
+    if (payload?.$case === "task") {
+      return { payload: { $case: "task", value: await this.#withUsage(payload.value, context) } };
+    }
+    if (payload?.$case !== "statusUpdate" || !endsStream(response)) return response;
+    const task = await this.#store.load(payload.value.taskId, context);
+    const usage = await this.#usageOf(task, context);
+    if (!usage) return response;
+    return {
+      payload: {
+        $case: "statusUpdate",
+        value: {
+          ...payload.value,
+          metadata: { ...payload.value.metadata, [usageExtensionUri]: usage },
+        },
+      },
+    };
+  }
+
+  /**
+   * Records a streamed event in the task event log once; resolves to its id (undefined when the
+   * task has no row, or the write failed: the event then goes out without an id).
+   */
+  recordEvent(
+    response: StreamResponse,
+    context: ServerCallContext,
+    key?: object,
+  ): Promise<number | undefined> {
+    const payload = response.payload;
+    if (!payload || payload.$case === "message") return Promise.resolve(undefined);
+    const taskId = payload.$case === "task" ? payload.value.id : payload.value.taskId;
+    const once = key ?? payload.value;
+    const known = this.#recorded.get(once);
+    if (known) return known;
+    const recording = this.#events
+      .record(taskId, readCallerId(context), response)
+      .catch((error) => {
+        this.#logger.error("recording a task event failed", { taskId, error });
+        return undefined;
+      });
+    this.#recorded.set(once, recording);
+    return recording;
   }
 
   /** The checks on a push config of the module comment, after the task is known to be the caller's. */
@@ -357,7 +444,8 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     const task = await this.#checkSend(params, context);
     await this.#claimAnswer(params, context, task);
     try {
-      return await super.sendMessage(params, context);
+      const result = await super.sendMessage(params, context);
+      return isUsageActive(context) ? await this.#withUsage(result, context) : result;
     } catch (error) {
       if (task) await this.#dropUndelivered(context, task.id);
       throw error;
@@ -371,16 +459,40 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     const task = await this.#checkSend(params, context);
     await this.#claimAnswer(params, context, task);
     try {
-      yield* super.sendMessageStream(params, context);
+      // The SDK stored each event before it yields it; it is recorded as it arrives, and goes on
+      // with its id once recorded. The SDK's loop is drained apart from the recording, so its
+      // saves keep their pace (the run's end finds every event before it saved: task-store.ts).
+      const recording = pumpEvents(
+        this.#recordAll(super.sendMessageStream(params, context), context),
+      );
+      for (;;) {
+        const next = await recording.next();
+        if (next.done) break;
+        yield await this.#streamWithUsage(await next.value.stamped, context);
+      }
     } catch (error) {
       if (task) await this.#dropUndelivered(context, task.id);
       throw error;
     }
   }
 
+  async *#recordAll(
+    source: AsyncIterable<StreamResponse>,
+    context: ServerCallContext,
+  ): AsyncGenerator<{ stamped: Promise<StreamResponse> }, void, undefined> {
+    // Wrapped: an async generator would await a promise it yields, holding the SDK's loop.
+    for await (const response of source) {
+      yield {
+        stamped: this.recordEvent(response, context).then((seq) =>
+          seq === undefined ? response : withEventId(response, seq),
+        ),
+      };
+    }
+  }
+
   override async getTask(params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
     checkHistoryLength(params.historyLength);
-    return super.getTask(params, context);
+    return this.#withUsage(await super.getTask(params, context), context);
   }
 
   override async listTasks(
@@ -393,15 +505,90 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     return super.listTasks(params, context);
   }
 
+  /**
+   * SubscribeToTask (v0.3 tasks/resubscribe), from the task event log rather than this instance's
+   * bus, so it follows a run on any instance (task-events.ts). With the id of the last event the
+   * client saw it replays what followed, then goes on as events are recorded: nothing twice,
+   * nothing skipped. Without one, or past the replay bounds, the first event is the task as it is
+   * now, carrying the id of the last event recorded.
+   */
+  override async *resubscribe(
+    params: SubscribeToTaskRequest,
+    context: ServerCallContext,
+  ): AsyncGenerator<StreamResponse, void, undefined> {
+    const taskId = params.id;
+    if (!taskId) throw new RequestMalformedError("id is required");
+    const callerId = readCallerId(context);
+    const lastSeen = parseLastEventId(readLastEventId(context));
+    if (lastSeen === "invalid") {
+      throw new RequestMalformedError(
+        "Last-Event-ID (or lastEventId) must be the id of an event this task streamed: a whole number",
+      );
+    }
+    const signal = readStreamSignal(context) ?? new AbortController().signal;
+    const head = await this.#events.head(callerId, taskId);
+    if (!head) throw new TaskNotFoundError(`Task not found: ${taskId}`);
+    if (lastSeen !== undefined && lastSeen > head.seq) {
+      throw new RequestMalformedError(
+        `Last-Event-ID ${lastSeen} is past the last event of task ${taskId} (${head.seq})`,
+      );
+    }
+    const terminal = (terminalStateNames as readonly string[]).includes(head.state);
+    let after: number;
+    if (
+      lastSeen !== undefined &&
+      (await this.#events.canReplay(callerId, taskId, lastSeen, head.seq))
+    ) {
+      after = lastSeen;
+      if (terminal && lastSeen === head.seq) {
+        // The stored end may be ahead of its last events, still being recorded: wait for them
+        // (one poll at most) before saying there is nothing after.
+        let any = false;
+        for await (const { seq, event } of this.#events.follow({
+          callerId,
+          taskId,
+          after,
+          signal,
+        })) {
+          any = true;
+          yield this.#streamWithUsage(withEventId(event, seq), context);
+        }
+        if (any) return;
+        throw new UnsupportedOperationError(
+          `Task ${taskId} is in a terminal state and its stream has nothing after event ${lastSeen}`,
+        );
+      }
+    } else {
+      if (terminal) {
+        throw new UnsupportedOperationError(
+          `Task ${taskId} is in a terminal state (${head.state}) and cannot be subscribed to.`,
+        );
+      }
+      const task = await this.#store.load(taskId, context);
+      if (!task) throw new TaskNotFoundError(`Task not found: ${taskId}`);
+      const now = (await this.#events.head(callerId, taskId)) ?? head;
+      const snapshot = withEventId({ payload: { $case: "task", value: task } }, now.seq);
+      if (lastSeen !== undefined) markSnapshot(snapshot);
+      yield this.#streamWithUsage(snapshot, context);
+      if (endsStream(snapshot)) return;
+      after = now.seq;
+    }
+    for await (const { seq, event } of this.#events.follow({ callerId, taskId, after, signal })) {
+      yield this.#streamWithUsage(withEventId(event, seq), context);
+    }
+  }
+
   /** The event loop's failure, which the SDK wrote to the console (processEvents below). */
   reportEventLoopFailure(taskId: string, error: unknown): void {
     this.#logger.error("A2A event processing failed", { taskId, error });
   }
 
   override async cancelTask(params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
-    if (params.id && !this.#buses.getByTaskId(params.id, context)) {
-      const task = await this.#store.load(params.id, context);
-      const runId = task && !isTerminal(task) ? readRunId(task) : undefined;
+    const local = params.id ? this.#buses.getByTaskId(params.id, context) : undefined;
+    let before: Task | undefined;
+    if (params.id && !local) {
+      before = await this.#store.load(params.id, context);
+      const runId = before && !isTerminal(before) ? readRunId(before) : undefined;
       if (runId) {
         const stopped = await this.#runs.cancel(runId, "canceled by the caller").catch((error) => {
           this.#logger.error("cancelling a run failed", { runId, error });
@@ -411,7 +598,25 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
           this.#logger.info("cancel found no running run", { runId, taskId: params.id });
       }
     }
-    return super.cancelTask(params, context);
+    const task = await super.cancelTask(params, context);
+    // With no bus here the SDK wrote the cancel straight to the store; a follower needs it too.
+    if (!local && before && !isTerminal(before) && task.status) {
+      await this.recordEvent(
+        {
+          payload: {
+            $case: "statusUpdate",
+            value: {
+              taskId: task.id,
+              contextId: task.contextId,
+              status: task.status,
+              metadata: {},
+            },
+          },
+        },
+        context,
+      );
+    }
+    return this.#withUsage(task, context);
   }
 }
 
@@ -438,14 +643,43 @@ type HandlerInternals = {
     rejector: EventLoopOptions["firstResultRejector"],
   ): Promise<void>;
   reportEventLoopFailure(taskId: string, error: unknown): void;
+  recordEvent(
+    response: StreamResponse,
+    context: ServerCallContext,
+    key?: object,
+  ): Promise<number | undefined>;
 };
+
+/** An execution event as the stream it belongs to carries it; undefined for a message. */
+export function toStreamResponse(
+  event: AgentExecutionEvent,
+  current: Task | undefined,
+): StreamResponse | undefined {
+  switch (event.kind) {
+    case "task":
+      return { payload: { $case: "task", value: current ?? event.data } };
+    case "statusUpdate":
+      return { payload: { $case: "statusUpdate", value: event.data } };
+    case "artifactUpdate":
+      return { payload: { $case: "artifactUpdate", value: event.data } };
+    default:
+      return undefined;
+  }
+}
+
+/** Marks a resume that could not replay (past the bounds): the task as it is now. */
+function markSnapshot(response: StreamResponse): void {
+  if (response.payload?.$case !== "task") return;
+  const meta = response.payload.value.metadata as Record<string, Record<string, unknown>>;
+  meta.peergate = { ...meta.peergate, replay: "snapshot" };
+}
 
 async function processEvents(
   this: HandlerInternals,
   taskId: string,
   results: ResultManager,
   queue: ExecutionEventQueue,
-  _context: ServerCallContext,
+  context: ServerCallContext,
   options?: EventLoopOptions,
 ): Promise<void> {
   let firstResultSent = false;
@@ -453,6 +687,9 @@ async function processEvents(
   try {
     for await (const event of queue.events() as AsyncIterable<AgentExecutionEvent>) {
       await results.processEvent(event);
+      const response = toStreamResponse(event, results.getCurrentTask());
+      // Not awaited: recorded in order (task-events.ts), off this loop's pace.
+      if (response) void this.recordEvent(response, context, event.data);
       if (options?.firstResultResolver && !firstResultSent) {
         let first: Message | Task | undefined;
         if (event.kind === "message" || event.kind === "task") first = event.data;

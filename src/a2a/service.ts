@@ -40,11 +40,12 @@
 // nothing else, and a JSON body otherwise), readers that can go away
 // without freezing the task (event-stream.ts), internal error messages kept out of responses, and
 // errors that must become HTTP answers (call-context.ts).
-import type { AgentCard } from "@a2a-js/sdk";
+import { type AgentCard, StreamResponse } from "@a2a-js/sdk";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import { A2A_ERROR_CODE } from "@a2a-js/sdk/errors";
 import {
   AgentEvent,
+  type AgentExecutionEvent,
   DefaultExecutionEventBusManager,
   JsonRpcTransportHandler,
   ResultManager,
@@ -52,6 +53,7 @@ import {
 } from "@a2a-js/sdk/server";
 import type { SecretKey } from "../auth/sealed-secrets.ts";
 import type { Database, Db } from "../db/client.ts";
+import type { Notifications } from "../db/notifications.ts";
 import { storableJson } from "../db/storable.ts";
 import type { Caller } from "../domain/caller.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
@@ -72,6 +74,8 @@ import {
   markStreaming,
   type ProtocolVersion,
   readEscalated,
+  setLastEventId,
+  setStreamSignal,
 } from "./call-context.ts";
 import { type CardSigningKey, publishJwks, signCardJson } from "./card-signing.ts";
 import { createStreamRegistry, pumpEvents, singleEventStream } from "./event-stream.ts";
@@ -104,9 +108,11 @@ import {
 } from "./json-rpc.ts";
 import { createPushStore } from "./push-store.ts";
 import { checkPushTarget, type PushEgress } from "./push-targets.ts";
-import { isTerminal, PeergateRequestHandler } from "./request-handler.ts";
+import { isTerminal, PeergateRequestHandler, toStreamResponse } from "./request-handler.ts";
 import { answerArtifact, createRunExecutor, describeOutcome } from "./run-executor.ts";
+import { createTaskEventLog } from "./task-events.ts";
 import { createTaskStore } from "./task-store.ts";
+import { activateUsageExtension, createUsageReader } from "./usage-extension.ts";
 
 function createPushHandling(db: Db, push: { secretKey: SecretKey; egress: PushEgress }) {
   return {
@@ -132,20 +138,30 @@ export type A2aServiceDeps = {
   push?: { secretKey: SecretKey; egress: PushEgress };
   /** `host:port` of the gRPC binding when it is on: the card lists it. */
   grpcAddress?: string;
+  /** Wakes a resubscribed stream when another instance records an event; without it, it polls. */
+  notifications?: Notifications;
+  /** Replay bounds of a resume, and how often an idle follower polls (task-events.ts). */
+  taskEvents?: { maxReplayEvents?: number; maxReplayAgeMs?: number; pollMs?: number };
 };
 
 /** A stream of JSON-RPC responses that the reader (or a revocation) can end at any time. */
 export type A2aEventStream = AsyncIterable<JsonRpcResponse> & { close(): void };
 
-export type A2aReply =
+export type A2aReply = (
   | { type: "json"; response: JsonRpcResponse }
   | { type: "sse"; stream: A2aEventStream }
-  | { type: "none" };
+  | { type: "none" }
+) & {
+  /** Extensions the request activated: the answer's `A2A-Extensions` header names them. */
+  extensions?: readonly string[];
+};
 
 /** A checked request after the SDK: one response, or a stream whose first event was not an error. */
-type Dispatched =
+type Opened =
   | { type: "response"; response: JsonRpcResponse }
   | { type: "stream"; stream: A2aEventStream };
+/** What the request answers with, and the extensions it activated (the `A2A-Extensions` header). */
+type Dispatched = Opened & { extensions: readonly string[] };
 
 export type A2aRequest = {
   caller: Caller;
@@ -155,6 +171,10 @@ export type A2aRequest = {
   contentType?: string | undefined;
   /** The `Accept` request header, as sent: whether an error of a streaming method comes as SSE. */
   accept?: string | undefined;
+  /** The `Last-Event-ID` request header: where a resubscribing stream resumes (task-events.ts). */
+  lastEventId?: string | undefined;
+  /** The `A2A-Extensions` request header, as sent: extensions the caller activates. */
+  extensions?: string | undefined;
 };
 
 /**
@@ -208,6 +228,18 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     logger,
     ...(deps.progressFlushMs === undefined ? {} : { progressFlushMs: deps.progressFlushMs }),
   });
+  const events = createTaskEventLog({
+    db: deps.database.db,
+    logger,
+    codec: StreamResponse,
+    ...(deps.notifications ? { notifications: deps.notifications } : {}),
+    ...deps.taskEvents,
+  });
+  // Events past the age bound can never be replayed; every instance clears them now and then.
+  const pruner = setInterval(() => {
+    events.prune().catch((error: unknown) => logger.warn("pruning task events failed", { error }));
+  }, 3_600_000);
+  pruner.unref();
   const buses = new DefaultExecutionEventBusManager();
   const executor = createRunExecutor({
     runs: deps.runs,
@@ -234,6 +266,8 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     buses,
     runs: deps.runs,
     logger,
+    events,
+    usage: createUsageReader(deps.database.db),
     ...(deps.push ? { push: createPushHandling(deps.database.db, deps.push) } : {}),
     extendedCard: async (context) => {
       const user = context.user;
@@ -279,12 +313,13 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       return { type: "none" };
     }
     const { request: rpc, version } = check;
-    const outcome = await dispatch(rpc, version, request.caller);
-    if (outcome.type === "stream") return { type: "sse", stream: outcome.stream };
+    const outcome = await dispatch(rpc, version, request);
+    const extensions = outcome.extensions.length > 0 ? { extensions: outcome.extensions } : {};
+    if (outcome.type === "stream") return { type: "sse", stream: outcome.stream, ...extensions };
     // An error of a streaming method, in the form the client asked for.
     return isStreamingMethod(rpc.method) && acceptsEventStream(request.accept)
-      ? { type: "sse", stream: singleEventStream(outcome.response) }
-      : { type: "json", response: outcome.response };
+      ? { type: "sse", stream: singleEventStream(outcome.response), ...extensions }
+      : { type: "json", response: outcome.response, ...extensions };
   }
 
   /**
@@ -294,14 +329,25 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
   async function dispatch(
     rpc: JsonRpcRequest,
     version: ProtocolVersion,
-    caller: Caller,
+    request: Pick<A2aRequest, "caller" | "extensions" | "lastEventId">,
   ): Promise<Dispatched> {
+    const { caller } = request;
     const where = { method: rpc.method, callerId: caller.id };
     const streaming = isStreamingMethod(rpc.method);
     stripTenant(rpc.params);
 
     const context = createCallContext(new CallerUser(caller.id, caller), version);
+    activateUsageExtension(context, request.extensions);
+    const activated = () => [...(context.activatedExtensions ?? [])];
     if (streaming) markStreaming(context);
+    const reading = new AbortController();
+    if (rpc.method === "SubscribeToTask" || rpc.method === "tasks/resubscribe") {
+      const params = rpc.params as Record<string, unknown> | undefined;
+      // The header of an SSE client, else the param a client without headers can send.
+      setLastEventId(context, request.lastEventId ?? params?.lastEventId);
+      if (params) delete params.lastEventId;
+      setStreamSignal(context, reading.signal);
+    }
     const transport = transports[version];
     const result = (await transport.handle(rpc as unknown as Record<string, unknown>, context)) as
       | JsonRpcResponse
@@ -310,10 +356,22 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     if (!isAsyncIterable(result)) {
       const escalated = readEscalated(context);
       if (escalated) throw escalated;
-      return { type: "response", response: sanitizeResponse(result, where) };
+      return {
+        type: "response",
+        response: sanitizeResponse(result, where),
+        extensions: activated(),
+      };
     }
     if (!streaming) throw new Error("the SDK streamed a unary method");
-    return openStream(result, { id: rpc.id, version, callerId: caller.id, where, context });
+    const opened = await openStream(result, {
+      id: rpc.id,
+      version,
+      callerId: caller.id,
+      where,
+      context,
+      reading,
+    });
+    return { ...opened, extensions: activated() };
   }
 
   async function handleHttpJson(call: HttpJsonCall, request: A2aRequest): Promise<HttpJsonReply> {
@@ -334,17 +392,18 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       // A NUL in a message would fail every write of the task and run (PostgreSQL refuses it).
       params: storableJson(built.params),
     };
-    const outcome = await dispatch(rpc, "1.0", request.caller);
+    const outcome = await dispatch(rpc, "1.0", request);
+    const extensions = outcome.extensions.length > 0 ? { extensions: outcome.extensions } : {};
     if (outcome.type === "stream") {
-      return { type: "sse", stream: toHttpJsonEvents(outcome.stream) };
+      return { type: "sse", stream: toHttpJsonEvents(outcome.stream), ...extensions };
     }
     const { response } = outcome;
     if (response.error) {
-      return { type: "error", contentType, ...toHttpJsonError(response.error) };
+      return { type: "error", contentType, ...toHttpJsonError(response.error), ...extensions };
     }
     const status = successStatus(call.method);
-    if (status === 204) return { type: "empty" };
-    return { type: "json", status, contentType, body: response.result };
+    if (status === 204) return { type: "empty", ...extensions };
+    return { type: "json", status, contentType, body: response.result, ...extensions };
   }
 
   async function openStream(
@@ -355,8 +414,10 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       callerId: string;
       where: Record<string, unknown>;
       context: ServerCallContext;
+      /** Aborted when the reader goes: a subscription stops reading the log. */
+      reading: AbortController;
     },
-  ): Promise<Dispatched> {
+  ): Promise<Opened> {
     const events = pumpEvents(source);
     let first: IteratorResult<JsonRpcResponse, undefined>;
     try {
@@ -395,6 +456,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       if (finished) return;
       finished = true;
       events.close();
+      request.reading.abort();
       unregister();
     };
     unregister = streams.add(request.callerId, close);
@@ -448,9 +510,14 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     if (isTerminal(task)) return;
     const ids = { taskId: task.id, contextId: task.contextId };
     const results = new ResultManager(store, context);
+    const process = async (event: AgentExecutionEvent) => {
+      await results.processEvent(event);
+      const response = toStreamResponse(event, results.getCurrentTask());
+      if (response) await handler.recordEvent(response, context, event.data);
+    };
     const text = input.outcome.status === "completed" ? input.outcome.text : undefined;
     if (text) {
-      await results.processEvent(
+      await process(
         AgentEvent.artifactUpdate({
           ...ids,
           artifact: answerArtifact(`answer-${input.outcome.runId}`, text),
@@ -460,7 +527,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
         }),
       );
     }
-    await results.processEvent(describeOutcome(ids, input.outcome, input.pendingTool));
+    await process(describeOutcome(ids, input.outcome, input.pendingTool));
   }
 
   return {
@@ -479,7 +546,9 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     settleRun,
     close: async () => {
       streams.closeAll();
+      clearInterval(pruner);
       await store.close();
+      await events.close();
     },
   };
 }

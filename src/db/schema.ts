@@ -341,10 +341,36 @@ export const a2aTasks = pgTable(
       .references(() => callers.id),
     contextId: text("context_id").notNull(),
     task: jsonb("task").notNull(),
+    /** The seq of the task's last event in `a2a_task_events` (0: none yet). */
+    eventSeq: integer("event_seq").notNull().default(0),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
   (t) => [index("a2a_tasks_caller_context_idx").on(t.callerId, t.contextId)],
+);
+
+/**
+ * Every event a task streamed, in order (src/a2a/task-events.ts is the one writer): `seq` is the
+ * task's own counter (`a2a_tasks.event_seq`, bumped under the task's row lock, so it rises by one
+ * per event whichever instance records it) and the event's id on the wire. A client that lost its
+ * stream resubscribes with the last id it saw and gets what followed from here.
+ */
+export const a2aTaskEvents = pgTable(
+  "a2a_task_events",
+  {
+    taskId: text("task_id")
+      .notNull()
+      .references(() => a2aTasks.id, { onDelete: "cascade" }),
+    seq: integer("seq").notNull(),
+    callerId: uuid("caller_id").notNull(),
+    /** The event as streamed: a 1.0 StreamResponse in ProtoJSON, without its id. */
+    event: jsonb("event").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.taskId, t.seq] }),
+    index("a2a_task_events_created_idx").on(t.createdAt),
+  ],
 );
 
 /**
@@ -609,6 +635,7 @@ export type ToolCall = typeof toolCalls.$inferSelect;
 export type NewToolCall = typeof toolCalls.$inferInsert;
 export type A2aTask = typeof a2aTasks.$inferSelect;
 export type NewA2aTask = typeof a2aTasks.$inferInsert;
+export type A2aTaskEvent = typeof a2aTaskEvents.$inferSelect;
 export type WebhookDelivery = typeof webhookDeliveries.$inferSelect;
 export type NewWebhookDelivery = typeof webhookDeliveries.$inferInsert;
 export type JwtReplay = typeof jwtReplays.$inferSelect;

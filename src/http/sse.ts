@@ -10,7 +10,11 @@ export type SseSource<T> = AsyncIterable<T> & { close(): void };
 export function writeEventStream<T>(
   c: Context,
   source: SseSource<T>,
-  options: { keepAliveMs: number; toEvent: (item: T) => { data: string; event?: string } },
+  options: {
+    keepAliveMs: number;
+    /** Each item's `data`, and its `event` name and `id` (the `Last-Event-ID` a reconnect sends). */
+    toEvent: (item: T) => { data: string; event?: string; id?: string };
+  },
 ): Response {
   c.header("X-Accel-Buffering", "no");
   return streamSSE(c, async (sse) => {

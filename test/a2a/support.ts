@@ -226,7 +226,13 @@ export type Harness = {
 export async function startHarness(
   database: Database,
   callerNames: readonly string[] = ["alice", "bob"],
-  options: { keepAliveMs?: number; runs?: RunEngine; grpcAddress?: string } = {},
+  options: {
+    keepAliveMs?: number;
+    runs?: RunEngine;
+    grpcAddress?: string;
+    /** The task event log's bounds and poll (src/a2a/task-events.ts). */
+    taskEvents?: { maxReplayEvents?: number; maxReplayAgeMs?: number; pollMs?: number };
+  } = {},
 ): Promise<Harness> {
   const dir = await mkdtemp(path.join(os.tmpdir(), "peergate-a2a-"));
   await writeFile(path.join(dir, "agent.yaml"), agentYaml);
@@ -272,6 +278,7 @@ export async function startHarness(
     logger: silentLogger,
     textFlushMs: 1,
     ...(options.grpcAddress ? { grpcAddress: options.grpcAddress } : {}),
+    ...(options.taskEvents ? { taskEvents: options.taskEvents } : {}),
   });
   const app = new Hono();
   app.use(requestId());

@@ -82,7 +82,12 @@ export function a2aHttpJsonRoutes(deps: A2aHttpJsonRouteDeps): Hono<A2aEnv> {
       version: readRequestedVersion(c.req.header("a2a-version"), c.req.query("A2A-Version")),
       contentType: c.req.header("content-type"),
       accept: c.req.header("accept"),
+      lastEventId: c.req.header("last-event-id"),
+      extensions: c.req.header("a2a-extensions"),
     });
+    if (reply.extensions && reply.extensions.length > 0) {
+      c.header("A2A-Extensions", reply.extensions.join(", "));
+    }
     switch (reply.type) {
       case "empty":
         return c.body(null, 204);

@@ -12,7 +12,8 @@
 //   UnauthenticatedError for missing or bad credentials, which the app's error mapper answers 401 with WWW-Authenticate: Bearer — never a
 //   JSON-RPC 200. An authenticated request gets JSON-RPC: one JSON response (errors included,
 //   HTTP 200), or SSE for the streaming methods, each event `data: <JSON-RPC response>` (also an
-//   error of a streaming method, when the client accepts text/event-stream), or HTTP 204 with no
+//   error of a streaming method, when the client accepts text/event-stream; each task event with
+//   its `id:`, which a client sends back as `Last-Event-ID` to resume), or HTTP 204 with no
 //   body for a JSON-RPC notification (see src/a2a/json-rpc.ts).
 //   RateLimitedError and UnavailableError thrown by the service go to the same mapper (429 with
 //   Retry-After, 503).
@@ -20,6 +21,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { Hono } from "hono";
 import { readRequestedVersion } from "../../a2a/json-rpc.ts";
 import type { A2aService } from "../../a2a/service.ts";
+import { streamEventId } from "../../a2a/task-events.ts";
 import type { A2aEnv } from "../middleware/a2a-auth.ts";
 import { refuseBrowserOrigins, refuseQueryCredentials } from "../middleware/api-guards.ts";
 import { writeEventStream } from "../sse.ts";
@@ -81,13 +83,22 @@ export function a2aRoutes(deps: A2aRouteDeps): Hono {
       version: requestedVersion(c),
       contentType: c.req.header("content-type"),
       accept: c.req.header("accept"),
+      lastEventId: c.req.header("last-event-id"),
+      extensions: c.req.header("a2a-extensions"),
     });
+    if (reply.extensions && reply.extensions.length > 0) {
+      c.header("A2A-Extensions", reply.extensions.join(", "));
+    }
     if (reply.type === "none") return c.body(null, 204);
     if (reply.type === "json") return c.json(reply.response, 200);
 
     return writeEventStream(c, reply.stream, {
       keepAliveMs,
-      toEvent: (event) => ({ data: JSON.stringify(event) }),
+      toEvent: (event) => {
+        // The event's id in the task's log: what a reconnecting client sends as Last-Event-ID.
+        const id = streamEventId(event);
+        return { data: JSON.stringify(event), ...(id === undefined ? {} : { id }) };
+      },
     });
   });
 
