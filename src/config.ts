@@ -6,6 +6,12 @@ import path from "node:path";
 import { z } from "zod";
 import { ConfigError, type Problem } from "./errors.ts";
 import { canonicalPath, liesWithin } from "./path-identity.ts";
+import {
+  defaultRetentionDays,
+  type RetentionFamily,
+  type RetentionSettings,
+  retentionFamilies,
+} from "./domain/retention.ts";
 import { plainIssueWords } from "./plain-issue.ts";
 import { type SandboxKind, sandboxKinds } from "./sandbox/types.ts";
 import { adminTokenFile, secretKeyFile } from "./secret-files.ts";
@@ -35,6 +41,34 @@ const postgresUrl = z
   .refine((v) => /^postgres(ql)?:\/\/.+/.test(v), {
     error: "a PostgreSQL URL such as postgres://user:pass@127.0.0.1:5432/peergate",
   });
+
+/** `PEERGATE_RETAIN_<FAMILY>_DAYS`: the variable naming a retention family's days. */
+export function retentionVariable(family: RetentionFamily): string {
+  return `PEERGATE_RETAIN_${family.toUpperCase().replaceAll("-", "_")}_DAYS`;
+}
+
+/** Whole days from 1 to 36500, or `off` (kept for ever); unset: the family's default. */
+const retentionDays = (family: RetentionFamily) =>
+  z.preprocess(
+    (v) => (v === undefined || v === "" ? String(defaultRetentionDays[family] ?? "off") : v),
+    z.union(
+      [
+        z.literal("off").transform(() => null),
+        z.coerce.number().int().min(1).max(36_500),
+      ],
+      { error: "whole days from 1 to 36500, or off (never pruned)" },
+    ),
+  );
+
+// One variable per family, written out so the parsed environment stays typed.
+const retentionSchema = z.object({
+  PEERGATE_RETAIN_RUNS_DAYS: retentionDays("runs"),
+  PEERGATE_RETAIN_TASKS_DAYS: retentionDays("tasks"),
+  PEERGATE_RETAIN_PUSH_DELIVERIES_DAYS: retentionDays("push-deliveries"),
+  PEERGATE_RETAIN_WEBHOOK_CLAIMS_DAYS: retentionDays("webhook-claims"),
+  PEERGATE_RETAIN_JTI_CLAIMS_DAYS: retentionDays("jti-claims"),
+  PEERGATE_RETAIN_AUDIT_DAYS: retentionDays("audit"),
+});
 
 /** Variables peergate reads, with their defaults. Documented in README.md. */
 const envSchema = z.object({
@@ -140,7 +174,20 @@ const envSchema = z.object({
     .min(10, { error: "milliseconds, a whole number from 10 to 60000" })
     .max(60_000, { error: "milliseconds, a whole number from 10 to 60000" })
     .default(1_000),
-});
+  // Retention (docs/operating.md): how often the server prunes; 0 never (only `peergate prune`).
+  PEERGATE_PRUNE_INTERVAL_MINUTES: z.coerce
+    .number({ error: "minutes, a whole number from 0 (never) to 10080" })
+    .int({ error: "minutes, a whole number from 0 (never) to 10080" })
+    .min(0, { error: "minutes, a whole number from 0 (never) to 10080" })
+    .max(10_080, { error: "minutes, a whole number from 0 (never) to 10080" })
+    .default(60),
+  PEERGATE_PRUNE_BATCH: z.coerce
+    .number({ error: "rows, a whole number from 10 to 100000" })
+    .int({ error: "rows, a whole number from 10 to 100000" })
+    .min(10, { error: "rows, a whole number from 10 to 100000" })
+    .max(100_000, { error: "rows, a whole number from 10 to 100000" })
+    .default(1_000),
+}).extend(retentionSchema.shape);
 
 export type Config = {
   host: string;
@@ -176,6 +223,8 @@ export type Config = {
   countRoundTrips?: boolean;
   /** Push notifications: exempted addresses, the delivery lease, the first retry delay. */
   push: { allowAddresses: string[]; leaseMs: number; retryBaseMs: number };
+  /** Days kept per table family, the prune schedule and its batch (docs/operating.md). */
+  retention: RetentionSettings;
 };
 
 /** Variables whose values must never be echoed back, even in a configuration error. */
@@ -238,6 +287,16 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
       allowAddresses: e.PEERGATE_PUSH_ALLOW_ADDRESSES,
       leaseMs: e.PEERGATE_PUSH_LEASE_MS,
       retryBaseMs: e.PEERGATE_PUSH_RETRY_MS,
+    },
+    retention: {
+      days: Object.fromEntries(
+        retentionFamilies.map((f) => [
+          f,
+          e[retentionVariable(f) as keyof typeof retentionSchema.shape],
+        ]),
+      ) as RetentionSettings["days"],
+      intervalMs: e.PEERGATE_PRUNE_INTERVAL_MINUTES * 60_000,
+      batchSize: e.PEERGATE_PRUNE_BATCH,
     },
   };
 }

@@ -56,6 +56,7 @@ import type { CallerEvent } from "./services/caller-events.ts";
 import type { ServiceContext } from "./services/context.ts";
 import { heldSecrets } from "./services/held-secrets.ts";
 import { createAuthFailureLog } from "./services/record-auth-failures.ts";
+import { startPruneSchedule } from "./services/prune-schedule.ts";
 import { createRunEngine, type PeergateRunEngine } from "./services/runs/engine.ts";
 import { createMcpInstances } from "./tools/declared/mcp-instances.ts";
 import { createToolRuntime, type ToolRuntimeOptions } from "./tools/runtime.ts";
@@ -166,6 +167,7 @@ export async function openCore(
       publicUrl: config.publicUrl ?? listening.url,
       callerChanged: committedHere.emit,
       authFailures,
+      retention: config.retention,
     };
 
     const admin = await settleAdminToken({
@@ -180,6 +182,14 @@ export async function openCore(
       const control = await serveControlSocket({ dataDir: config.dataDir, services, logger });
       if (control) opened.push(() => control.close());
     }
+
+    // Rows past their retention, pruned on a schedule (src/services/prune-schedule.ts).
+    const pruning = startPruneSchedule({
+      ctx: services,
+      intervalMs: config.retention.intervalMs,
+      logger,
+    });
+    opened.push(() => pruning.stop());
 
     const limiter = createRateLimiter(options.authThrottle);
     const auth: AuthDeps = { ctx: services, directory, jwks: createJwksCache() };
