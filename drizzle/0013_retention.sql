@@ -29,19 +29,24 @@ CREATE TRIGGER "audit_checkpoints_no_truncate" BEFORE TRUNCATE ON "audit_checkpo
 -- chain that a checkpoint covers, and nothing else: a link at or below the highest checkpoint's
 -- seq, an event whose link is. Whoever inserts a checkpoint by hand to delete more cannot sign
 -- it: `audit verify` checks every checkpoint's signature (src/db/audit-prune.ts).
-CREATE FUNCTION "audit_refuse_uncheckpointed_delete"() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-  covered bigint := (SELECT max("seq") FROM "audit_checkpoints");
+CREATE FUNCTION "audit_chain_refuse_uncheckpointed_delete"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  IF covered IS NOT NULL AND (
-    (TG_TABLE_NAME = 'audit_chain' AND OLD."seq" <= covered) OR
-    (TG_TABLE_NAME = 'audit_events' AND EXISTS (
-      SELECT 1 FROM "audit_chain" c WHERE c."event_id" = OLD."id" AND c."seq" <= covered))
-  ) THEN
+  IF OLD."seq" <= (SELECT max("seq") FROM "audit_checkpoints") THEN
     RETURN OLD;
   END IF;
-  RAISE EXCEPTION '% is append-only: % refused (no audit checkpoint covers the row)',
-    TG_TABLE_NAME, TG_OP USING ERRCODE = 'insufficient_privilege';
+  RAISE EXCEPTION 'audit_chain is append-only: DELETE refused (no audit checkpoint covers seq %)',
+    OLD."seq" USING ERRCODE = 'insufficient_privilege';
+END;
+$$;
+--> statement-breakpoint
+CREATE FUNCTION "audit_events_refuse_uncheckpointed_delete"() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF EXISTS (SELECT 1 FROM "audit_chain" c WHERE c."event_id" = OLD."id"
+               AND c."seq" <= (SELECT max("seq") FROM "audit_checkpoints")) THEN
+    RETURN OLD;
+  END IF;
+  RAISE EXCEPTION 'audit_events is append-only: DELETE refused (no audit checkpoint covers event %)',
+    OLD."id" USING ERRCODE = 'insufficient_privilege';
 END;
 $$;
 --> statement-breakpoint
@@ -51,7 +56,7 @@ CREATE TRIGGER "audit_events_no_update" BEFORE UPDATE ON "audit_events"
   FOR EACH ROW EXECUTE FUNCTION "audit_events_refuse_change"();
 --> statement-breakpoint
 CREATE TRIGGER "audit_events_checkpointed_delete" BEFORE DELETE ON "audit_events"
-  FOR EACH ROW EXECUTE FUNCTION "audit_refuse_uncheckpointed_delete"();
+  FOR EACH ROW EXECUTE FUNCTION "audit_events_refuse_uncheckpointed_delete"();
 --> statement-breakpoint
 DROP TRIGGER "audit_chain_append_only" ON "audit_chain";
 --> statement-breakpoint
@@ -59,4 +64,4 @@ CREATE TRIGGER "audit_chain_no_update" BEFORE UPDATE ON "audit_chain"
   FOR EACH ROW EXECUTE FUNCTION "audit_events_refuse_change"();
 --> statement-breakpoint
 CREATE TRIGGER "audit_chain_checkpointed_delete" BEFORE DELETE ON "audit_chain"
-  FOR EACH ROW EXECUTE FUNCTION "audit_refuse_uncheckpointed_delete"();
+  FOR EACH ROW EXECUTE FUNCTION "audit_chain_refuse_uncheckpointed_delete"();
