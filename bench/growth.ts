@@ -47,7 +47,9 @@ async function topUp(db: Db, size: number): Promise<void> {
       (await selectRows<{ n: unknown }>(db, sql.raw(`select count(*) as n from ${table}`)))[0]?.n,
     );
   if ((await have("callers")) === 0) {
-    await db.execute(sql`insert into callers (id, name, kind, tier) values (${bigCaller}, 'big', 'peer', 'public')`);
+    await db.execute(
+      sql`insert into callers (id, name, kind, tier) values (${bigCaller}, 'big', 'peer', 'public')`,
+    );
     await db.execute(sql`
       insert into callers (name, kind, tier, jwt)
       select 'jwt-' || g, 'peer', 'public',
@@ -116,7 +118,11 @@ async function seqScans(db: Db, query: ReturnType<typeof sql>): Promise<string[]
   const rows = await selectRows<{ "QUERY PLAN": string }>(db, sql`explain ${query}`);
   return rows
     .map((r) => r["QUERY PLAN"])
-    .filter((line) => /Seq Scan on (runs|tool_calls|a2a_tasks|audit_events|audit_chain|webhook_deliveries|jwt_replays)\b/.test(line))
+    .filter((line) =>
+      /Seq Scan on (runs|tool_calls|a2a_tasks|audit_events|audit_chain|webhook_deliveries|jwt_replays)\b/.test(
+        line,
+      ),
+    )
     .map((line) => line.trim());
 }
 
@@ -128,13 +134,12 @@ const jwtLookup = sql`select * from callers where kind = 'peer' and jwt is not n
 
 type Measure = { name: string; ms: number; kind: "flat" | "linear"; seqScans: string[] };
 
-async function measure(db: Db, size: number): Promise<{ measures: Measure[]; disk: Record<string, number> }> {
+async function measure(
+  db: Db,
+  size: number,
+): Promise<{ measures: Measure[]; disk: Record<string, number> }> {
   const measures: Measure[] = [];
-  const add = async (
-    name: string,
-    work: () => Promise<unknown>,
-    plan?: ReturnType<typeof sql>,
-  ) => {
+  const add = async (name: string, work: () => Promise<unknown>, plan?: ReturnType<typeof sql>) => {
     measures.push({
       name,
       ms: await median(work),
@@ -155,15 +160,17 @@ async function measure(db: Db, size: number): Promise<{ measures: Measure[]; dis
   );
   await add(`JWT peer by issuer (${jwtPeers} JWT peers)`, () => db.execute(jwtLookup), jwtLookup);
   await add("admin: runs list (50 newest)", () => listRuns({ ctx: { db }, input: { limit: 50 } }));
-  await add(
-    "admin: runs list of one caller (50 newest)",
-    () => listRuns({ ctx: { db }, input: { limit: 50, callerId: bigCaller } }),
+  await add("admin: runs list of one caller (50 newest)", () =>
+    listRuns({ ctx: { db }, input: { limit: 50, callerId: bigCaller } }),
   );
-  await add("admin: callers list (all)", () => db.execute(sql`select * from callers order by name`));
-  await add("admin: audit page (100 after the first)", () => readAuditPage(db, { after: 1, limit: 100 }));
-  await add(
-    "admin: audit page (100 near the end)",
-    () => readAuditPage(db, { after: size - 200, limit: 100 }),
+  await add("admin: callers list (all)", () =>
+    db.execute(sql`select * from callers order by name`),
+  );
+  await add("admin: audit page (100 after the first)", () =>
+    readAuditPage(db, { after: 1, limit: 100 }),
+  );
+  await add("admin: audit page (100 near the end)", () =>
+    readAuditPage(db, { after: size - 200, limit: 100 }),
   );
   const t0 = performance.now();
   const verified = await verifyAuditChain(db, { flush: false, batchSize: 5_000 });
@@ -176,7 +183,15 @@ async function measure(db: Db, size: number): Promise<{ measures: Measure[]; dis
     seqScans: [],
   });
   const disk: Record<string, number> = {};
-  for (const table of ["a2a_tasks", "runs", "tool_calls", "audit_events", "audit_chain", "webhook_deliveries", "jwt_replays"]) {
+  for (const table of [
+    "a2a_tasks",
+    "runs",
+    "tool_calls",
+    "audit_events",
+    "audit_chain",
+    "webhook_deliveries",
+    "jwt_replays",
+  ]) {
     const [row] = await selectRows<{ bytes: unknown }>(
       db,
       sql`select pg_total_relation_size(${table}::regclass) as bytes`,
@@ -187,9 +202,18 @@ async function measure(db: Db, size: number): Promise<{ measures: Measure[]; dis
 }
 
 const cluster = await startPostgresCluster();
-const results: { size: number; measures: Measure[]; disk: Record<string, number>; seedMs: number }[] = [];
+const results: {
+  size: number;
+  measures: Measure[];
+  disk: Record<string, number>;
+  seedMs: number;
+}[] = [];
 try {
-  const database = await openDatabase({ kind: "postgres", url: cluster.adminUrl, statementTimeoutMs: 3_600_000 });
+  const database = await openDatabase({
+    kind: "postgres",
+    url: cluster.adminUrl,
+    statementTimeoutMs: 3_600_000,
+  });
   await migrateDatabase(database);
   for (const size of sizes) {
     const t0 = performance.now();
@@ -224,7 +248,9 @@ const rows = first.measures.map((m, i) => {
   };
 });
 const header = results.map((r) => `${r.size.toLocaleString("en")} rows (ms)`);
-console.log(`| query | ${header.join(" | ")} | ratio largest/smallest | bound | verdict | seq scans |`);
+console.log(
+  `| query | ${header.join(" | ")} | ratio largest/smallest | bound | verdict | seq scans |`,
+);
 console.log(`|---|${header.map(() => "---:").join("|")}|---:|---:|---|---|`);
 for (const r of rows) {
   console.log(
@@ -241,7 +267,5 @@ console.log("");
 console.log(
   `Seeding: ${results.map((r) => `${r.size.toLocaleString("en")} rows per table in ${(r.seedMs / 1000).toFixed(1)} s`).join("; ")}.`,
 );
-console.log(
-  `<!-- growth-result ${JSON.stringify({ sizes, rows, disk: last.disk })} -->`,
-);
+console.log(`<!-- growth-result ${JSON.stringify({ sizes, rows, disk: last.disk })} -->`);
 void path;

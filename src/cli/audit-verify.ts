@@ -1,6 +1,4 @@
 // `peergate audit verify`: walks the audit hash chain and reports the first broken link.
-import { deriveCheckpointSigner } from "../auth/audit-checkpoint-key.ts";
-import { parseSecretKey } from "../auth/sealed-secrets.ts";
 import { type Config, loadConfig } from "../config.ts";
 import { verifyAuditChain } from "../db/audit.ts";
 import { openDatabase } from "../db/client.ts";
@@ -8,6 +6,7 @@ import { migrationStatus } from "../db/migrate.ts";
 import { describeDatabase, resolveDatabaseOptions } from "../db/open-configured.ts";
 import { UnavailableError } from "../errors.ts";
 import { readSecretFile, secretKeyFile } from "../secret-files.ts";
+import { checkpointKeyFromSecret } from "../services/prune-tables.ts";
 import { type AdminResponse, ApiError, callAdmin } from "./admin-client.ts";
 import { type CliContext, type Command, exitCodes } from "./command.ts";
 import { toTerminalJson } from "./terminal-text.ts";
@@ -17,9 +16,9 @@ import { toTerminalJson } from "./terminal-text.ts";
  * or the data directory's file), never created here. Without one, a pruned chain fails closed.
  */
 async function checkpointKey(config: Config) {
-  const text = config.secretKey ?? (await readSecretFile(config.dataDir, secretKeyFile));
-  const key = text === undefined ? undefined : parseSecretKey(text);
-  return key ? deriveCheckpointSigner(key.bytes) : undefined;
+  return checkpointKeyFromSecret(
+    config.secretKey ?? (await readSecretFile(config.dataDir, secretKeyFile)),
+  );
 }
 
 /** Progress on stderr, once a second, for a walk that takes longer than that. */

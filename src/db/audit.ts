@@ -32,7 +32,6 @@ import { is, type SQL, sql } from "drizzle-orm";
 import { PgTransaction } from "drizzle-orm/pg-core";
 import type { AuditActor, AuditKind } from "../domain/audit.ts";
 import { canonicalJson } from "../json-text.ts";
-import { type Db, type DbOrTx, selectRows } from "./client.ts";
 import {
   type AuditCheckpoint,
   type CheckpointKey,
@@ -40,6 +39,7 @@ import {
   readAuditCheckpoints,
   readChainBounds,
 } from "./audit-prune.ts";
+import { type Db, type DbOrTx, selectRows } from "./client.ts";
 import { advisoryLockSpace, lockKeys } from "./locks.ts";
 import { type AuditTrailRow, auditChain, auditEvents } from "./schema.ts";
 import { storableJson, storableText } from "./storable.ts";

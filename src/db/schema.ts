@@ -190,9 +190,7 @@ export const callers = pgTable(
   },
   (t) => [
     // A JWT request finds its peer by the token's issuer: an index lookup, however many peers.
-    index("callers_jwt_issuer_idx")
-      .on(sql`(${t.jwt}->>'issuer')`)
-      .where(sql`"jwt" IS NOT NULL`),
+    index("callers_jwt_issuer_idx").on(sql`(${t.jwt}->>'issuer')`).where(sql`"jwt" IS NOT NULL`),
     check("callers_kind_check", isOneOf("kind", callerKinds)),
     check("callers_tier_check", isOneOf("tier", tiers)),
     check("callers_approval_policy_check", isOneOf("approval_policy", approvalPolicies)),

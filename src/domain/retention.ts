@@ -1,7 +1,7 @@
 // How long peergate keeps each family of rows (docs/operating.md, "Retention"). A family is a
 // set of tables pruned together because one guards the other's meaning: a run with its tool calls
 // and notices, a task with its push configs. `null` days: the family is never pruned. Nothing
-// here has a side effect.
+// here has a side effect. The defaults are src/config.ts's (`defaultRetentionDays`).
 
 export const retentionFamilies = [
   "runs",
@@ -15,20 +15,6 @@ export type RetentionFamily = (typeof retentionFamilies)[number];
 
 /** Days each family is kept; null: kept for ever. */
 export type RetentionDays = Readonly<Record<RetentionFamily, number | null>>;
-
-/**
- * The defaults. The audit trail is never pruned unless the operator says so; the others are kept
- * long enough to answer any question an operator asks about recent work (runs, tasks) and at
- * least as long as the replay window they guard (webhook claims, JWT ids).
- */
-export const defaultRetentionDays: RetentionDays = {
-  runs: 90,
-  tasks: 90,
-  "push-deliveries": 30,
-  "webhook-claims": 400,
-  "jti-claims": 1,
-  audit: null,
-};
 
 export type RetentionSettings = {
   readonly days: RetentionDays;

@@ -11,17 +11,11 @@
 // what each family lost and the checkpoint, whenever anything was deleted.
 import { sql } from "drizzle-orm";
 import { z } from "zod";
-import {
-  type CheckpointSigner,
-  deriveCheckpointSigner,
-} from "../auth/audit-checkpoint-key.ts";
-import type { SecretKey } from "../auth/sealed-secrets.ts";
+import { type CheckpointSigner, deriveCheckpointSigner } from "../auth/audit-checkpoint-key.ts";
+import { parseSecretKey, type SecretKey } from "../auth/sealed-secrets.ts";
+import { defaultRetentionDays } from "../config.ts";
 import { appendAuditEvent } from "../db/audit.ts";
-import {
-  deleteAuditPrefixBatch,
-  planAuditPrune,
-  writeAuditCheckpoint,
-} from "../db/audit-prune.ts";
+import { deleteAuditPrefixBatch, planAuditPrune, writeAuditCheckpoint } from "../db/audit-prune.ts";
 import { selectRows, withDedicatedConnection } from "../db/client.ts";
 import { advisoryLockSpace, lockKeys } from "../db/locks.ts";
 import {
@@ -30,12 +24,11 @@ import {
   type PrunableFamily,
   type PruneWindow,
 } from "../db/retention.ts";
-import {
-  defaultRetentionDays,
-  type FamilyPrune,
-  type PruneReport,
-  type RetentionFamily,
-  type RetentionSettings,
+import type {
+  FamilyPrune,
+  PruneReport,
+  RetentionFamily,
+  RetentionSettings,
 } from "../domain/retention.ts";
 import { ConflictError, ForbiddenError } from "../errors.ts";
 import { githubDuplicateWindowMs } from "./accept-webhook.ts";
@@ -70,6 +63,17 @@ const pruneOrder: readonly RetentionFamily[] = [
 const dayMs = 86_400_000;
 
 const signers = new WeakMap<SecretKey, Promise<CheckpointSigner>>();
+
+/**
+ * The key that checks audit checkpoints for a secret key given as text (PEERGATE_SECRET_KEY or the
+ * data directory's file), for a verify outside the server; undefined when there is none.
+ */
+export async function checkpointKeyFromSecret(
+  text: string | undefined,
+): Promise<CheckpointSigner | undefined> {
+  const key = text === undefined ? undefined : parseSecretKey(text);
+  return key ? deriveCheckpointSigner(key.bytes) : undefined;
+}
 
 /** The key that signs (and checks) audit checkpoints, derived once per secret key. */
 export function checkpointSigner(ctx: Pick<ServiceContext, "secretKey">) {
@@ -113,9 +117,7 @@ export async function prune(
 ): Promise<PruneReport> {
   const settings = ctx.retention ?? defaultRetentionSettings;
   if (!options.apply) return pruneFamilies(ctx, settings, false);
-  const report = await withPruneLock(ctx, () =>
-    pruneFamilies(ctx, settings, true, options.signal),
-  );
+  const report = await withPruneLock(ctx, () => pruneFamilies(ctx, settings, true, options.signal));
   const deleted = report.families.filter((f) => f.rows > 0);
   if (deleted.length > 0) {
     await appendAuditEvent(ctx.db, {
@@ -190,7 +192,12 @@ async function pruneFamilies(
       : await countPrunable(ctx.db, family, window);
     families.push({ family, days, rows, cutoff: cutoff.toISOString() });
   }
-  return { applied: apply, families, checkpoint, durationMs: Math.round(performance.now() - started) };
+  return {
+    applied: apply,
+    families,
+    checkpoint,
+    durationMs: Math.round(performance.now() - started),
+  };
 }
 
 async function deleteAll(

@@ -4,11 +4,12 @@
 // tampered retained event, `audit verify` names.
 import { sql } from "drizzle-orm";
 import { expect, it } from "vitest";
+import { defaultRetentionDays } from "../../src/config.ts";
 import { appendAuditEvent, flushAuditChain, verifyAuditChain } from "../../src/db/audit.ts";
-import { selectRows } from "../../src/db/client.ts";
 import type { Db } from "../../src/db/client.ts";
-import { defaultRetentionDays, type RetentionSettings } from "../../src/domain/retention.ts";
+import { selectRows } from "../../src/db/client.ts";
 import type { AuditActor, AuditKind } from "../../src/domain/audit.ts";
+import type { RetentionSettings } from "../../src/domain/retention.ts";
 import type { ServiceContext } from "../../src/services/context.ts";
 import { checkpointSigner, prune } from "../../src/services/prune-tables.ts";
 import { verifyAudit } from "../../src/services/read-audit.ts";
@@ -50,7 +51,10 @@ async function tamper(db: Db, statement: string): Promise<void> {
 }
 
 async function count(db: Db, table: string): Promise<number> {
-  const [row] = await selectRows<{ n: number }>(db, sql.raw(`select count(*)::int as n from ${table}`));
+  const [row] = await selectRows<{ n: number }>(
+    db,
+    sql.raw(`select count(*)::int as n from ${table}`),
+  );
   return row?.n ?? 0;
 }
 
@@ -117,7 +121,10 @@ describeEachDatabase("retention", (ctx) => {
       await tamper(ctx.db, `update audit_checkpoints set count = ${cut} where seq = ${cut}`);
 
       // The first kept event no longer follows the checkpoint.
-      await tamper(ctx.db, `update audit_chain set prev_hash = repeat('1', 64) where seq = ${head}`);
+      await tamper(
+        ctx.db,
+        `update audit_chain set prev_hash = repeat('1', 64) where seq = ${head}`,
+      );
       expect(await verifyAudit({ ctx: later })).toMatchObject({ ok: false, seq: head });
       await tamper(
         ctx.db,
@@ -200,7 +207,10 @@ describeEachDatabase("retention", (ctx) => {
         "10000000-0000-4000-8000-000000000003",
       ]);
       expect(await count(ctx.db, "tool_calls")).toBe(0);
-      const tasks = await selectRows<{ id: string }>(ctx.db, sql`select id from a2a_tasks order by id`);
+      const tasks = await selectRows<{ id: string }>(
+        ctx.db,
+        sql`select id from a2a_tasks order by id`,
+      );
       expect(tasks.map((t) => t.id)).toEqual(["t-live", "t-working"]);
       // The GitHub claim is inside its replay window (a year), whatever the family's days.
       const claims = await selectRows<{ delivery_id: string | null }>(
@@ -225,7 +235,10 @@ describeEachDatabase("retention", (ctx) => {
       });
       expect((await operatorRequest(app, "POST", "/prune", { apply: true })).status).toBe(200);
       const checkpoints = await adminRequest(app, "GET", "/audit/checkpoints");
-      expect(await checkpoints.json()).toMatchObject({ checkpoints: [], publicKey: { crv: "Ed25519" } });
+      expect(await checkpoints.json()).toMatchObject({
+        checkpoints: [],
+        publicKey: { crv: "Ed25519" },
+      });
     } finally {
       await app.close();
     }

@@ -5,14 +5,7 @@ import { z } from "zod";
 import { retentionFamilies } from "../../domain/retention.ts";
 import { pruneInputSchema } from "../../services/prune-tables.ts";
 import { auditQuerySchema } from "../../services/read-audit.ts";
-import {
-  admin,
-  body,
-  iso,
-  json,
-  operatorHeader,
-  problems,
-} from "./admin-api-shared.ts";
+import { admin, body, iso, json, operatorHeader, problems } from "./admin-api-shared.ts";
 
 export const auditEventSchema = z.object({
   seq: z.number().int().nullable().describe("null while the event is not chained yet"),

@@ -25,11 +25,7 @@ import { explainCallerCeiling, listTools } from "../../services/explain-caller.t
 import { getCaller, listCallers } from "../../services/find-caller.ts";
 import { previewCeiling } from "../../services/preview-ceiling.ts";
 import { pruneTables } from "../../services/prune-tables.ts";
-import {
-  listAuditCheckpoints,
-  listAuditEvents,
-  verifyAudit,
-} from "../../services/read-audit.ts";
+import { listAuditCheckpoints, listAuditEvents, verifyAudit } from "../../services/read-audit.ts";
 import { restoreCaller } from "../../services/restore-caller.ts";
 import { revokeCaller } from "../../services/revoke-caller.ts";
 import { rotateAdminToken } from "../../services/rotate-admin-token.ts";
