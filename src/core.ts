@@ -10,7 +10,7 @@
 //      nothing), and before the services, so the default public URL names the port actually
 //      bound (PEERGATE_PORT=0). Until the app is in place every request is answered 503.
 //   4. notification hub → caller directory → auth-failure log → services → admin token →
-//      control socket (PGlite only) → model → sandbox → tools → the policy-file watcher
+//      control socket (PGlite only) → the prune schedule → model → sandbox → tools → the policy-file watcher
 //      (src/policy-reload.ts: services, engine and A2A read the policies through it) → run
 //      engine → A2A → reactions.
 // `close()` undoes them in exactly the reverse order: the engine stops its runs (whose ends still
