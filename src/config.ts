@@ -78,126 +78,125 @@ const retentionSchema = z.object({
 });
 
 /** Variables peergate reads, with their defaults. Documented in README.md. */
-const envSchema = z
-  .object({
-    PEERGATE_HOST: nonEmpty("a host name or IP address to listen on").default("127.0.0.1"),
-    PEERGATE_PORT: port.default(8080),
-    PEERGATE_DATA_DIR: nonEmpty("a directory path").default("./.peergate"),
-    DATABASE_URL: z.preprocess((v) => (v === "" ? undefined : v), postgresUrl.optional()),
-    PEERGATE_POLICIES_DIR: nonEmpty("a directory path").default("./policies"),
-    PEERGATE_LOG_LEVEL: z
-      .enum(logLevels, { error: `one of ${logLevels.join(", ")}` })
-      .default("info"),
-    PEERGATE_PUBLIC_URL: z.preprocess(
-      (v) => (v === "" ? undefined : v),
-      z
-        .string()
-        .trim()
-        .refine((v) => /^https?:\/\/[^/?#]+(\/[^?#]*)?$/.test(v) && !v.endsWith("/"), {
-          error: "an http(s) URL without a trailing slash, e.g. https://peergate.example.com",
-        })
-        .optional(),
-    ),
-    PEERGATE_ADMIN_TOKEN: z.preprocess(
-      (v) => (v === "" ? undefined : v),
-      z
-        .string()
-        .refine((v) => /^[A-Za-z0-9_\-.~+/]{32,512}$/.test(v), {
-          error:
-            "at least 32 characters of letters, digits and -._~+/ (or unset: one is generated)",
-        })
-        .optional(),
-    ),
-    PEERGATE_SECRET_KEY: z.preprocess(
-      (v) => (v === "" ? undefined : v),
-      z
-        .string()
-        .refine((v) => /^([0-9a-fA-F]{64}|[A-Za-z0-9_\-+/]{43}=?)$/.test(v.trim()), {
-          error:
-            "32 random bytes as 64 hex digits or 43 base64url characters (or unset: one is generated in the data dir)",
-        })
-        .optional(),
-    ),
-    PEERGATE_WORKSPACE: z.preprocess((v) => (v === "" ? undefined : v), z.string().optional()),
-    PEERGATE_MODEL: z.preprocess(
-      (v) => (v === "" ? undefined : v),
-      z
-        .string()
-        .refine((v) => /^(openai|anthropic|openai-compatible):\S+$/.test(v), {
-          error:
-            "provider:model with provider openai, anthropic or openai-compatible, e.g. openai:gpt-4.1-mini",
-        })
-        .optional(),
-    ),
-    PEERGATE_MODEL_BASE_URL: z.preprocess(
-      (v) => (v === "" ? undefined : v),
-      z.url({ error: "an http(s) URL, e.g. http://127.0.0.1:11434/v1" }).optional(),
-    ),
-    PEERGATE_MODEL_API_KEY: z.preprocess((v) => (v === "" ? undefined : v), z.string().optional()),
-    PEERGATE_SANDBOX: z
-      .enum(sandboxKinds, {
-        error:
-          "bwrap (processes run confined; the default) or none (no confinement: only when you accept that)",
-      })
-      .default("bwrap"),
-    PEERGATE_WORKSPACE_HARD_LINKS: z
-      .enum(workspaceHardLinkModes, {
-        error:
-          "refuse (file tools do not read a file with more than one hard link; the default) or allow",
-      })
-      .default("refuse"),
-    PEERGATE_SHUTDOWN_TIMEOUT_MS: z.coerce
-      .number({ error: "milliseconds, a whole number from 100 to 60000" })
-      .int({ error: "milliseconds, a whole number from 100 to 60000" })
-      .min(100, { error: "milliseconds, a whole number from 100 to 60000" })
-      .max(60_000, { error: "milliseconds, a whole number from 100 to 60000" })
-      .default(8_000),
-    // Push notifications (docs/a2a.md): addresses exempted from the egress guard's refusal of
-    // loopback and private targets, comma-separated; the lease a worker holds a delivery for.
-    PEERGATE_PUSH_ALLOW_ADDRESSES: z
+const envSchema = z.object({
+  // PEERGATE_RETAIN_<FAMILY>_DAYS, one per family (above).
+  ...retentionSchema.shape,
+  PEERGATE_HOST: nonEmpty("a host name or IP address to listen on").default("127.0.0.1"),
+  PEERGATE_PORT: port.default(8080),
+  PEERGATE_DATA_DIR: nonEmpty("a directory path").default("./.peergate"),
+  DATABASE_URL: z.preprocess((v) => (v === "" ? undefined : v), postgresUrl.optional()),
+  PEERGATE_POLICIES_DIR: nonEmpty("a directory path").default("./policies"),
+  PEERGATE_LOG_LEVEL: z
+    .enum(logLevels, { error: `one of ${logLevels.join(", ")}` })
+    .default("info"),
+  PEERGATE_PUBLIC_URL: z.preprocess(
+    (v) => (v === "" ? undefined : v),
+    z
       .string()
-      .default("")
-      .transform((v) =>
-        v
-          .split(",")
-          .map((a) => a.trim())
-          .filter((a) => a !== ""),
-      )
-      .pipe(z.array(z.union([z.ipv4(), z.ipv6()], { error: "IP addresses, comma-separated" }))),
-    PEERGATE_PUSH_LEASE_MS: z.coerce
-      .number({ error: "milliseconds, a whole number from 1000 to 600000" })
-      .int({ error: "milliseconds, a whole number from 1000 to 600000" })
-      .min(1_000, { error: "milliseconds, a whole number from 1000 to 600000" })
-      .max(600_000, { error: "milliseconds, a whole number from 1000 to 600000" })
-      .default(30_000),
-    // Opening PostgreSQL through a postgres.js without the project's mends (src/db/
-    // postgres-driver.patch) is refused unless this is 1: an explicit, logged override.
-    PEERGATE_ALLOW_UNMENDED_DRIVER: z
-      .enum(["", "0", "1"], {
-        error: "1 (open PostgreSQL through a driver without the project's mends) or unset",
+      .trim()
+      .refine((v) => /^https?:\/\/[^/?#]+(\/[^?#]*)?$/.test(v) && !v.endsWith("/"), {
+        error: "an http(s) URL without a trailing slash, e.g. https://peergate.example.com",
       })
-      .default(""),
-    PEERGATE_PUSH_RETRY_MS: z.coerce
-      .number({ error: "milliseconds, a whole number from 10 to 60000" })
-      .int({ error: "milliseconds, a whole number from 10 to 60000" })
-      .min(10, { error: "milliseconds, a whole number from 10 to 60000" })
-      .max(60_000, { error: "milliseconds, a whole number from 10 to 60000" })
-      .default(1_000),
-    // Retention (docs/operating.md): how often the server prunes; 0 never (only `peergate prune`).
-    PEERGATE_PRUNE_INTERVAL_MINUTES: z.coerce
-      .number({ error: "minutes, a whole number from 0 (never) to 10080" })
-      .int({ error: "minutes, a whole number from 0 (never) to 10080" })
-      .min(0, { error: "minutes, a whole number from 0 (never) to 10080" })
-      .max(10_080, { error: "minutes, a whole number from 0 (never) to 10080" })
-      .default(60),
-    PEERGATE_PRUNE_BATCH: z.coerce
-      .number({ error: "rows, a whole number from 10 to 100000" })
-      .int({ error: "rows, a whole number from 10 to 100000" })
-      .min(10, { error: "rows, a whole number from 10 to 100000" })
-      .max(100_000, { error: "rows, a whole number from 10 to 100000" })
-      .default(1_000),
-  })
-  .extend(retentionSchema.shape);
+      .optional(),
+  ),
+  PEERGATE_ADMIN_TOKEN: z.preprocess(
+    (v) => (v === "" ? undefined : v),
+    z
+      .string()
+      .refine((v) => /^[A-Za-z0-9_\-.~+/]{32,512}$/.test(v), {
+        error: "at least 32 characters of letters, digits and -._~+/ (or unset: one is generated)",
+      })
+      .optional(),
+  ),
+  PEERGATE_SECRET_KEY: z.preprocess(
+    (v) => (v === "" ? undefined : v),
+    z
+      .string()
+      .refine((v) => /^([0-9a-fA-F]{64}|[A-Za-z0-9_\-+/]{43}=?)$/.test(v.trim()), {
+        error:
+          "32 random bytes as 64 hex digits or 43 base64url characters (or unset: one is generated in the data dir)",
+      })
+      .optional(),
+  ),
+  PEERGATE_WORKSPACE: z.preprocess((v) => (v === "" ? undefined : v), z.string().optional()),
+  PEERGATE_MODEL: z.preprocess(
+    (v) => (v === "" ? undefined : v),
+    z
+      .string()
+      .refine((v) => /^(openai|anthropic|openai-compatible):\S+$/.test(v), {
+        error:
+          "provider:model with provider openai, anthropic or openai-compatible, e.g. openai:gpt-4.1-mini",
+      })
+      .optional(),
+  ),
+  PEERGATE_MODEL_BASE_URL: z.preprocess(
+    (v) => (v === "" ? undefined : v),
+    z.url({ error: "an http(s) URL, e.g. http://127.0.0.1:11434/v1" }).optional(),
+  ),
+  PEERGATE_MODEL_API_KEY: z.preprocess((v) => (v === "" ? undefined : v), z.string().optional()),
+  PEERGATE_SANDBOX: z
+    .enum(sandboxKinds, {
+      error:
+        "bwrap (processes run confined; the default) or none (no confinement: only when you accept that)",
+    })
+    .default("bwrap"),
+  PEERGATE_WORKSPACE_HARD_LINKS: z
+    .enum(workspaceHardLinkModes, {
+      error:
+        "refuse (file tools do not read a file with more than one hard link; the default) or allow",
+    })
+    .default("refuse"),
+  PEERGATE_SHUTDOWN_TIMEOUT_MS: z.coerce
+    .number({ error: "milliseconds, a whole number from 100 to 60000" })
+    .int({ error: "milliseconds, a whole number from 100 to 60000" })
+    .min(100, { error: "milliseconds, a whole number from 100 to 60000" })
+    .max(60_000, { error: "milliseconds, a whole number from 100 to 60000" })
+    .default(8_000),
+  // Push notifications (docs/a2a.md): addresses exempted from the egress guard's refusal of
+  // loopback and private targets, comma-separated; the lease a worker holds a delivery for.
+  PEERGATE_PUSH_ALLOW_ADDRESSES: z
+    .string()
+    .default("")
+    .transform((v) =>
+      v
+        .split(",")
+        .map((a) => a.trim())
+        .filter((a) => a !== ""),
+    )
+    .pipe(z.array(z.union([z.ipv4(), z.ipv6()], { error: "IP addresses, comma-separated" }))),
+  PEERGATE_PUSH_LEASE_MS: z.coerce
+    .number({ error: "milliseconds, a whole number from 1000 to 600000" })
+    .int({ error: "milliseconds, a whole number from 1000 to 600000" })
+    .min(1_000, { error: "milliseconds, a whole number from 1000 to 600000" })
+    .max(600_000, { error: "milliseconds, a whole number from 1000 to 600000" })
+    .default(30_000),
+  // Opening PostgreSQL through a postgres.js without the project's mends (src/db/
+  // postgres-driver.patch) is refused unless this is 1: an explicit, logged override.
+  PEERGATE_ALLOW_UNMENDED_DRIVER: z
+    .enum(["", "0", "1"], {
+      error: "1 (open PostgreSQL through a driver without the project's mends) or unset",
+    })
+    .default(""),
+  PEERGATE_PUSH_RETRY_MS: z.coerce
+    .number({ error: "milliseconds, a whole number from 10 to 60000" })
+    .int({ error: "milliseconds, a whole number from 10 to 60000" })
+    .min(10, { error: "milliseconds, a whole number from 10 to 60000" })
+    .max(60_000, { error: "milliseconds, a whole number from 10 to 60000" })
+    .default(1_000),
+  // Retention (docs/operating.md): how often the server prunes; 0 never (only `peergate prune`).
+  PEERGATE_PRUNE_INTERVAL_MINUTES: z.coerce
+    .number({ error: "minutes, a whole number from 0 (never) to 10080" })
+    .int({ error: "minutes, a whole number from 0 (never) to 10080" })
+    .min(0, { error: "minutes, a whole number from 0 (never) to 10080" })
+    .max(10_080, { error: "minutes, a whole number from 0 (never) to 10080" })
+    .default(60),
+  PEERGATE_PRUNE_BATCH: z.coerce
+    .number({ error: "rows, a whole number from 10 to 100000" })
+    .int({ error: "rows, a whole number from 10 to 100000" })
+    .min(10, { error: "rows, a whole number from 10 to 100000" })
+    .max(100_000, { error: "rows, a whole number from 10 to 100000" })
+    .default(1_000),
+});
 
 export type Config = {
   host: string;
