@@ -14,7 +14,7 @@ CREATE TABLE "audit_checkpoints" (
 ALTER TABLE "webhook_deliveries" DROP CONSTRAINT "webhook_deliveries_run_id_runs_id_fk";
 --> statement-breakpoint
 ALTER TABLE "webhook_deliveries" ADD CONSTRAINT "webhook_deliveries_run_id_runs_id_fk" FOREIGN KEY ("run_id") REFERENCES "public"."runs"("id") ON DELETE set null ON UPDATE no action;--> statement-breakpoint
-CREATE INDEX "a2a_tasks_caller_updated_idx" ON "a2a_tasks" USING btree ("caller_id","updated_at" DESC NULLS LAST,"id" DESC NULLS LAST);--> statement-breakpoint
+CREATE INDEX "a2a_tasks_caller_updated_idx" ON "a2a_tasks" USING btree ("caller_id","updated_at","id");--> statement-breakpoint
 CREATE INDEX "a2a_tasks_created_at_idx" ON "a2a_tasks" USING btree ("created_at");--> statement-breakpoint
 CREATE INDEX "callers_jwt_issuer_idx" ON "callers" USING btree (("jwt"->>'issuer')) WHERE "jwt" IS NOT NULL;--> statement-breakpoint
 CREATE INDEX "push_deliveries_created_at_idx" ON "push_deliveries" USING btree ("created_at");--> statement-breakpoint

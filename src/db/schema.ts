@@ -350,7 +350,8 @@ export const a2aTasks = pgTable(
     index("a2a_tasks_caller_context_idx").on(t.callerId, t.contextId),
     // ListTasks: a caller's newest first, read from the index rather than sorting all its tasks
     // (bench/growth.ts: the sort made a page grow with the caller's task count).
-    index("a2a_tasks_caller_updated_idx").on(t.callerId, t.updatedAt.desc(), t.id.desc()),
+    // Ascending, read backwards: ORDER BY … DESC puts nulls first, as a backward scan does.
+    index("a2a_tasks_caller_updated_idx").on(t.callerId, t.updatedAt, t.id),
     // Pruning, oldest first; created_at never changes, so updates of a task stay HOT.
     index("a2a_tasks_created_at_idx").on(t.createdAt),
   ],
