@@ -1,7 +1,8 @@
 // Every benchmark, and BENCHMARKS.md from what they print: `npm run bench` (a short run, ~8 min
 // on 2 CPUs), `npm run bench -- --full` (the issues' full sizes: a 10-minute soak and 50 000 A2A
 // tasks per server). Options: `--out FILE` (default BENCHMARKS.md), `--soak-minutes N`,
-// `--a2a-tasks N`, `--smoke` (tiny sizes, one run each: what CI runs so the benches cannot rot;
+// `--a2a-tasks N`, `--growth-1m` (the growth table at 1 000 000 rows per table as well as 10 000),
+// `--smoke` (tiny sizes, one run each: what CI runs so the benches cannot rot;
 // it checks every table is printed and writes nothing unless `--out` is given).
 //
 // Each benchmark runs as its own process, the way its header comment says to run it; the report
@@ -25,6 +26,7 @@ const { values } = parseArgs({
     out: { type: "string" },
     "soak-minutes": { type: "string" },
     "a2a-tasks": { type: "string" },
+    "growth-1m": { type: "boolean", default: false },
   },
 });
 const repoRoot = path.resolve(import.meta.dirname, "..");
@@ -107,6 +109,17 @@ const benches: Bench[] = [
     args: smoke ? ["--seconds", "1"] : [],
     repeat: 1,
     mustPrint: /<!-- audit-result /,
+  },
+  // Growth (issue 26): 10 000 rows per table by default, 1 000 000 as well with --growth-1m
+  // (seeding a million rows per table takes minutes); the smoke run seeds 1 000.
+  {
+    name: "growth",
+    file: "bench/growth.ts",
+    args: smoke
+      ? ["--sizes", "1000", "--repeats", "1"]
+      : ["--sizes", values["growth-1m"] ? "10000,1000000" : "10000"],
+    repeat: 1,
+    mustPrint: /<!-- growth-result /,
   },
   {
     name: "soak",
@@ -601,6 +614,11 @@ for (const bench of benches) {
       judgeAudit(outputs[0] as string, verdicts);
       sections.push(
         `## Audit appends across two instances\n\n${command}. Two instance processes, each with its own pool and audit chainer, on one PostgreSQL; the reference row is the same loop with a plain INSERT.\n\n${outputs[0]?.trim()}`,
+      );
+      break;
+    case "growth":
+      sections.push(
+        `## Growth\n\n${command}. Each table topped up in SQL to each size; medians of repeated queries on one PostgreSQL. A ratio needs two sizes: \`npm run bench -- --growth-1m\` adds 1 000 000 rows per table (docs/operating.md, "Retention").\n\n${outputs[0]?.trim()}`,
       );
       break;
     case "soak":

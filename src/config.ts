@@ -36,8 +36,51 @@ const postgresUrl = z
     error: "a PostgreSQL URL such as postgres://user:pass@127.0.0.1:5432/peergate",
   });
 
+/**
+ * Days each table family is kept (src/domain/retention.ts names the families); null: for ever.
+ * The audit trail is never pruned unless the operator says so; the others are kept long enough
+ * to answer questions about recent work (runs, tasks) and at least as long as the replay window
+ * they guard (webhook claims, JWT ids).
+ */
+export const defaultRetentionDays = {
+  runs: 90,
+  tasks: 90,
+  "push-deliveries": 30,
+  "webhook-claims": 400,
+  "jti-claims": 1,
+  audit: null,
+} as const satisfies Record<string, number | null>;
+
+type RetentionFamilyName = keyof typeof defaultRetentionDays;
+
+/** `PEERGATE_RETAIN_<FAMILY>_DAYS`: the variable naming a retention family's days. */
+export function retentionVariable(family: RetentionFamilyName): string {
+  return `PEERGATE_RETAIN_${family.toUpperCase().replaceAll("-", "_")}_DAYS`;
+}
+
+/** Whole days from 1 to 36500, or `off` (kept for ever); unset: the family's default. */
+const retentionDays = (family: RetentionFamilyName) =>
+  z.preprocess(
+    (v) => (v === undefined || v === "" ? String(defaultRetentionDays[family] ?? "off") : v),
+    z.union([z.literal("off").transform(() => null), z.coerce.number().int().min(1).max(36_500)], {
+      error: "whole days from 1 to 36500, or off (never pruned)",
+    }),
+  );
+
+// One variable per family, written out so the parsed environment stays typed.
+const retentionSchema = z.object({
+  PEERGATE_RETAIN_RUNS_DAYS: retentionDays("runs"),
+  PEERGATE_RETAIN_TASKS_DAYS: retentionDays("tasks"),
+  PEERGATE_RETAIN_PUSH_DELIVERIES_DAYS: retentionDays("push-deliveries"),
+  PEERGATE_RETAIN_WEBHOOK_CLAIMS_DAYS: retentionDays("webhook-claims"),
+  PEERGATE_RETAIN_JTI_CLAIMS_DAYS: retentionDays("jti-claims"),
+  PEERGATE_RETAIN_AUDIT_DAYS: retentionDays("audit"),
+});
+
 /** Variables peergate reads, with their defaults. Documented in README.md. */
 const envSchema = z.object({
+  // PEERGATE_RETAIN_<FAMILY>_DAYS, one per family (above).
+  ...retentionSchema.shape,
   PEERGATE_HOST: nonEmpty("a host name or IP address to listen on").default("127.0.0.1"),
   PEERGATE_PORT: port.default(8080),
   PEERGATE_DATA_DIR: nonEmpty("a directory path").default("./.peergate"),
@@ -153,6 +196,19 @@ const envSchema = z.object({
     .min(10, { error: "milliseconds, a whole number from 10 to 60000" })
     .max(60_000, { error: "milliseconds, a whole number from 10 to 60000" })
     .default(1_000),
+  // Retention (docs/operating.md): how often the server prunes; 0 never (only `peergate prune`).
+  PEERGATE_PRUNE_INTERVAL_MINUTES: z.coerce
+    .number({ error: "minutes, a whole number from 0 (never) to 10080" })
+    .int({ error: "minutes, a whole number from 0 (never) to 10080" })
+    .min(0, { error: "minutes, a whole number from 0 (never) to 10080" })
+    .max(10_080, { error: "minutes, a whole number from 0 (never) to 10080" })
+    .default(60),
+  PEERGATE_PRUNE_BATCH: z.coerce
+    .number({ error: "rows, a whole number from 10 to 100000" })
+    .int({ error: "rows, a whole number from 10 to 100000" })
+    .min(10, { error: "rows, a whole number from 10 to 100000" })
+    .max(100_000, { error: "rows, a whole number from 10 to 100000" })
+    .default(1_000),
 });
 
 export type Config = {
@@ -191,6 +247,12 @@ export type Config = {
   push: { allowAddresses: string[]; leaseMs: number; retryBaseMs: number };
   /** The A2A gRPC binding: absent unless PEERGATE_GRPC_PORT is set. */
   grpc: GrpcConfig | undefined;
+  /** Days kept per table family, the prune schedule and its batch (docs/operating.md). */
+  retention: {
+    days: Record<RetentionFamilyName, number | null>;
+    intervalMs: number;
+    batchSize: number;
+  };
 };
 
 export type GrpcConfig = {
@@ -270,6 +332,16 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
             port: e.PEERGATE_GRPC_PORT,
             publicAddress: e.PEERGATE_GRPC_PUBLIC_ADDRESS,
           },
+    retention: {
+      days: Object.fromEntries(
+        (Object.keys(defaultRetentionDays) as RetentionFamilyName[]).map((f) => [
+          f,
+          e[retentionVariable(f) as keyof typeof retentionSchema.shape],
+        ]),
+      ) as Record<RetentionFamilyName, number | null>,
+      intervalMs: e.PEERGATE_PRUNE_INTERVAL_MINUTES * 60_000,
+      batchSize: e.PEERGATE_PRUNE_BATCH,
+    },
   };
 }
 

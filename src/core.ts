@@ -12,7 +12,7 @@
 //      `listenGrpc`, when the gRPC binding is on (PEERGATE_GRPC_PORT), for the same reasons: the
 //      card names the gRPC port bound, and calls are answered UNAVAILABLE until it is served.
 //   4. notification hub → caller directory → auth-failure log → services → admin token →
-//      control socket (PGlite only) → model → sandbox → tools → the policy-file watcher
+//      control socket (PGlite only) → the prune schedule → model → sandbox → tools → the policy-file watcher
 //      (src/policy-reload.ts: services, engine and A2A read the policies through it) → run
 //      engine → A2A → reactions.
 // `close()` undoes them in exactly the reverse order: the engine stops its runs (whose ends still
@@ -58,6 +58,7 @@ import { openCallerDirectory } from "./services/caller-directory.ts";
 import type { CallerEvent } from "./services/caller-events.ts";
 import type { ServiceContext } from "./services/context.ts";
 import { heldSecrets } from "./services/held-secrets.ts";
+import { startPruneSchedule } from "./services/prune-schedule.ts";
 import { createAuthFailureLog } from "./services/record-auth-failures.ts";
 import { createRunEngine, type PeergateRunEngine } from "./services/runs/engine.ts";
 import { createMcpInstances } from "./tools/declared/mcp-instances.ts";
@@ -175,6 +176,7 @@ export async function openCore(
       publicUrl: config.publicUrl ?? listening.url,
       callerChanged: committedHere.emit,
       authFailures,
+      retention: config.retention,
     };
 
     const admin = await settleAdminToken({
@@ -189,6 +191,14 @@ export async function openCore(
       const control = await serveControlSocket({ dataDir: config.dataDir, services, logger });
       if (control) opened.push(() => control.close());
     }
+
+    // Rows past their retention, pruned on a schedule (src/services/prune-schedule.ts).
+    const pruning = startPruneSchedule({
+      ctx: services,
+      intervalMs: config.retention.intervalMs,
+      logger,
+    });
+    opened.push(() => pruning.stop());
 
     const limiter = createRateLimiter(options.authThrottle);
     const auth: AuthDeps = { ctx: services, directory, jwks: createJwksCache() };

@@ -41,6 +41,7 @@ describe.skipIf(skip !== undefined)(
         "## A2A SendMessage against the a2a-js reference server",
         "## A2A push delivery",
         "## Audit appends across two instances",
+        "## Growth",
         "## Soak",
       ]) {
         expect(stdout).toContain(heading);

@@ -1,19 +1,49 @@
 // `peergate audit verify`: walks the audit hash chain and reports the first broken link.
-import { loadConfig } from "../config.ts";
+import { type Config, loadConfig } from "../config.ts";
 import { verifyAuditChain } from "../db/audit.ts";
 import { openDatabase } from "../db/client.ts";
 import { migrationStatus } from "../db/migrate.ts";
 import { describeDatabase, resolveDatabaseOptions } from "../db/open-configured.ts";
 import { UnavailableError } from "../errors.ts";
+import { readSecretFile, secretKeyFile } from "../secret-files.ts";
+import { checkpointKeyFromSecret } from "../services/prune-tables.ts";
 import { type AdminResponse, ApiError, callAdmin } from "./admin-client.ts";
 import { type CliContext, type Command, exitCodes } from "./command.ts";
 import { toTerminalJson } from "./terminal-text.ts";
+
+/**
+ * The key that checks audit checkpoints: derived from the server's secret key (PEERGATE_SECRET_KEY
+ * or the data directory's file), never created here. Without one, a pruned chain fails closed.
+ */
+async function checkpointKey(config: Config) {
+  return checkpointKeyFromSecret(
+    config.secretKey ?? (await readSecretFile(config.dataDir, secretKeyFile)),
+  );
+}
+
+/** Progress on stderr, once a second, for a walk that takes longer than that. */
+function progressReporter(ctx: CliContext) {
+  const started = performance.now();
+  let lastAt = started;
+  return (verified: number, total: number) => {
+    const now = performance.now();
+    if (now - lastAt < 1_000) return;
+    lastAt = now;
+    const rate = Math.round(verified / ((now - started) / 1_000));
+    ctx.io.err(`verified ${verified} of ${total} events (${rate}/s)`);
+  };
+}
 
 function report(result: AdminResponse<"verifyAudit">, json: boolean, ctx: CliContext): number {
   if (json) {
     ctx.io.out(toTerminalJson(result));
   } else if (result.ok) {
     ctx.io.out(`audit chain intact: ${result.count} events (last hash ${result.lastHash})`);
+    if (result.checkpoint) {
+      ctx.io.out(
+        `events 1 to ${result.checkpoint.seq} were pruned; the rest verified from their signed checkpoint of ${result.checkpoint.createdAt}`,
+      );
+    }
   } else {
     ctx.io.err(`audit chain BROKEN at event ${result.seq}: ${result.problem}`);
   }
@@ -40,11 +70,16 @@ export const auditVerifyCommand: Command = {
     "chained shortly after they commit; verify first chains what is committed, and reports any",
     "committed events it could not chain yet (an older transaction still open) as the unchained",
     "tail.",
+    "Once the oldest events were pruned (PEERGATE_RETAIN_AUDIT_DAYS), the walk starts from the",
+    "signed checkpoint over them (`peergate audit checkpoints`): the checkpoint's signature is",
+    "checked with the server's secret key, and the first kept event must follow it. The walk",
+    "reads the chain in batches (memory stays flat) and reports progress on stderr each second.",
     "Reads the database directly; when the embedded database is held by a running server, asks",
     "that server (PEERGATE_URL, admin token) instead.",
     "",
     "Options:",
-    '  --json  print the result as JSON: {"ok": true, "count", "lastHash", "unchained"} or',
+    '  --json  print the result as JSON: {"ok": true, "count", "lastHash", "unchained",',
+    '          "checkpoint"?} or',
     '          {"ok": false, "seq", "reason", "problem", "unchained"}, where unchained is',
     '          {"count", "oldestAgeMs"}',
   ].join("\n"),
@@ -75,7 +110,11 @@ export const auditVerifyCommand: Command = {
         );
         return exitCodes.failed;
       }
-      return report(await verifyAuditChain(database.db), args.values.json === true, ctx);
+      const result = await verifyAuditChain(database.db, {
+        checkpointKey: await checkpointKey(config),
+        onProgress: progressReporter(ctx),
+      });
+      return report(result, args.values.json === true, ctx);
     } finally {
       await database.close();
     }

@@ -1,5 +1,6 @@
 // The list of every `peergate` verb. Add a verb by adding its file and one line here.
 import { adminTokenRotateCommand } from "./admin-token.ts";
+import { auditCheckpointsCommand } from "./audit-checkpoints.ts";
 import { auditListCommand } from "./audit-list.ts";
 import { auditVerifyCommand } from "./audit-verify.ts";
 import { callersAddCommand } from "./callers-add.ts";
@@ -16,6 +17,7 @@ import type { Command } from "./command.ts";
 import { doctorCommand } from "./doctor.ts";
 import { migrateCommand } from "./migrate.ts";
 import { operatorTokenCreateCommand } from "./operator-token.ts";
+import { pruneCommand } from "./prune.ts";
 import {
   runsApproveCommand,
   runsCancelCommand,
@@ -32,6 +34,8 @@ export const commands: readonly Command[] = [
   doctorCommand,
   auditListCommand,
   auditVerifyCommand,
+  auditCheckpointsCommand,
+  pruneCommand,
   callersAddCommand,
   callersListCommand,
   callersShowCommand,

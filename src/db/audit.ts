@@ -32,6 +32,13 @@ import { is, type SQL, sql } from "drizzle-orm";
 import { PgTransaction } from "drizzle-orm/pg-core";
 import type { AuditActor, AuditKind } from "../domain/audit.ts";
 import { canonicalJson } from "../json-text.ts";
+import {
+  type AuditCheckpoint,
+  type CheckpointKey,
+  checkpointText,
+  readAuditCheckpoints,
+  readChainBounds,
+} from "./audit-prune.ts";
 import { type Db, type DbOrTx, selectRows } from "./client.ts";
 import { advisoryLockSpace, lockKeys } from "./locks.ts";
 import { type AuditTrailRow, auditChain, auditEvents } from "./schema.ts";
@@ -58,13 +65,30 @@ export type AuditEventInput = {
 export type AppendedAuditEvent = { id: number };
 
 /** Where the chain breaks: `duplicate` is a link naming an event an earlier link names too. */
-export type AuditChainProblem = "genesis" | "gap" | "prev-hash" | "content" | "duplicate";
+export type AuditChainProblem =
+  | "genesis"
+  | "gap"
+  | "prev-hash"
+  | "content"
+  | "duplicate"
+  | "checkpoint";
+
+/** The latest checkpoint the retained chain starts from (src/db/audit-prune.ts). */
+export type VerifiedCheckpoint = { seq: number; hash: string; createdAt: string };
 
 /** Committed events not chained yet: how many, and how long the oldest has waited. */
 export type UnchainedAuditTail = { count: number; oldestAgeMs: number | null };
 
 export type AuditChainVerification =
-  | { ok: true; count: number; lastHash: string; unchained: UnchainedAuditTail }
+  | {
+      ok: true;
+      /** Links verified: the retained ones, after any pruned prefix. */
+      count: number;
+      lastHash: string;
+      unchained: UnchainedAuditTail;
+      /** Present once a prefix was pruned: the latest checkpoint, its signature checked. */
+      checkpoint?: VerifiedCheckpoint;
+    }
   | {
       ok: false;
       seq: number;
@@ -495,17 +519,29 @@ function checkLink(
 }
 
 /**
- * Walks the whole chain in batches and reports the first broken link, or the event count and
- * the hash of the last event when it is intact; either way with the unchained tail: every
- * committed event without a link.
+ * Walks the chain in batches (a cursor on seq: memory stays flat whatever its length) and reports
+ * the first broken link, or the event count and the hash of the last event when it is intact;
+ * either way with the unchained tail: every committed event without a link.
+ *
+ * Once a prefix was pruned, the walk starts from the checkpoint over it: every checkpoint's
+ * signature is checked with `checkpointKey` (without one, a chain with checkpoints fails closed),
+ * the first retained link must follow a checkpoint, and every checkpoint's hash must be the hash
+ * of its link where that link is still stored.
  *
  * Given the database (not a transaction), it first chains what was committed before the call,
  * waiting up to `flushTimeoutMs` (default 2 s) for older open transactions; `flush: false`
  * only reads. Whatever is still unchained then is reported as `unchained`, never as a break.
+ * `onProgress(verified, total)` is called after every batch.
  */
 export async function verifyAuditChain(
   db: DbOrTx,
-  options: { batchSize?: number; flush?: boolean; flushTimeoutMs?: number } = {},
+  options: {
+    batchSize?: number;
+    flush?: boolean;
+    flushTimeoutMs?: number;
+    checkpointKey?: Pick<CheckpointKey, "verify"> | undefined;
+    onProgress?: (verified: number, total: number) => void;
+  } = {},
 ): Promise<AuditChainVerification> {
   if ((options.flush ?? true) && !is(db, PgTransaction)) {
     await flushAuditChain(db as Db, {
@@ -513,10 +549,12 @@ export async function verifyAuditChain(
       onTimeout: "return",
     });
   }
-  const result = await walkChain(db, options.batchSize ?? 1_000);
+  const result = await walkChain(db, options.batchSize ?? 1_000, options);
   const unchained = await readEveryUnlinkedEvent(db);
   const duplicate = result.ok ? await findDuplicateLink(db, result.count + unchained.count) : null;
-  return { ...(duplicate ?? result), unchained };
+  if (duplicate || !result.ok) return { ...(duplicate ?? result), unchained };
+  const { checkpoint, ...intact } = result;
+  return { ...intact, unchained, ...(checkpoint ? { checkpoint } : {}) };
 }
 
 /**
@@ -550,7 +588,7 @@ async function findDuplicateLink(
 }
 
 type WalkResult =
-  | { ok: true; count: number; lastHash: string }
+  | { ok: true; count: number; lastHash: string; checkpoint?: VerifiedCheckpoint }
   | { ok: false; seq: number; reason: AuditChainProblem; problem: string };
 
 type WalkedRow = StoredEventRow & {
@@ -560,10 +598,87 @@ type WalkedRow = StoredEventRow & {
   hash: string;
 };
 
-async function walkChain(db: DbOrTx, batchSize: number): Promise<WalkResult> {
+type Broken = Extract<WalkResult, { ok: false }>;
+
+/** A checkpoint whose signature does not hold, or undefined when all do. */
+function checkSignatures(
+  checkpoints: AuditCheckpoint[],
+  key: Pick<CheckpointKey, "verify"> | undefined,
+): Broken | undefined {
+  for (const c of checkpoints) {
+    if (!key) {
+      return {
+        ok: false,
+        seq: c.seq,
+        reason: "checkpoint",
+        problem: `the checkpoint at event ${c.seq} cannot be checked: no checkpoint key was given (the server's secret key)`,
+      };
+    }
+    if (!key.verify(checkpointText(c), c.signature)) {
+      return {
+        ok: false,
+        seq: c.seq,
+        reason: "checkpoint",
+        problem: `the checkpoint at event ${c.seq} does not carry a valid signature of this server's key: altered or forged?`,
+      };
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Where the walk starts: at the genesis, or after a pruned prefix, from the checkpoint that ends
+ * it. A prune that stopped half-way leaves links below a checkpoint: those are walked from their
+ * own prev_hash and must reach the checkpoint's hash (checked on the way).
+ */
+function startOfWalk(
+  first: number,
+  checkpoints: AuditCheckpoint[],
+): { prevHash: string | undefined } | Broken {
+  if (first === 1) return { prevHash: genesisHash };
+  const exact = checkpoints.find((c) => c.seq === first - 1);
+  if (exact) return { prevHash: exact.hash };
+  if (checkpoints.some((c) => c.seq >= first)) return { prevHash: undefined };
+  return {
+    ok: false,
+    seq: 1,
+    reason: "gap",
+    problem: `events 1 to ${first - 1} are missing and no checkpoint covers them: deleted?`,
+  };
+}
+
+async function walkChain(
+  db: DbOrTx,
+  batchSize: number,
+  options: {
+    checkpointKey?: Pick<CheckpointKey, "verify"> | undefined;
+    onProgress?: (verified: number, total: number) => void;
+  },
+): Promise<WalkResult> {
+  const checkpoints = await readAuditCheckpoints(db);
+  const badSignature = checkSignatures(checkpoints, options.checkpointKey);
+  if (badSignature) return badSignature;
+  const latest = checkpoints.at(-1);
+  const bounds = await readChainBounds(db);
+  if (!bounds) {
+    if (latest) {
+      return {
+        ok: false,
+        seq: latest.seq,
+        reason: "gap",
+        problem: `a checkpoint covers events up to ${latest.seq}, but no event after it is stored: deleted?`,
+      };
+    }
+    options.onProgress?.(0, 0);
+    return { ok: true, count: 0, lastHash: genesisHash };
+  }
+  const start = startOfWalk(bounds.first, checkpoints);
+  if ("ok" in start) return start;
+  const signed = new Map(checkpoints.map((c) => [c.seq, c.hash]));
+  const total = bounds.last - bounds.first + 1;
   let count = 0;
-  let prevHash = genesisHash;
-  let lastSeq = 0;
+  let prevHash = start.prevHash;
+  let lastSeq = bounds.first - 1;
   for (;;) {
     const rows = await selectRows<WalkedRow>(
       db,
@@ -580,14 +695,46 @@ async function walkChain(db: DbOrTx, batchSize: number): Promise<WalkResult> {
         hash: row.hash,
         event: row.id === null ? undefined : decodeEvent(row),
       };
-      const broken = checkLink(link, lastSeq + 1, prevHash);
+      const broken = checkLink(link, lastSeq + 1, prevHash ?? link.prevHash);
       if (broken) return broken;
+      const checkpointHash = signed.get(link.seq);
+      if (checkpointHash !== undefined && checkpointHash !== link.hash) {
+        return {
+          ok: false,
+          seq: link.seq,
+          reason: "checkpoint",
+          problem: `event ${link.seq} is not the event its signed checkpoint names (the hashes differ): edited, or the chain before it rewritten?`,
+        };
+      }
       count += 1;
       lastSeq = link.seq;
       prevHash = link.hash;
     }
-    if (rows.length < batchSize) return { ok: true, count, lastHash: prevHash };
+    options.onProgress?.(count, total);
+    if (rows.length < batchSize) break;
   }
+  if (latest && latest.seq > lastSeq) {
+    return {
+      ok: false,
+      seq: latest.seq,
+      reason: "gap",
+      problem: `a checkpoint covers events up to ${latest.seq}, beyond the last stored event ${lastSeq}: deleted from the end?`,
+    };
+  }
+  return {
+    ok: true,
+    count,
+    lastHash: prevHash ?? genesisHash,
+    ...(latest
+      ? {
+          checkpoint: {
+            seq: latest.seq,
+            hash: latest.hash,
+            createdAt: latest.createdAt.toISOString(),
+          },
+        }
+      : {}),
+  };
 }
 
 export type AuditPageQuery = { after: number; limit: number; kind?: string; subject?: string };

@@ -9,6 +9,8 @@ export const lockKeys = {
   audit: 1,
   /** Session lock held by `migrateDatabase` for a whole migration run. */
   migrations: 2,
+  /** Session lock held by one prune (src/services/prune-tables.ts) at a time, cluster-wide. */
+  prune: 3,
 } as const;
 
 /**

@@ -188,7 +188,9 @@ export const callers = pgTable(
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
-  () => [
+  (t) => [
+    // A JWT request finds its peer by the token's issuer: an index lookup, however many peers.
+    index("callers_jwt_issuer_idx").on(sql`(${t.jwt}->>'issuer')`).where(sql`"jwt" IS NOT NULL`),
     check("callers_kind_check", isOneOf("kind", callerKinds)),
     check("callers_tier_check", isOneOf("tier", tiers)),
     check("callers_approval_policy_check", isOneOf("approval_policy", approvalPolicies)),
@@ -346,7 +348,15 @@ export const a2aTasks = pgTable(
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
-  (t) => [index("a2a_tasks_caller_context_idx").on(t.callerId, t.contextId)],
+  (t) => [
+    index("a2a_tasks_caller_context_idx").on(t.callerId, t.contextId),
+    // ListTasks: a caller's newest first, read from the index rather than sorting all its tasks
+    // (bench/growth.ts: the sort made a page grow with the caller's task count).
+    // Ascending, read backwards: ORDER BY … DESC puts nulls first, as a backward scan does.
+    index("a2a_tasks_caller_updated_idx").on(t.callerId, t.updatedAt, t.id),
+    // Pruning, oldest first; created_at never changes, so updates of a task stay HOT.
+    index("a2a_tasks_created_at_idx").on(t.createdAt),
+  ],
 );
 
 /**
@@ -388,11 +398,18 @@ export const webhookDeliveries = pgTable(
     deliveryId: text("delivery_id"),
     bodySha256: text("body_sha256").notNull(),
     receivedAt: timestamptz("received_at").notNull().defaultNow(),
-    runId: uuid("run_id").references(() => runs.id),
+    /**
+     * Null once the run is pruned (src/db/retention.ts): the claim outlives it, and a delivery
+     * whose run is gone reads as done, never as failed and retryable.
+     */
+    runId: uuid("run_id").references(() => runs.id, { onDelete: "set null" }),
   },
   (t) => [
     unique("webhook_deliveries_caller_delivery_key").on(t.callerId, t.deliveryId),
     index("webhook_deliveries_body_idx").on(t.callerId, t.bodySha256, t.receivedAt),
+    // Pruning: the oldest claims first; a pruned run's claims found by its id (the SET NULL).
+    index("webhook_deliveries_received_at_idx").on(t.receivedAt),
+    index("webhook_deliveries_run_idx").on(t.runId),
   ],
 );
 
@@ -540,6 +557,26 @@ export const auditTrail = pgView("audit_trail", {
   hash: text("hash"),
 }).existing();
 
+/**
+ * Signed heads over pruned prefixes of the audit chain (src/db/audit-prune.ts). Before the links
+ * 1..seq and their events are deleted, a checkpoint records the hash of link `seq` — the head of
+ * the pruned prefix — signed with a key derived from the server's secret key, so the retained
+ * suffix still verifies against it. Insert-only: triggers refuse UPDATE, DELETE and TRUNCATE, and
+ * allow deleting audit rows only at or below the highest checkpoint's seq.
+ */
+export const auditCheckpoints = pgTable("audit_checkpoints", {
+  /** The last pruned link's seq: links 1..seq may be deleted. */
+  seq: bigint("seq", { mode: "number" }).primaryKey(),
+  /** That link's hash: the chain head over the pruned prefix. */
+  hash: text("hash").notNull(),
+  /** Events the prefix held (= seq, since seqs are contiguous from 1). */
+  count: bigint("count", { mode: "number" }).notNull(),
+  createdAt: timestamptz("created_at").notNull(),
+  /** The signing key's id (its RFC 7638 thumbprint), and the Ed25519 signature (base64url). */
+  keyId: text("key_id").notNull(),
+  signature: text("signature").notNull(),
+});
+
 /** Live peergate instances sharing the database; runs name their owner here. */
 export const instances = pgTable("instances", {
   id: text("id").primaryKey(),
@@ -623,6 +660,8 @@ export const pushDeliveries = pgTable(
     index("push_deliveries_config_pending_idx")
       .on(t.pushConfigId, t.id)
       .where(sql`state = 'pending'`),
+    // Pruning, oldest first (src/db/retention.ts).
+    index("push_deliveries_created_at_idx").on(t.createdAt),
   ],
 );
 
@@ -647,6 +686,7 @@ export type PushConfigRow = typeof pushConfigs.$inferSelect;
 export type PushDelivery = typeof pushDeliveries.$inferSelect;
 export type Instance = typeof instances.$inferSelect;
 export type RunNotice = typeof runNotices.$inferSelect;
+export type AuditCheckpointRow = typeof auditCheckpoints.$inferSelect;
 
 /** True only when A and B are the same type (neither wider). */
 type Same<A, B> =

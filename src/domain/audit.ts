@@ -17,7 +17,8 @@ export type AuditKind =
   | `run.${RunStatus | "started" | "approved" | "call-rejected" | "answer-refused" | "cancel-requested" | "notified" | "input-answered"}`
   | `tool.${"called" | "refused" | "declined" | "stage"}`
   | "caller.push-hosts.changed"
-  | `push.${"config.set" | "config.deleted" | "delivered" | "failed"}`;
+  | `push.${"config.set" | "config.deleted" | "delivered" | "failed"}`
+  | "retention.pruned";
 
 /** Who performs an admin action: the admin API, the operator's own token, the CLI on the host. */
 export type AdminActor = "admin" | "operator" | `cli:${string}`;

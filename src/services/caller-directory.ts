@@ -4,7 +4,7 @@
 // once. The cache is trusted only while the hub is healthy (its own heartbeat comes back within
 // `staleAfterMs`); whenever messages may have been lost (a reconnect, heartbeats stopping) it
 // drops everything and reads from the database until heartbeats flow again.
-import { and, eq } from "drizzle-orm";
+import { and, eq, isNotNull, sql } from "drizzle-orm";
 import type { Database } from "../db/client.ts";
 import { type Notifications, openNotifications } from "../db/notifications.ts";
 import { type Caller, type Credential, callers, credentials } from "../db/schema.ts";
@@ -128,10 +128,17 @@ export async function openCallerDirectory(options: {
       return row;
     },
     async findByJwtIssuer(issuer) {
+      // Through callers_jwt_issuer_idx: one lookup, not every peer that trusts JWTs.
       const rows = await db
         .select()
         .from(callers)
-        .where(and(eq(callers.kind, "peer")));
+        .where(
+          and(
+            eq(callers.kind, "peer"),
+            isNotNull(callers.jwt),
+            sql`${callers.jwt}->>'issuer' = ${issuer}`,
+          ),
+        );
       return rows.filter((c) => c.jwt?.issuer === issuer);
     },
     forget(callerId) {

@@ -4,6 +4,7 @@
 import type { SecretKey } from "../auth/sealed-secrets.ts";
 import type { Database, Db } from "../db/client.ts";
 import type { ServiceActor } from "../domain/audit.ts";
+import type { RetentionSettings } from "../domain/retention.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
 import type { CeilingCache } from "../policy/ceiling-cache.ts";
@@ -23,6 +24,8 @@ export type ServiceContext = {
   readonly publicUrl: string;
   /** Told after a caller change commits on this instance (the caller directory forgets it). */
   readonly callerChanged?: ((event: CallerEvent) => void) | undefined;
+  /** How long each table family is kept (src/config.ts); absent: the defaults. */
+  readonly retention?: RetentionSettings | undefined;
   /** Failed authentications, audited as summaries; without it, one event per failure. */
   readonly authFailures?: AuthFailureLog | undefined;
 };

@@ -9,8 +9,10 @@ import {
   readAuditPage,
   verifyAuditChain,
 } from "../db/audit.ts";
+import { checkpointText, readAuditCheckpoints } from "../db/audit-prune.ts";
 import { parseInput } from "./caller-input.ts";
 import type { ServiceContext } from "./context.ts";
+import { checkpointSigner } from "./prune-tables.ts";
 
 export const auditQuerySchema = z.strictObject({
   after: z.coerce.number().int().min(0).default(0),
@@ -58,6 +60,43 @@ export async function listAuditEvents({
   };
 }
 
-export function verifyAudit({ ctx }: { ctx: ServiceContext }): Promise<AuditChainVerification> {
-  return verifyAuditChain(ctx.db);
+export async function verifyAudit({
+  ctx,
+}: {
+  ctx: ServiceContext;
+}): Promise<AuditChainVerification> {
+  return verifyAuditChain(ctx.db, { checkpointKey: await checkpointSigner(ctx) });
+}
+
+/** An audit checkpoint as exported: enough to check its signature with `publicKey` alone. */
+export type AuditCheckpointView = {
+  seq: number;
+  hash: string;
+  count: number;
+  createdAt: string;
+  keyId: string;
+  signature: string;
+  /** The exact text signed (Ed25519), lines joined by \n. */
+  signedText: string;
+};
+
+/** Every checkpoint over a pruned prefix, with the public key that checks them. */
+export async function listAuditCheckpoints({ ctx }: { ctx: ServiceContext }): Promise<{
+  checkpoints: AuditCheckpointView[];
+  publicKey: Record<string, unknown>;
+}> {
+  const signer = await checkpointSigner(ctx);
+  const rows = await readAuditCheckpoints(ctx.db);
+  return {
+    checkpoints: rows.map((c) => ({
+      seq: c.seq,
+      hash: c.hash,
+      count: c.count,
+      createdAt: c.createdAt.toISOString(),
+      keyId: c.keyId,
+      signature: c.signature,
+      signedText: checkpointText(c),
+    })),
+    publicKey: { ...signer.publicJwk },
+  };
 }

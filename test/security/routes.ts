@@ -320,6 +320,28 @@ export const authenticatedRoutes: readonly AuthenticatedRoute[] = [
     build: async () => ({ method: "GET", path: "/admin/v1/audit/verify", headers: {} }),
   },
   {
+    method: "GET",
+    pattern: "/admin/v1/audit/checkpoints",
+    credential: "admin",
+    accepted: [200],
+    build: async () => ({ method: "GET", path: "/admin/v1/audit/checkpoints", headers: {} }),
+  },
+  {
+    method: "POST",
+    pattern: "/admin/v1/prune",
+    // Deleting past-retention rows: the operator too (src/services/prune-tables.ts); a dry run
+    // needs only the admin token.
+    credential: "admin+operator",
+    withoutOperator: 403,
+    accepted: [200],
+    build: async () => ({
+      method: "POST",
+      path: "/admin/v1/prune",
+      headers: json,
+      body: JSON.stringify({ apply: true }),
+    }),
+  },
+  {
     method: "POST",
     pattern: "/admin/v1/ceiling/preview",
     credential: "admin",

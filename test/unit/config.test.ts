@@ -34,6 +34,18 @@ describe("loadConfig", () => {
       allowUnmendedDriver: false,
       push: { allowAddresses: [], leaseMs: 30_000, retryBaseMs: 1_000 },
       grpc: undefined,
+      retention: {
+        days: {
+          runs: 90,
+          tasks: 90,
+          "push-deliveries": 30,
+          "webhook-claims": 400,
+          "jti-claims": 1,
+          audit: null,
+        },
+        intervalMs: 3_600_000,
+        batchSize: 1_000,
+      },
     });
   });
 
@@ -63,6 +75,19 @@ describe("loadConfig", () => {
         "/srv/app",
       ),
     ).toThrow(/PEERGATE_GRPC_PUBLIC_ADDRESS=.*expected host:port/);
+  });
+
+  it("reads retention days per family, `off` for never, and refuses anything else", () => {
+    const config = loadConfig(
+      { PEERGATE_RETAIN_AUDIT_DAYS: "365", PEERGATE_RETAIN_RUNS_DAYS: "off" },
+      "/srv/app",
+    );
+    expect(config.retention.days).toMatchObject({ audit: 365, runs: null, tasks: 90 });
+    for (const value of ["0", "1.5", "forever"]) {
+      expect(() => loadConfig({ PEERGATE_RETAIN_TASKS_DAYS: value }, "/srv/app")).toThrow(
+        /PEERGATE_RETAIN_TASKS_DAYS/,
+      );
+    }
   });
 
   it("reads the push egress allow list as IP addresses, and refuses anything else", () => {

@@ -24,7 +24,8 @@ import {
 import { explainCallerCeiling, listTools } from "../../services/explain-caller.ts";
 import { getCaller, listCallers } from "../../services/find-caller.ts";
 import { previewCeiling } from "../../services/preview-ceiling.ts";
-import { listAuditEvents, verifyAudit } from "../../services/read-audit.ts";
+import { pruneTables } from "../../services/prune-tables.ts";
+import { listAuditCheckpoints, listAuditEvents, verifyAudit } from "../../services/read-audit.ts";
 import { restoreCaller } from "../../services/restore-caller.ts";
 import { revokeCaller } from "../../services/revoke-caller.ts";
 import { rotateAdminToken } from "../../services/rotate-admin-token.ts";
@@ -208,6 +209,11 @@ export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
     );
     serveRoute(eventsRouteConfig, adminEventsRoute({ engine, options: deps.events }));
   }
+  serve("listAuditCheckpoints", async (c) => c.json(await listAuditCheckpoints({ ctx })));
+  serve("prune", async (c) => {
+    const input = await readJsonBody(c, { optional: true });
+    return c.json(await write(c, (operator) => pruneTables({ ctx, input, actor, operator })));
+  });
   serve("verifyAudit", async (c) => {
     const result = await verifyAudit({ ctx });
     return c.json(result, result.ok ? 200 : 409);
