@@ -24,8 +24,13 @@ import {
 import type { AuthDeps } from "../../src/services/authenticate-caller.ts";
 import { type CallerDirectory, openCallerDirectory } from "../../src/services/caller-directory.ts";
 import type { ServiceContext } from "../../src/services/context.ts";
+import { shippedPoliciesDir } from "./shipped-policies.ts";
 
-export const repoPoliciesDir = path.resolve(import.meta.dirname, "../../policies");
+/**
+ * The project's `policies/` as shipped (HEAD, from git), never the checkout's own files, which an
+ * operator may have edited (test/support/shipped-policies.ts).
+ */
+export const repoPoliciesDir = shippedPoliciesDir;
 
 /** A run engine that records what it was asked and starts nothing. */
 export type FakeRunEngine = RunEngine & { started: StartRunRequest[]; canceled: string[] };
