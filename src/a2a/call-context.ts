@@ -96,3 +96,20 @@ export function markFreshContext(context: ServerCallContext): void {
 export function isFreshContext(context: ServerCallContext): boolean {
   return context.state.get(freshContextKey) === true;
 }
+
+const streamEndKey = "peergate.streamEnd";
+
+/**
+ * Gives a streaming request a signal that fires when its stream ends for the reader (gone, closed
+ * by a revocation or a shutdown). The SDK's own streams drain to their end whatever the reader
+ * does; a stream peergate produces by following a stored task stops on it instead.
+ */
+export function attachStreamEnd(context: ServerCallContext): AbortController {
+  const controller = new AbortController();
+  context.state.set(streamEndKey, controller);
+  return controller;
+}
+
+export function readStreamEnd(context: ServerCallContext): AbortSignal | undefined {
+  return (context.state.get(streamEndKey) as AbortController | undefined)?.signal;
+}

@@ -55,6 +55,7 @@ import {
   toDocument,
 } from "./agent-card.ts";
 import {
+  attachStreamEnd,
   CallerUser,
   createCallContext,
   markStreaming,
@@ -249,6 +250,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     stripTenant(rpc.params);
 
     const context = createCallContext(new CallerUser(request.caller.id, request.caller), version);
+    const streamEnd = streaming ? attachStreamEnd(context) : undefined;
     if (streaming) markStreaming(context);
     const transport = transports[version];
     const result = (await transport.handle(rpc as unknown as Record<string, unknown>, context)) as
@@ -262,6 +264,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     }
     if (!streaming) throw new Error("the SDK streamed a unary method");
     return openStream(result, {
+      end: streamEnd,
       id: rpc.id,
       version,
       callerId: request.caller.id,
@@ -274,6 +277,8 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
   async function openStream(
     source: AsyncIterable<JsonRpcResponse>,
     request: {
+      /** Fired when the stream ends for its reader (call-context.ts attachStreamEnd). */
+      end: AbortController | undefined;
       id: JsonRpcResponse["id"];
       version: ProtocolVersion;
       callerId: string;
@@ -288,6 +293,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       first = await events.next();
     } catch (error) {
       events.close();
+      request.end?.abort();
       const escalated = readEscalated(request.context);
       if (escalated) throw escalated;
       return request.early(
@@ -295,6 +301,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       );
     }
     if (first.done) {
+      request.end?.abort();
       const escalated = readEscalated(request.context);
       if (escalated) throw escalated;
       return request.early(
@@ -315,6 +322,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       if (finished) return;
       finished = true;
       events.close();
+      request.end?.abort();
       unregister();
     };
     unregister = streams.add(request.callerId, close);
