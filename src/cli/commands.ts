@@ -21,6 +21,7 @@ import {
   runsCancelCommand,
   runsListCommand,
   runsRejectCommand,
+  runsRetryCommand,
   runsShowCommand,
 } from "./runs.ts";
 import { serveCommand } from "./serve.ts";
@@ -46,6 +47,7 @@ export const commands: readonly Command[] = [
   runsApproveCommand,
   runsRejectCommand,
   runsCancelCommand,
+  runsRetryCommand,
   ceilingCommand,
   toolsCommand,
   operatorTokenCreateCommand,
