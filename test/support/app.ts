@@ -1,7 +1,6 @@
 // A whole peergate app on a test database, without listening on a port (use `hono.request`), or
 // served on 127.0.0.1 when a real client is needed. The run engine is a recording fake unless a
 // test passes a real one, so caller and webhook tests do not depend on models or tools.
-import path from "node:path";
 import type { Hono } from "hono";
 import { createJwksCache } from "../../src/auth/jwt.ts";
 import { createRateLimiter, type RateLimiter } from "../../src/auth/rate-limit.ts";
