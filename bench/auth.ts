@@ -138,7 +138,7 @@ try {
     url: `${a.url}/auth`,
     connections,
     durationMs: 500,
-    headers: () => ({ authorization: `Bearer ${credential.secret}` }),
+    headers: () => ({ authorization: `Bearer ${credential?.secret}` }),
   });
   // Rounds alternate the three handlers so drift on a shared machine hits them alike; each row is
   // the median round. JWTs are single-use (jti), so every request carries a fresh one.
@@ -150,7 +150,7 @@ try {
         url: `${a.url}/auth`,
         connections,
         durationMs,
-        headers: () => ({ authorization: `Bearer ${credential.secret}` }),
+        headers: () => ({ authorization: `Bearer ${credential?.secret}` }),
       }),
     jwt: () =>
       runLoad({
@@ -198,7 +198,7 @@ try {
       input: { name, kind: "peer" },
       actor: "admin",
     });
-    const headers = { authorization: `Bearer ${cred.secret}` };
+    const headers = { authorization: `Bearer ${cred?.secret}` };
     // Warm B until it answers from its cache.
     for (let i = 0; i < 50 && b.auth.directory.size === 0; i++)
       await fetch(`${b.url}/auth`, { headers });

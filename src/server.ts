@@ -1,8 +1,11 @@
 // The server: the core (src/core.ts) with HTTP in front of it, and gRPC beside HTTP when
 // PEERGATE_GRPC_PORT is set. `startServer` opens the core, which asks for the ports once its
 // database is ready, puts the app (and the gRPC service) in place, and stops in reverse: stop
-// accepting on both, drain in-flight requests and calls (cancelling them past the timeout), close
-// the core. `peergate serve` (and so `npm start`) runs this. Nothing below this file and src/core.ts
+// accepting on both, drain in-flight requests and calls, close the core. Past the drain timeout
+// the runs are stopped first (each ends `interrupted`), so a request waiting on one — a blocking
+// SendMessage, a stream — is answered with its task's state instead of cut off with no reply;
+// open streams that follow a waiting task end; then whatever is left is cancelled. `peergate
+// serve` (and so `npm start`) runs this. Nothing below this file and src/core.ts
 // reads the environment or the data directory's secret files.
 import { serve } from "@hono/node-server";
 import type { Hono } from "hono";
@@ -203,9 +206,25 @@ export async function startServer(
         ),
       ]);
       if (!drained) {
-        logger.warn("shutdown timeout: cancelling in-flight requests", {
-          inflight: app.inflight.count,
+        logger.warn(
+          "shutdown timeout: stopping runs, so the requests waiting on them are answered",
+          {
+            inflight: app.inflight.count,
+          },
+        );
+        await core.engine.stop().catch((error: unknown) => {
+          logger.error("stopping the runs failed", { error });
         });
+        core.a2a.closeAllStreams();
+        const answered = await Promise.race([
+          app.inflight.drained().then(() => true),
+          new Promise<false>((resolve) =>
+            setTimeout(resolve, Math.min(config.shutdownTimeoutMs, 5_000), false).unref(),
+          ),
+        ]);
+        if (!answered) {
+          logger.warn("shutdown: cancelling in-flight requests", { inflight: app.inflight.count });
+        }
       }
       if (server && "closeAllConnections" in server) server.closeAllConnections();
       await closed;

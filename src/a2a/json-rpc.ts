@@ -290,5 +290,53 @@ export function checkEnvelope(
   const request: JsonRpcRequest = { jsonrpc: "2.0", id, method };
   // A NUL in a message would fail every write of the task and run (PostgreSQL refuses it).
   if ("params" in envelope) request.params = storableJson(envelope.params);
+  if (method === "ListTasks") {
+    const refusal = readStatusFilter(request.params);
+    if (refusal) {
+      return {
+        ok: false,
+        response: errorResponse(id, plainError(A2A_ERROR_CODE.INVALID_PARAMS, refusal)),
+      };
+    }
+  }
   return { ok: true, request, version };
+}
+
+const taskStateNames = new Set([
+  "TASK_STATE_SUBMITTED",
+  "TASK_STATE_WORKING",
+  "TASK_STATE_COMPLETED",
+  "TASK_STATE_FAILED",
+  "TASK_STATE_CANCELED",
+  "TASK_STATE_INPUT_REQUIRED",
+  "TASK_STATE_REJECTED",
+  "TASK_STATE_AUTH_REQUIRED",
+]);
+
+/**
+ * ListTasks' `status` is an optional filter (A2A 1.0): absent, `TASK_STATE_UNSPECIFIED` (the proto
+ * enum's zero, "not set") and `UNRECOGNIZED` (what the a2a-js client sends for a filter it was not
+ * given: its ProtoJSON writer names the unset enum so) all mean no filter, and are removed here so
+ * the SDK does not refuse them as "Invalid status filter: -1". Any other value that names no state
+ * is refused, naming the field. Returns the refusal, or undefined.
+ */
+function readStatusFilter(params: unknown): string | undefined {
+  if (typeof params !== "object" || params === null || Array.isArray(params)) return undefined;
+  const record = params as Record<string, unknown>;
+  const status = record.status;
+  if (status === undefined) return undefined;
+  if (
+    status === "UNRECOGNIZED" ||
+    status === "TASK_STATE_UNSPECIFIED" ||
+    status === 0 ||
+    status === -1 ||
+    status === null
+  ) {
+    delete record.status;
+    return undefined;
+  }
+  if (typeof status === "string" && taskStateNames.has(status)) return undefined;
+  if (typeof status === "number" && Number.isInteger(status) && status >= 1 && status <= 8)
+    return undefined;
+  return `status must be a TASK_STATE_… name, such as TASK_STATE_COMPLETED, or be left out for every task (got ${JSON.stringify(status).slice(0, 60)})`;
 }

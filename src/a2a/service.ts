@@ -424,6 +424,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       first = await events.next();
     } catch (error) {
       events.close();
+      request.reading.abort();
       const escalated = readEscalated(request.context);
       if (escalated) throw escalated;
       return {
@@ -435,6 +436,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
       };
     }
     if (first.done) {
+      request.reading.abort();
       const escalated = readEscalated(request.context);
       if (escalated) throw escalated;
       return {

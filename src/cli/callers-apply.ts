@@ -287,7 +287,7 @@ export const callersApplyCommand: Command = {
               { body: write.body as AdminRequestBody<"createCaller">, headers: asOperator },
               client,
             );
-            credentials.push({ name: write.name, ...created.credential });
+            if (created.credential) credentials.push({ name: write.name, ...created.credential });
           } else {
             await callAdmin(
               ctx,

@@ -23,6 +23,7 @@ import {
   runsCancelCommand,
   runsListCommand,
   runsRejectCommand,
+  runsRetryCommand,
   runsShowCommand,
 } from "./runs.ts";
 import { serveCommand } from "./serve.ts";
@@ -50,6 +51,7 @@ export const commands: readonly Command[] = [
   runsApproveCommand,
   runsRejectCommand,
   runsCancelCommand,
+  runsRetryCommand,
   ceilingCommand,
   toolsCommand,
   operatorTokenCreateCommand,

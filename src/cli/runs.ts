@@ -239,3 +239,32 @@ export const runsCancelCommand: Command = {
     return result.stopped ? exitCodes.ok : exitCodes.failed;
   },
 };
+
+export const runsRetryCommand: Command = {
+  words: ["runs", "retry"],
+  summary: "start a failed or interrupted webhook run again, with the same prompt",
+  help: [
+    "<run-id> [--json]",
+    "",
+    "Starts a new run of the same caller with the same prompt, for a webhook run that failed or",
+    "was interrupted (a model error, a crash, a shutdown), as GitHub's Redeliver of its delivery",
+    "would. The delivery moves to the new run, so a later Redeliver is a duplicate once it",
+    "succeeds. Audited as webhook.accepted with retryOf. A run that completed, one still running",
+    "or waiting, one canceled, rejected or revoked, and an A2A run (its caller sends its message",
+    "again) are refused, naming why.",
+    "",
+    "Options:",
+    '  --json  print {"runId": "<the new run>", "retryOf": "<this run>"}',
+  ].join("\n"),
+  positionals: { min: 1, max: 1, names: "a run id" },
+  options: { json: { type: "boolean" } },
+  async run(args, ctx) {
+    const result = await callAdmin(ctx, "retryRun", { params: runIdOf(args) });
+    ctx.io.out(
+      args.values.json
+        ? toTerminalJson(result)
+        : `started run ${line(result.runId)} (a retry of ${line(result.retryOf)}); follow it with \`peergate runs show ${line(result.runId)}\``,
+    );
+    return exitCodes.ok;
+  },
+};

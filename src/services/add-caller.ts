@@ -1,6 +1,8 @@
 // Creating a caller: the row, its first credential and the audit event commit together. A caller
 // created with more than the floor (a tier above public, allow entries, budgets above the
 // defaults) needs the operator token as well as the admin token (src/services/widening.ts).
+// A peer registered with a JWT key gets no static bearer token: the key is its one credential, so
+// a leaked opaque token cannot stand in for a signature the peer never made.
 
 import { eq } from "drizzle-orm";
 import { appendAuditEvent } from "../db/audit.ts";
@@ -32,7 +34,12 @@ export async function addCaller({
   actor: Actor;
   /** The operator token the request carried; needed when the caller starts above the floor. */
   operator?: OperatorProof | undefined;
-}): Promise<{ caller: CallerView; credential: IssuedCredential; unknownAllowEntries: string[] }> {
+}): Promise<{
+  caller: CallerView;
+  /** None for a JWT peer: it authenticates only with JWTs signed by its key. */
+  credential: IssuedCredential | null;
+  unknownAllowEntries: string[];
+}> {
   const data = parseInput(createCallerSchema, input);
   checkKindRules(data);
   const budgets = mergeBudgets(defaultBudgets, data.budgets ?? {});
@@ -76,7 +83,7 @@ export async function addCaller({
             })
             .returning();
           if (!caller) throw new Error("caller insert returned nothing");
-          const credential = await issueCredential(tx, ctx, caller);
+          const credential = caller.jwt ? null : await issueCredential(tx, ctx, caller);
           await appendAuditEvent(tx, {
             actor,
             kind: "caller.created",
@@ -87,7 +94,7 @@ export async function addCaller({
               tier: caller.tier,
               allow: caller.allow,
               approvalPolicy: caller.approvalPolicy,
-              credential: { id: credential.id, prefix: credential.prefix },
+              credential: credential ? { id: credential.id, prefix: credential.prefix } : null,
               ...(widened.length ? { withOperator: widened.map((w) => w.field) } : {}),
             },
           });

@@ -2,7 +2,7 @@
 // it sets the tier the admin names, the allow list the admin names (empty unless given: a revoked
 // caller keeps no allow entry, DESIGN), clears the command allowlist, and issues a new credential,
 // shown once. It always widens (from tier `none`), so it needs the operator token as well as the
-// admin token.
+// admin token. A JWT peer comes back with its key as its only credential, as it was created.
 import { eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import { appendAuditEvent } from "../db/audit.ts";
@@ -36,7 +36,7 @@ export async function restoreCaller({
   actor: Actor;
   /** The operator token the request carried; a restore always needs it. */
   operator?: OperatorProof | undefined;
-}): Promise<{ caller: CallerView; credential: IssuedCredential }> {
+}): Promise<{ caller: CallerView; credential: IssuedCredential | null }> {
   const { tier, allow } = parseInput(restoreCallerSchema, input);
   return withWideningCheck(
     ctx,
@@ -69,7 +69,7 @@ export async function restoreCaller({
           .where(eq(callers.id, current.id))
           .returning();
         if (!updated) throw new Error("caller vanished during restore");
-        const credential = await issueCredential(tx, ctx, updated);
+        const credential = updated.jwt ? null : await issueCredential(tx, ctx, updated);
         await appendAuditEvent(tx, {
           actor,
           kind: "caller.restored",
@@ -81,7 +81,7 @@ export async function restoreCaller({
             droppedAllow: current.allow.filter((a) => !allow.includes(a)),
             droppedCommands: current.commands,
             version: updated.version,
-            credential: { id: credential.id, prefix: credential.prefix },
+            credential: credential ? { id: credential.id, prefix: credential.prefix } : null,
           },
         });
         await announce({

@@ -2,7 +2,8 @@
 // die at once), so a counterparty can switch over without downtime when the admin wants that.
 // Rotation changes nothing the caller may do, but the new credential hands the caller's authority
 // to whoever asked: for a caller above the floor it needs the operator token too (widening.ts),
-// push grants included (read in the rotation's transaction, beside the caller row).
+// push grants included (read in the rotation's transaction, beside the caller row). A JWT peer has
+// no static token to rotate: its key is changed with an update of `jwt`.
 import { and, asc, eq, gt, isNull, or, sql } from "drizzle-orm";
 import { z } from "zod";
 import { appendAuditEvent } from "../db/audit.ts";
@@ -50,6 +51,11 @@ export async function rotateCredential({
         if (current.revokedAt !== null) {
           throw new ConflictError(
             `caller ${name} is revoked; restore it to issue a new credential`,
+          );
+        }
+        if (current.jwt) {
+          throw new ConflictError(
+            `caller ${name} authenticates with JWTs signed by its key and has no static token; change its key by updating its jwt settings (PATCH /admin/v1/callers/${name}, or peergate callers apply)`,
           );
         }
         const pushHosts = await tx

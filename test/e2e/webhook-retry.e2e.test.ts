@@ -6,6 +6,8 @@
 // Idempotency-Key the sender repeats makes the second a duplicate.
 import { sign } from "@octokit/webhooks-methods";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { commands } from "../../src/cli/commands.ts";
+import { runCli } from "../../src/cli/run-cli.ts";
 import { createOpenAiStub, type OpenAiStub } from "../support/openai-stub.ts";
 import {
   addCaller,
@@ -87,6 +89,66 @@ describe("webhooks that fail loudly and can be retried", () => {
       `/audit?kind=webhook.accepted&subject=run:${retry.runId}`,
     );
     expect(audit.body.events[0]?.data).toMatchObject({ retryOf: failed });
+  }, 300_000);
+
+  it("peergate runs retry: a failed webhook run starts again, audited; a completed one is refused", async () => {
+    const cli = async (...argv: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await runCli(commands, argv, {
+        env: { PEERGATE_URL: peergate.url, PEERGATE_ADMIN_TOKEN: peergate.adminToken },
+        cwd: peergate.workspace,
+        io: { out: (t) => out.push(t), err: (t) => err.push(t) },
+        signal: new AbortController().signal,
+      });
+      return { code, out: out.join("\n"), err: err.join("\n") };
+    };
+    const caller = await addCaller(peergate, {
+      name: "gh-cli-retry",
+      kind: "github",
+      tier: "public",
+      promptTemplate: "Summarise this {{event}} event:\n{{payload}}",
+    });
+    const body = JSON.stringify({ action: "opened", issue: { number: 7, title: "Flaky test" } });
+    modelDown = true;
+    const delivered = await fetch(`${peergate.url}/webhooks/github/gh-cli-retry`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "x-github-event": "issues",
+        "x-github-delivery": crypto.randomUUID(),
+        "x-hub-signature-256": await sign(caller.secret, body),
+      },
+      body,
+    });
+    expect(delivered.status).toBe(202);
+    const failed = ((await delivered.json()) as { runId: string }).runId;
+    await waitForRun(peergate, failed, ["failed"], 120_000);
+
+    const help = await cli("runs", "retry", "--help");
+    expect(help.out).toContain("Usage: peergate runs retry <run-id> [--json]");
+
+    modelDown = false;
+    const retried = await cli("runs", "retry", failed, "--json");
+    expect(retried.code, retried.err).toBe(0);
+    const { runId, retryOf } = JSON.parse(retried.out) as { runId: string; retryOf: string };
+    expect(retryOf).toBe(failed);
+    const run = await waitForRun(peergate, runId, ["completed"], 120_000);
+    expect(JSON.stringify(run.messages)).toContain("Flaky test");
+    const audit = await peergate.admin("GET", `/audit?kind=webhook.accepted&subject=run:${runId}`);
+    expect(audit.body.events[0]).toMatchObject({
+      actor: "admin",
+      data: { retryOf: failed, via: "runs retry" },
+    });
+
+    // Retried once: the old run's delivery belongs to the new run now.
+    const twice = await cli("runs", "retry", failed);
+    expect(twice.code).not.toBe(0);
+    expect(twice.err).toContain("already retried");
+    // A run that completed has nothing to retry, and the refusal says so.
+    const done = await cli("runs", "retry", runId);
+    expect(done.code).not.toBe(0);
+    expect(done.err).toContain(`run ${runId} completed: there is nothing to retry`);
   }, 300_000);
 
   it("GitHub: a content type it does not send is refused 415 and audited, and can be redelivered", async () => {

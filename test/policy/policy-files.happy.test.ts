@@ -12,9 +12,10 @@ import {
 } from "../../src/policy/policy-files.ts";
 import { createInventory } from "../../src/policy/tools.ts";
 import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
+import { shippedPoliciesDir } from "../support/shipped-policies.ts";
 import { makeCaller } from "./fixtures.ts";
 
-const policiesDir = path.join(import.meta.dirname, "..", "..", "policies");
+const policiesDir = shippedPoliciesDir;
 const shippedAgent = readFileSync(path.join(policiesDir, "agent.yaml"), "utf8");
 const shippedTools = readFileSync(path.join(policiesDir, "tools.yaml"), "utf8");
 

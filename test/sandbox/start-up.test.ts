@@ -17,8 +17,9 @@ import { createRedactor, databaseUrlSecrets } from "../../src/sandbox/redact.ts"
 import { defaultSandboxLimits, type SandboxBackend } from "../../src/sandbox/types.ts";
 import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
 import { scrubEnvironment } from "../../src/tools/scrub-environment.ts";
+import { shippedPoliciesDir } from "../support/shipped-policies.ts";
 
-const repoPolicies = path.resolve(import.meta.dirname, "../../policies");
+const repoPolicies = shippedPoliciesDir;
 
 let base: string;
 beforeAll(async () => {

@@ -409,6 +409,14 @@ export const authenticatedRoutes: readonly AuthenticatedRoute[] = [
   },
   {
     method: "POST",
+    pattern: "/admin/v1/runs/:id/retry",
+    credential: "admin",
+    // No such run: the handler's 404 is only reached once authenticated.
+    accepted: [404],
+    build: async () => ({ method: "POST", path: `/admin/v1/runs/${noRun}/retry`, headers: {} }),
+  },
+  {
+    method: "POST",
     pattern: "/a2a",
     credential: "peer",
     accepted: [200],

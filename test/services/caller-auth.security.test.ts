@@ -32,7 +32,12 @@ describeEachDatabase("peer authentication", (db) => {
   });
   afterEach(() => app.close());
 
-  const add = (input: unknown) => addCaller({ ctx: app.services, input, actor: "admin" });
+  /** A caller with its static token (every caller here has one: none is a JWT peer). */
+  const add = async (input: unknown) => {
+    const added = await addCaller({ ctx: app.services, input, actor: "admin" });
+    if (!added.credential) throw new Error("expected a static token");
+    return { ...added, credential: added.credential };
+  };
 
   it("accepts a peer's token and refuses it once rotated out or revoked", async () => {
     const { credential } = await add({ name: "alice", kind: "peer" });

@@ -1,7 +1,6 @@
 // A whole peergate app on a test database, without listening on a port (use `hono.request`), or
 // served on 127.0.0.1 when a real client is needed. The run engine is a recording fake unless a
 // test passes a real one, so caller and webhook tests do not depend on models or tools.
-import path from "node:path";
 import type { Hono } from "hono";
 import { createJwksCache } from "../../src/auth/jwt.ts";
 import { createRateLimiter, type RateLimiter } from "../../src/auth/rate-limit.ts";
@@ -24,8 +23,13 @@ import {
 import type { AuthDeps } from "../../src/services/authenticate-caller.ts";
 import { type CallerDirectory, openCallerDirectory } from "../../src/services/caller-directory.ts";
 import type { ServiceContext } from "../../src/services/context.ts";
+import { shippedPoliciesDir } from "./shipped-policies.ts";
 
-export const repoPoliciesDir = path.resolve(import.meta.dirname, "../../policies");
+/**
+ * The project's `policies/` as shipped (HEAD, from git), never the checkout's own files, which an
+ * operator may have edited (test/support/shipped-policies.ts).
+ */
+export const repoPoliciesDir = shippedPoliciesDir;
 
 /** A run engine that records what it was asked and starts nothing. */
 export type FakeRunEngine = RunEngine & { started: StartRunRequest[]; canceled: string[] };

@@ -32,6 +32,7 @@ import { parsePriceTable } from "../../src/runs/prices.ts";
 import { defaultBudgets } from "../../src/services/caller-input.ts";
 import { createOpenAiStub, type OpenAiStub } from "../support/openai-stub.ts";
 import { type ServeChild, spawnServeChild } from "../support/serve-process.ts";
+import { shippedPoliciesDir } from "../support/shipped-policies.ts";
 
 const repo = path.resolve(import.meta.dirname, "../..");
 const readmeFile = path.join(repo, "README.md");
@@ -78,7 +79,7 @@ describe("README.md", () => {
     for (const name of ["package.json", "src", "drizzle", "node_modules"]) {
       await symlink(path.join(repo, name), path.join(clone, name));
     }
-    await cp(path.join(repo, "policies"), path.join(clone, "policies"), { recursive: true });
+    await cp(shippedPoliciesDir, path.join(clone, "policies"), { recursive: true });
     await mkdir(path.join(dir, "home"));
 
     // The price line, added under `models:` as the quick start says.
@@ -141,7 +142,7 @@ describe("README.md", () => {
       outputUsdPerMillionTokens: 0,
     });
     const shipped = parsePriceTable(
-      await readFile(path.join(repo, "policies/models.yaml"), "utf8"),
+      await readFile(path.join(shippedPoliciesDir, "models.yaml"), "utf8"),
       "models.yaml",
     );
     expect(shipped.models.has(model)).toBe(false);

@@ -182,6 +182,13 @@ function signIn(message) {
 // ------------------------------------------------------------------ callers
 
 function credentialPanel(credential, kind, name) {
+  if (!credential) {
+    return h(
+      "section",
+      { class: "notice" },
+      h("p", {}, "No static token: this peer authenticates only with JWTs signed by its key."),
+    );
+  }
   const settings = [];
   if (kind === "github") {
     settings.push(

@@ -131,7 +131,9 @@ export const callerRoutes = {
       201: json(
         z.object({
           caller: callerViewSchema,
-          credential: issuedCredentialSchema,
+          credential: issuedCredentialSchema
+            .nullable()
+            .describe("null for a JWT peer: it authenticates only with JWTs signed by its key"),
           unknownAllowEntries: z.array(z.string()),
         }),
         "the caller and its credential",
@@ -207,7 +209,10 @@ export const callerRoutes = {
     },
     responses: {
       200: json(
-        z.object({ caller: callerViewSchema, credential: issuedCredentialSchema }),
+        z.object({
+          caller: callerViewSchema,
+          credential: issuedCredentialSchema.nullable().describe("null for a JWT peer"),
+        }),
         "the restored caller and its new credential",
       ),
       ...problems,

@@ -179,4 +179,19 @@ export const runRoutes = {
       ...problems,
     },
   }),
+  retryRun: createRoute({
+    method: "post",
+    path: "/runs/{id}/retry",
+    summary:
+      "Start a failed or interrupted webhook run again, with the same prompt (audited as a retry)",
+    security: admin,
+    request: { params: runParams },
+    responses: {
+      202: json(
+        z.object({ runId: z.string().describe("the new run"), retryOf: z.string() }),
+        "the new run started",
+      ),
+      ...problems,
+    },
+  }),
 } as const satisfies Record<string, RouteConfig>;

@@ -37,6 +37,7 @@ export const runRouteNames = [
   "approveRun",
   "rejectRun",
   "cancelRun",
+  "retryRun",
 ] as const;
 
 export type AdminOperation = keyof typeof adminApi;

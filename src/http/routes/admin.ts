@@ -27,6 +27,7 @@ import { previewCeiling } from "../../services/preview-ceiling.ts";
 import { pruneTables } from "../../services/prune-tables.ts";
 import { listAuditCheckpoints, listAuditEvents, verifyAudit } from "../../services/read-audit.ts";
 import { restoreCaller } from "../../services/restore-caller.ts";
+import { retryRun } from "../../services/retry-run.ts";
 import { revokeCaller } from "../../services/revoke-caller.ts";
 import { rotateAdminToken } from "../../services/rotate-admin-token.ts";
 import { rotateCredential } from "../../services/rotate-credential.ts";
@@ -206,6 +207,9 @@ export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
     );
     serve("cancelRun", async (c) =>
       c.json(await cancelRunForAdmin({ engine, runId: c.req.param("id") ?? "" })),
+    );
+    serve("retryRun", async (c) =>
+      c.json(await retryRun({ ctx, engine, runId: c.req.param("id") ?? "" }), 202),
     );
     serveRoute(eventsRouteConfig, adminEventsRoute({ engine, options: deps.events }));
   }

@@ -11,6 +11,7 @@ import { ConfigError } from "../../../src/errors.ts";
 import { parseToolsPolicy } from "../../../src/policy/policy-files.ts";
 import { builtinDescriptors } from "../../../src/tools/builtin-tools.ts";
 import type { ToolRuntime } from "../../../src/tools/types.ts";
+import { shippedPoliciesDir } from "../../support/shipped-policies.ts";
 import {
   baseEnv,
   buildPolicies,
@@ -240,10 +241,7 @@ describe("fixed tools cannot be steered by options", () => {
     "the shipped read-only git example cannot be made to write a file",
     async () => {
       // The example exactly as shipped in policies/tools.yaml, uncommented.
-      const shipped = readFileSync(
-        path.join(import.meta.dirname, "..", "..", "..", "policies", "tools.yaml"),
-        "utf8",
-      );
+      const shipped = readFileSync(path.join(shippedPoliciesDir, "tools.yaml"), "utf8");
       const lines_ = shipped.split("\n");
       const first = lines_.indexOf("#   - name: git_log");
       const last = lines_.indexOf("#", first);

@@ -20,6 +20,7 @@ import {
   stopEngines,
 } from "../../runs/support.ts";
 import { describeEachDatabase } from "../../support/databases.ts";
+import { shippedPoliciesDir } from "../../support/shipped-policies.ts";
 
 const secret = "tok-5a4b3c2d1e0f-secret";
 let base: string;
@@ -28,10 +29,7 @@ let runtime: ToolRuntime;
 
 /** The lines between the markers in the shipped file, with their `# ` removed. */
 export async function shippedExamples(): Promise<string> {
-  const shipped = await readFile(
-    path.join(import.meta.dirname, "..", "..", "..", "policies", "tools.yaml"),
-    "utf8",
-  );
+  const shipped = await readFile(path.join(shippedPoliciesDir, "tools.yaml"), "utf8");
   const lines = shipped.split("\n");
   const first = lines.indexOf("# --- examples begin ---");
   const last = lines.indexOf("# --- examples end ---");
