@@ -17,6 +17,7 @@ export const auditKinds: readonly string[] = [
   "caller.revoked",
   "caller.restored",
   "caller.rotated",
+  "caller.deleted",
   "webhook.accepted",
   "webhook.ignored",
   "webhook.refused",

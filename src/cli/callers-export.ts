@@ -2,8 +2,8 @@
 // holds no secret (the API never returns one) and round-trips: applying it changes nothing.
 import { writeFile } from "node:fs/promises";
 import { stringify } from "yaml";
+import { managedCallerFields as managedFields } from "../domain/caller.ts";
 import { callAdmin } from "./admin-client.ts";
-import { managedFields } from "./callers-apply.ts";
 import { type Command, exitCodes } from "./command.ts";
 
 type Json = Record<string, unknown>;
@@ -45,7 +45,17 @@ export const callersExportCommand: Command = {
   ].join("\n"),
   options: { output: { type: "string", short: "o" } },
   async run(args, ctx) {
-    const { callers } = await callAdmin(ctx, "listCallers");
+    const listed = (await callAdmin(ctx, "listCallers")).callers;
+    // Push grants are part of what an operator configures: exported, so apply round-trips them.
+    const callers: Json[] = [];
+    for (const caller of listed) {
+      if (caller.revoked) {
+        callers.push(caller);
+        continue;
+      }
+      const { hosts } = await callAdmin(ctx, "getPushHosts", { params: { name: caller.name } });
+      callers.push(hosts.length > 0 ? { ...caller, pushHosts: hosts } : caller);
+    }
     const text = exportCallersYaml(callers);
     if (typeof args.values.output === "string") {
       await writeFile(args.values.output, text, { mode: 0o600 });

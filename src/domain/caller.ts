@@ -86,4 +86,24 @@ export type Caller = {
 };
 
 /** What a caller event says happened to a caller (src/services/caller-events.ts). */
-export type CallerChange = "created" | "updated" | "revoked" | "restored" | "rotated";
+export type CallerChange = "created" | "updated" | "revoked" | "restored" | "rotated" | "deleted";
+
+/**
+ * What a callers file manages: `callers export` writes these fields and `callers apply` makes them
+ * true (push grants included), so export → apply is a round trip.
+ */
+export const managedCallerFields = [
+  "tier",
+  "allow",
+  "approvalPolicy",
+  "budgets",
+  "promptTemplate",
+  "eventFilter",
+  "jwt",
+  "commands",
+  "toolOverrides",
+  "urlGrants",
+  "whenNobody",
+  "classifier",
+  "pushHosts",
+] as const;

@@ -6,11 +6,17 @@
 
 import { eq } from "drizzle-orm";
 import { appendAuditEvent } from "../db/audit.ts";
+import type { DbTransaction } from "../db/client.ts";
 import { callers, credentials } from "../db/schema.ts";
 import { ConflictError } from "../errors.ts";
-import { type OperatorProof, withWideningCheck } from "./admin-credentials.ts";
-import { changeCaller } from "./caller-events.ts";
 import {
+  type AuthorizeWidening,
+  type OperatorProof,
+  withWideningCheck,
+} from "./admin-credentials.ts";
+import { type CallerEvent, changeCaller } from "./caller-events.ts";
+import {
+  type CreateCaller,
   checkKindRules,
   createCallerSchema,
   defaultBudgets,
@@ -23,6 +29,13 @@ import { type CallerView, describeCaller } from "./describe-caller.ts";
 import { type IssuedCredential, issueCredential } from "./issue-credential.ts";
 import { describeWidening, floorCaller } from "./widening.ts";
 
+export type AddedCaller = {
+  caller: CallerView;
+  /** None for a JWT peer: it authenticates only with JWTs signed by its key. */
+  credential: IssuedCredential | null;
+  unknownAllowEntries: string[];
+};
+
 export async function addCaller({
   ctx,
   input,
@@ -34,14 +47,40 @@ export async function addCaller({
   actor: Actor;
   /** The operator token the request carried; needed when the caller starts above the floor. */
   operator?: OperatorProof | undefined;
-}): Promise<{
-  caller: CallerView;
-  /** None for a JWT peer: it authenticates only with JWTs signed by its key. */
-  credential: IssuedCredential | null;
-  unknownAllowEntries: string[];
-}> {
+}): Promise<AddedCaller> {
   const data = parseInput(createCallerSchema, input);
   checkKindRules(data);
+  try {
+    return await withWideningCheck(
+      ctx,
+      { proof: operator, actor, what: `creating caller ${data.name}` },
+      (authorize) =>
+        changeCaller(ctx, (tx, announce) =>
+          createCallerIn(ctx, { tx, announce, authorize }, data, actor),
+        ),
+    );
+  } catch (error) {
+    if (isUniqueViolation(error)) {
+      throw new ConflictError(`a caller named "${data.name}" already exists`);
+    }
+    throw error;
+  }
+}
+
+/** What a caller write runs in: its transaction, the announcer, and the widening check. */
+export type CallerWrite = {
+  readonly tx: DbTransaction;
+  readonly announce: (event: CallerEvent) => Promise<void>;
+  readonly authorize: AuthorizeWidening;
+};
+
+/** Creates a caller from parsed input inside `write`'s transaction (also `callers apply`). */
+export async function createCallerIn(
+  ctx: ServiceContext,
+  { tx, announce, authorize }: CallerWrite,
+  data: CreateCaller,
+  actor: Actor,
+): Promise<AddedCaller> {
   const budgets = mergeBudgets(defaultBudgets, data.budgets ?? {});
   const widened = describeWidening(floorCaller, {
     tier: data.tier,
@@ -56,70 +95,54 @@ export async function addCaller({
     urlGrants: data.urlGrants ?? null,
     classifier: data.classifier ?? "on",
   });
-  try {
-    return await withWideningCheck(
-      ctx,
-      { proof: operator, actor, what: `creating caller ${data.name}` },
-      (authorize) =>
-        changeCaller(ctx, async (tx, announce) => {
-          await authorize(tx, null, widened);
-          const [caller] = await tx
-            .insert(callers)
-            .values({
-              name: data.name,
-              kind: data.kind,
-              tier: data.tier,
-              allow: data.allow,
-              approvalPolicy: data.approvalPolicy,
-              budgets,
-              promptTemplate: data.promptTemplate ?? null,
-              eventFilter: data.eventFilter ?? null,
-              jwt: data.jwt ?? null,
-              commands: data.commands,
-              toolOverrides: data.toolOverrides,
-              urlGrants: data.urlGrants ?? null,
-              whenNobody: data.whenNobody ?? null,
-              classifier: data.classifier ?? "on",
-            })
-            .returning();
-          if (!caller) throw new Error("caller insert returned nothing");
-          const credential = caller.jwt ? null : await issueCredential(tx, ctx, caller);
-          await appendAuditEvent(tx, {
-            actor,
-            kind: "caller.created",
-            subject: `caller:${caller.id}`,
-            data: {
-              name: caller.name,
-              kind: caller.kind,
-              tier: caller.tier,
-              allow: caller.allow,
-              approvalPolicy: caller.approvalPolicy,
-              credential: credential ? { id: credential.id, prefix: credential.prefix } : null,
-              ...(widened.length ? { withOperator: widened.map((w) => w.field) } : {}),
-            },
-          });
-          await announce({
-            callerId: caller.id,
-            name: caller.name,
-            version: caller.version,
-            change: "created",
-          });
-          const stored = await tx
-            .select()
-            .from(credentials)
-            .where(eq(credentials.callerId, caller.id));
-          const unknown = data.allow.filter((a) => !ctx.policies.inventory.names.has(a));
-          return {
-            caller: describeCaller(caller, stored, ctx.now()),
-            credential,
-            unknownAllowEntries: [...new Set(unknown)],
-          };
-        }),
-    );
-  } catch (error) {
-    if (isUniqueViolation(error)) {
-      throw new ConflictError(`a caller named "${data.name}" already exists`);
-    }
-    throw error;
-  }
+  await authorize(tx, null, widened);
+  const [caller] = await tx
+    .insert(callers)
+    .values({
+      name: data.name,
+      kind: data.kind,
+      tier: data.tier,
+      allow: data.allow,
+      approvalPolicy: data.approvalPolicy,
+      budgets,
+      promptTemplate: data.promptTemplate ?? null,
+      eventFilter: data.eventFilter ?? null,
+      jwt: data.jwt ?? null,
+      commands: data.commands,
+      toolOverrides: data.toolOverrides,
+      urlGrants: data.urlGrants ?? null,
+      whenNobody: data.whenNobody ?? null,
+      classifier: data.classifier ?? "on",
+    })
+    .returning();
+  if (!caller) throw new Error("caller insert returned nothing");
+  // A JWT peer gets no static token: it authenticates only with JWTs signed by its key.
+  const credential = caller.jwt ? null : await issueCredential(tx, ctx, caller);
+  await appendAuditEvent(tx, {
+    actor,
+    kind: "caller.created",
+    subject: `caller:${caller.id}`,
+    data: {
+      name: caller.name,
+      kind: caller.kind,
+      tier: caller.tier,
+      allow: caller.allow,
+      approvalPolicy: caller.approvalPolicy,
+      credential: credential ? { id: credential.id, prefix: credential.prefix } : null,
+      ...(widened.length ? { withOperator: widened.map((w) => w.field) } : {}),
+    },
+  });
+  await announce({
+    callerId: caller.id,
+    name: caller.name,
+    version: caller.version,
+    change: "created",
+  });
+  const stored = await tx.select().from(credentials).where(eq(credentials.callerId, caller.id));
+  const unknown = data.allow.filter((a) => !ctx.policies.inventory.names.has(a));
+  return {
+    caller: describeCaller(caller, stored, ctx.now()),
+    credential,
+    unknownAllowEntries: [...new Set(unknown)],
+  };
 }

@@ -4,6 +4,7 @@
 import { sql } from "drizzle-orm";
 import type { Db, DbTransaction } from "../db/client.ts";
 import type { Channel } from "../db/notifications.ts";
+import type { CallerChange } from "../domain/caller.ts";
 
 export const callerChannel = "peergate_callers";
 
@@ -11,7 +12,7 @@ export type CallerEvent = {
   callerId: string;
   name: string;
   version: number;
-  change: "created" | "updated" | "revoked" | "restored" | "rotated";
+  change: CallerChange;
   /** `revoked`: the waiting runs the revocation closed (`revoked`), so surfaces learn they ended. */
   closedRunIds?: string[];
 };

@@ -10,6 +10,7 @@ import type { DbOrTx } from "../db/client.ts";
 import { callerPushHosts } from "../db/schema.ts";
 import { ConflictError, ValidationError } from "../errors.ts";
 import { checkPushGrantEntries } from "../policy/push-grants.ts";
+import type { CallerWrite } from "./add-caller.ts";
 import { verifyOperatorToken } from "./admin-credentials.ts";
 import type { AuthFailureContext } from "./authenticate-caller.ts";
 import { parseInput } from "./caller-input.ts";
@@ -55,9 +56,7 @@ export async function setPushHosts({
   operatorToken: string | undefined;
   failure: AuthFailureContext;
 }): Promise<{ hosts: string[] }> {
-  const hosts = [...new Set(parseInput(pushHostsSchema, input).hosts.map((h) => h.trim()))].sort();
-  const problems = checkPushGrantEntries(hosts);
-  if (problems.length > 0) throw new ValidationError(problems);
+  const hosts = readPushHostsInput(input);
   const caller = await findCallerRow(ctx.db, name);
   const before = await readEntries(ctx.db, caller.id);
   const widens = hosts.some((h) => !before.includes(h));
@@ -68,18 +67,56 @@ export async function setPushHosts({
     if (!widens && hosts.some((h) => !from.includes(h))) {
       throw new ConflictError("the caller's push hosts changed meanwhile; read them and retry");
     }
-    await tx.delete(callerPushHosts).where(eq(callerPushHosts.callerId, caller.id));
-    if (hosts.length > 0) {
-      await tx
-        .insert(callerPushHosts)
-        .values(hosts.map((entry) => ({ callerId: caller.id, entry })));
-    }
-    await appendAuditEvent(tx, {
-      actor: widens ? "operator" : actor,
-      kind: "caller.push-hosts.changed",
-      subject: `caller:${caller.id}`,
-      data: { name, from, to: hosts },
-    });
+    await writePushHosts(tx, caller, from, hosts, widens ? "operator" : actor);
   });
   return { hosts };
+}
+
+/** A push-hosts list as given: entries checked, trimmed, unique and sorted. */
+export function readPushHostsInput(input: unknown): string[] {
+  const hosts = [...new Set(parseInput(pushHostsSchema, input).hosts.map((h) => h.trim()))].sort();
+  const problems = checkPushGrantEntries(hosts);
+  if (problems.length > 0) throw new ValidationError(problems);
+  return hosts;
+}
+
+/**
+ * Replaces a caller's push grants inside `write`'s transaction (`callers apply`): an entry not
+ * there before widens, so `authorize` needs the operator token for it. Returns the list before.
+ */
+export async function replacePushHostsIn(
+  { tx, authorize }: Pick<CallerWrite, "tx" | "authorize">,
+  caller: { id: string; name: string },
+  hosts: readonly string[],
+  actor: Actor,
+): Promise<{ from: string[]; changed: boolean }> {
+  const from = await readEntries(tx, caller.id);
+  const added = hosts.filter((h) => !from.includes(h));
+  if (added.length === 0 && from.length === hosts.length) return { from, changed: false };
+  await authorize(
+    tx,
+    `caller:${caller.id}`,
+    added.map((h) => ({ field: "pushHosts", message: `push host ${h} added` })),
+  );
+  await writePushHosts(tx, caller, from, hosts, added.length > 0 ? "operator" : actor);
+  return { from, changed: true };
+}
+
+async function writePushHosts(
+  tx: DbOrTx,
+  caller: { id: string; name: string },
+  from: readonly string[],
+  hosts: readonly string[],
+  actor: Actor,
+): Promise<void> {
+  await tx.delete(callerPushHosts).where(eq(callerPushHosts.callerId, caller.id));
+  if (hosts.length > 0) {
+    await tx.insert(callerPushHosts).values(hosts.map((entry) => ({ callerId: caller.id, entry })));
+  }
+  await appendAuditEvent(tx, {
+    actor,
+    kind: "caller.push-hosts.changed",
+    subject: `caller:${caller.id}`,
+    data: { name: caller.name, from, to: hosts },
+  });
 }

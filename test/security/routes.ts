@@ -288,6 +288,19 @@ export const authenticatedRoutes: readonly AuthenticatedRoute[] = [
     }),
   },
   {
+    // A dry run of an empty file: the whole apply runs in a transaction and is rolled back.
+    method: "POST",
+    pattern: "/admin/v1/callers/apply",
+    credential: "admin",
+    accepted: [200],
+    build: async () => ({
+      method: "POST",
+      path: "/admin/v1/callers/apply",
+      headers: json,
+      body: JSON.stringify({ callers: [], dryRun: true }),
+    }),
+  },
+  {
     method: "GET",
     pattern: "/admin/v1/callers/:name/ceiling",
     credential: "admin",

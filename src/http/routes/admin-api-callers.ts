@@ -7,6 +7,7 @@ import { approvalPolicies, callerKinds, tiers } from "../../domain/caller.ts";
 import { nobodyThereModes } from "../../policy/overrides.ts";
 import { ceilingReasons } from "../../policy/reasons.ts";
 import { disclosureLevels, riskLevels, toolCategories } from "../../policy/tools.ts";
+import { applyCallersSchema } from "../../services/apply-callers.ts";
 import { createCallerSchema, updateCallerSchema } from "../../services/caller-input.ts";
 import { previewCeilingSchema } from "../../services/preview-ceiling.ts";
 import { restoreCallerSchema } from "../../services/restore-caller.ts";
@@ -281,6 +282,42 @@ export const callerRoutes = {
     request: { params: nameParams, body: body(pushHostsSchema) },
     responses: {
       200: json(z.object({ hosts: z.array(z.string()) }), "the push grants now"),
+      ...problems,
+    },
+  }),
+  applyCallers: createRoute({
+    method: "post",
+    path: "/callers/apply",
+    summary:
+      "Make a callers file true in one transaction (creates, changes, push grants, --prune); dryRun rolls it back",
+    security: admin,
+    request: { body: body(applyCallersSchema), headers: operatorHeader },
+    responses: {
+      200: json(
+        z.object({
+          dryRun: z.boolean(),
+          actions: z.array(
+            z
+              .object({
+                name: z.string(),
+                action: z.enum(["create", "update", "unchanged", "revoke", "delete", "drift"]),
+                fields: z.record(z.string(), z.unknown()).optional(),
+                changes: z
+                  .record(z.string(), z.object({ from: z.unknown(), to: z.unknown() }))
+                  .optional()
+                  .describe("field → {from, to}, stored value and the file's"),
+                needsOperator: z
+                  .array(z.string())
+                  .optional()
+                  .describe("fields that widen the caller: the operator token is needed"),
+                note: z.string().optional(),
+              })
+              .describe("what apply did (or would do) to one caller"),
+          ),
+          credentials: z.array(issuedCredentialSchema.extend({ name: z.string() })),
+        }),
+        "what was applied (or, on a dry run, would be)",
+      ),
       ...problems,
     },
   }),

@@ -13,6 +13,7 @@ import type { Context, Handler } from "hono";
 import type { RateLimiter } from "../../auth/rate-limit.ts";
 import { addCaller } from "../../services/add-caller.ts";
 import { type OperatorProof, verifyAdminToken } from "../../services/admin-credentials.ts";
+import { applyCallers } from "../../services/apply-callers.ts";
 import type { ServiceContext } from "../../services/context.ts";
 import {
   approveParkedRun,
@@ -170,6 +171,10 @@ export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
       }),
     );
     return c.json(result);
+  });
+  serve("applyCallers", async (c) => {
+    const input = await readJsonBody(c);
+    return c.json(await write(c, (operator) => applyCallers({ ctx, input, actor, operator })));
   });
   serve("listTools", (c) => c.json(listTools({ ctx })));
   serve("listAudit", async (c) => c.json(await listAuditEvents({ ctx, query: c.req.query() })));
