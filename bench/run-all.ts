@@ -103,6 +103,14 @@ const benches: Bench[] = [
     repeat: 1,
     mustPrint: /<!-- push-result /,
   },
+  // Main-thread CPU per run start with the full toolset, and what a burst does to probes (issue 28).
+  {
+    name: "run-start",
+    file: "bench/run-start.ts",
+    args: ["--bursts", smoke ? "1" : "5", ...(smoke ? ["--runs", "5"] : [])],
+    repeat: 1,
+    mustPrint: /\| full \| \d+ \|/,
+  },
   {
     name: "audit",
     file: "bench/audit.ts",
@@ -619,6 +627,11 @@ for (const bench of benches) {
     case "growth":
       sections.push(
         `## Growth\n\n${command}. Each table topped up in SQL to each size; medians of repeated queries on one PostgreSQL. A ratio needs two sizes: \`npm run bench -- --growth-1m\` adds 1 000 000 rows per table (docs/operating.md, "Retention").\n\n${outputs[0]?.trim()}`,
+      );
+      break;
+    case "run-start":
+      sections.push(
+        `## Run starts with the full toolset\n\n${command}. One caller starts its concurrency limit of runs at once, five times, against the full toolset (files, web, shell, context, declared command tools, a stdio MCP server), while another caller polls GetTask and a probe polls /healthz; each server in a child process of its own, on a fresh database. Main-thread CPU is the child's first thread (utime + stime from /proc). "no queue" is PEERGATE_RUN_STARTS_AT_ONCE=0; "minimal" offers only the context tools. No target: the figure to watch is the probes' p99 during a burst against idle.\n\n${outputs[0]?.trim()}`,
       );
       break;
     case "soak":

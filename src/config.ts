@@ -146,6 +146,13 @@ const envSchema = z.object({
         "refuse (file tools do not read a file with more than one hard link; the default) or allow",
     })
     .default("refuse"),
+  // Runs starting at once on one instance (src/runs/start-queue.ts, docs/throttling.md); 0: no bound.
+  PEERGATE_RUN_STARTS_AT_ONCE: z.coerce
+    .number({ error: "a whole number from 0 (no bound) to 1000" })
+    .int({ error: "a whole number from 0 (no bound) to 1000" })
+    .min(0, { error: "a whole number from 0 (no bound) to 1000" })
+    .max(1_000, { error: "a whole number from 0 (no bound) to 1000" })
+    .default(8),
   PEERGATE_SHUTDOWN_TIMEOUT_MS: z.coerce
     .number({ error: "milliseconds, a whole number from 100 to 60000" })
     .int({ error: "milliseconds, a whole number from 100 to 60000" })
@@ -220,6 +227,8 @@ export type Config = {
   policiesDir: string;
   logLevel: LogLevel;
   shutdownTimeoutMs: number;
+  /** Runs starting at once on this instance (PEERGATE_RUN_STARTS_AT_ONCE); 0: no bound. */
+  runStartsAtOnce: number;
   /** How callers reach this server; default http://<host>:<port>. No trailing slash. */
   publicUrl: string | undefined;
   /** Absent: generated once and kept in `<dataDir>/admin-token`. */
@@ -309,6 +318,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
     policiesDir,
     logLevel: e.PEERGATE_LOG_LEVEL,
     shutdownTimeoutMs: e.PEERGATE_SHUTDOWN_TIMEOUT_MS,
+    runStartsAtOnce: e.PEERGATE_RUN_STARTS_AT_ONCE,
     publicUrl: e.PEERGATE_PUBLIC_URL,
     adminToken: e.PEERGATE_ADMIN_TOKEN,
     secretKey: e.PEERGATE_SECRET_KEY,

@@ -294,6 +294,7 @@ export async function openCore(
       ...(options.runHeartbeatMs === undefined ? {} : { heartbeatMs: options.runHeartbeatMs }),
       priceTable: live.prices,
       redactor,
+      startsAtOnce: config.runStartsAtOnce,
       ...(policies.agent.classifier?.model === undefined
         ? {}
         : {

@@ -8,6 +8,7 @@
 //
 // /metrics needs `Authorization: Bearer <PEERGATE_METRICS_TOKEN>` when that is set, and is
 // refused on a listener other than loopback without one (it tells who calls and how often).
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { sql } from "drizzle-orm";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import { safeEqual } from "./auth/secrets.ts";
@@ -36,6 +37,10 @@ export type MetricsOptions = {
   host?: string;
   /** Timed model calls (src/metrics-model.ts), for the model latency histogram. */
   modelCalls?: ModelCallLog;
+  /** The run engine's start queue (src/runs/start-queue.ts): its length and waits. */
+  runStarts?: RunStartsView;
+  /** The event loop's recent stalls (createEventLoopLag). */
+  eventLoopLag?: EventLoopLag;
 };
 
 const loopback = new Set(["127.0.0.1", "::1", "localhost"]);
@@ -58,6 +63,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers: [registry],
   });
   if (options.db) registerDomainGauges(registry, options.db);
+  if (options.runStarts) registerRunStartMetrics(registry, options.runStarts);
+  if (options.eventLoopLag) registerEventLoopLag(registry, options.eventLoopLag);
   if (options.modelCalls) {
     const modelLatency = new Histogram({
       name: "peergate_model_call_duration_seconds",
@@ -215,4 +222,112 @@ function registerDomainGauges(registry: Registry, db: DbOrTx): void {
     async () =>
       (await usage()).map((r) => ({ labels: { model: r.model ?? "none" }, value: r.cost })),
   );
+}
+
+// ---------------------------------------------------------------- load: starts and the event loop
+// Issue 28: what an operator needs to see a stall and its cause. The start queue's length and
+// waits (src/runs/start-queue.ts) and the event loop's delay over a recent window.
+
+/** What the metrics read of the run engine's start queue. */
+export type RunStartsView = {
+  stats(): { readonly waiting: number; readonly inFlight: number };
+  onWaited(listener: (seconds: number) => void): () => void;
+};
+
+function registerRunStartMetrics(registry: Registry, starts: RunStartsView): void {
+  new Gauge({
+    name: "peergate_run_starts_waiting",
+    help: "Run starts waiting for a place (PEERGATE_RUN_STARTS_AT_ONCE) on this instance.",
+    registers: [registry],
+    collect() {
+      this.set(starts.stats().waiting);
+    },
+  });
+  new Gauge({
+    name: "peergate_run_starts_in_flight",
+    help: "Run starts in flight (caller re-read, admission, run row and audit) on this instance.",
+    registers: [registry],
+    collect() {
+      this.set(starts.stats().inFlight);
+    },
+  });
+  const waited = new Histogram({
+    name: "peergate_run_start_wait_seconds",
+    help: "Time a run start waited for a place among the starts in flight on this instance.",
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  starts.onWaited((seconds) => waited.observe(seconds));
+}
+
+/** The event loop's delay over the current and the last completed window. */
+export type EventLoopLagReading = {
+  /** The longest stall seen in the window, in milliseconds. */
+  readonly maxMs: number;
+  readonly p99Ms: number;
+  /** How far back the reading reaches, in seconds. */
+  readonly windowSeconds: number;
+};
+
+export type EventLoopLag = {
+  read(): EventLoopLagReading;
+  stop(): void;
+};
+
+/**
+ * Watches the event loop (perf_hooks' monitorEventLoopDelay) in windows of `windowMs`: a reading
+ * covers the window in progress and the last completed one, so a stall is visible for one to two
+ * windows after it, whoever asks (a scrape, /readyz) and however often.
+ */
+export function createEventLoopLag(options: { readonly windowMs?: number } = {}): EventLoopLag {
+  const windowMs = options.windowMs ?? 10_000;
+  const histogram = monitorEventLoopDelay({ resolution: 10 });
+  histogram.enable();
+  let windowStart = performance.now();
+  let last = { maxMs: 0, p99Ms: 0 };
+  const current = () => ({
+    // Empty until the first sample: max and percentiles are then meaningless.
+    maxMs: histogram.count === 0 ? 0 : histogram.max / 1e6,
+    p99Ms: histogram.count === 0 ? 0 : histogram.percentile(99) / 1e6,
+  });
+  // A stalled loop runs this late, never early: the stall is in the window it ends.
+  const rotate = setInterval(() => {
+    last = current();
+    histogram.reset();
+    windowStart = performance.now();
+  }, windowMs);
+  rotate.unref();
+  return {
+    read() {
+      const recent = current();
+      return {
+        maxMs: Math.max(recent.maxMs, last.maxMs),
+        p99Ms: Math.max(recent.p99Ms, last.p99Ms),
+        windowSeconds: (performance.now() - windowStart + windowMs) / 1000,
+      };
+    },
+    stop() {
+      clearInterval(rotate);
+      histogram.disable();
+    },
+  };
+}
+
+function registerEventLoopLag(registry: Registry, lag: EventLoopLag): void {
+  new Gauge({
+    name: "peergate_event_loop_lag_max_seconds",
+    help: "The longest the event loop was held (every request waited at least this long) over the last 10 to 20 seconds.",
+    registers: [registry],
+    collect() {
+      this.set(lag.read().maxMs / 1000);
+    },
+  });
+  new Gauge({
+    name: "peergate_event_loop_lag_p99_seconds",
+    help: "The 99th percentile of the event loop's delay over the last 10 to 20 seconds.",
+    registers: [registry],
+    collect() {
+      this.set(lag.read().p99Ms / 1000);
+    },
+  });
 }

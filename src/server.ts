@@ -19,7 +19,7 @@ import { authenticateA2aCaller, requireA2aCaller } from "./http/middleware/a2a-a
 import { defaultMaxBodyBytes } from "./http/middleware/limit-body.ts";
 import { a2aRoutes } from "./http/routes/a2a.ts";
 import type { Logger } from "./log.ts";
-import { createMetrics } from "./metrics.ts";
+import { createEventLoopLag, createMetrics, type EventLoopLag } from "./metrics.ts";
 import { checkReadiness } from "./services/check-readiness.ts";
 import type { ServiceContext } from "./services/context.ts";
 
@@ -127,6 +127,7 @@ function createServerApp(
   logger: Logger,
   config: Config,
   env: Readonly<Record<string, string | undefined>>,
+  eventLoopLag: EventLoopLag,
 ) {
   const { services, limiter, engine, auth, a2a } = core;
   return createApp({
@@ -136,8 +137,15 @@ function createServerApp(
       token: env.PEERGATE_METRICS_TOKEN,
       host: config.host,
       modelCalls: core.modelCalls,
+      runStarts: engine.starts,
+      eventLoopLag,
     }),
-    checkReadiness: () => checkReadiness({ database: core.database, sandbox: core.sandboxStatus }),
+    checkReadiness: () =>
+      checkReadiness({
+        database: core.database,
+        sandbox: core.sandboxStatus,
+        eventLoop: () => eventLoopLag.read(),
+      }),
     admin: { services, limiter, runs: engine },
     webhooks: { auth, limiter, runs: engine },
     mount: [
@@ -170,9 +178,11 @@ export async function startServer(
     ...(options.wrapNotifications ? { wrapNotifications: options.wrapNotifications } : {}),
   });
   let app: ReturnType<typeof createApp>;
+  const eventLoopLag = createEventLoopLag();
   try {
-    app = createServerApp(core, logger, config, env);
+    app = createServerApp(core, logger, config, env, eventLoopLag);
   } catch (error) {
+    eventLoopLag.stop();
     await core.close();
     throw error;
   }
@@ -230,6 +240,7 @@ export async function startServer(
       await closed;
       await grpcDrained;
       await core.close();
+      eventLoopLag.stop();
       logger.info("stopped");
     })();
     return stopping;

@@ -168,7 +168,7 @@ async function openPglite(
       { cause: error },
     );
   }
-  const db: Db = drizzlePglite({ client, schema });
+  const db: Db = drizzlePglite({ client: takingTurns(client), schema });
   let closing: Promise<void> | undefined;
 
   return {
@@ -212,6 +212,32 @@ async function openPglite(
       return closing;
     },
   };
+}
+
+/**
+ * PGlite runs PostgreSQL on this thread, and answers through promises that settle at once: a queue
+ * of transactions waiting for its one session (a burst of run starts, their ends, heartbeats)
+ * would run back to back in one chain of microtasks, and the event loop would not poll for I/O —
+ * no probe, no other caller's request, no heartbeat — until the queue drained (issue 28: seconds).
+ * Each statement or transaction drizzle begins outside a transaction therefore first waits one
+ * macrotask (`setImmediate`), so I/O that arrived meanwhile is served between them. Statements
+ * inside a transaction go on at once: the session is theirs until it ends.
+ */
+function takingTurns(client: PGlite): PGlite {
+  const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+  return new Proxy(client, {
+    get(target, property, receiver) {
+      if (property === "query" || property === "transaction" || property === "exec") {
+        const method = Reflect.get(target, property, target) as (...args: unknown[]) => unknown;
+        return async (...args: unknown[]) => {
+          await turn();
+          return method.apply(target, args);
+        };
+      }
+      const value = Reflect.get(target, property, receiver);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
 }
 
 async function openPostgres(

@@ -17,6 +17,7 @@ import { hasCostBudget, readRunLimits } from "./budgets.ts";
 import type { SettledRun } from "./outcome.ts";
 import { emptyPriceTable, findModelPrice, type ModelPrice, type PriceTable } from "./prices.ts";
 import type { ResolvedModel } from "./resolve-model.ts";
+import { createStartQueue, defaultStartsAtOnce, type StartQueue } from "./start-queue.ts";
 import type { RunEvent } from "./types.ts";
 
 export type RunCoreOptions = {
@@ -53,6 +54,11 @@ export type RunCoreOptions = {
   readonly classifierModel?: ResolvedModel;
   /** Every secret peergate holds: replaced in every tool result before the model reads it. */
   readonly redactor?: Redactor;
+  /**
+   * Runs starting at once on this instance (src/runs/start-queue.ts); 0 for no bound. Default 8
+   * (PEERGATE_RUN_STARTS_AT_ONCE).
+   */
+  readonly startsAtOnce?: number;
 };
 
 export type RunCore = {
@@ -79,6 +85,8 @@ export type RunCore = {
   readonly classifierModel: ResolvedModel;
   readonly redactor: Redactor | undefined;
   readonly active: ActiveRuns;
+  /** The bound on runs starting at once, and the starts waiting for a place. */
+  readonly startQueue: StartQueue;
   /** True once shutdown began: no run starts or resumes. */
   readonly stopping: () => boolean;
   /** The effective tool set for a caller now, never wider than `within` when given. */
@@ -127,6 +135,9 @@ export async function createRunCore(
     classifierModel: options.classifierModel?.ok === true ? options.classifierModel : model,
     redactor: options.redactor,
     active: createActiveRuns(),
+    startQueue: createStartQueue(options.startsAtOnce ?? defaultStartsAtOnce, {
+      retryAfterSeconds: options.concurrencyRetryAfterSeconds ?? 5,
+    }),
     stopping,
     toolSetFor(caller, within, using = policiesNow(policies)) {
       const ceiling = ceilings.get(using.inventory, using.agent, {

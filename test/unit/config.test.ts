@@ -22,6 +22,7 @@ describe("loadConfig", () => {
       policiesDir: "/srv/app/policies",
       logLevel: "info",
       shutdownTimeoutMs: 8000,
+      runStartsAtOnce: 8,
       publicUrl: undefined,
       adminToken: undefined,
       secretKey: undefined,

@@ -19,6 +19,7 @@ import { createRunCore, type RunCoreOptions } from "../../runs/core.ts";
 import { outcomeOf, type SettledRun, settledFromRun } from "../../runs/outcome.ts";
 import { readRun, registerInstance, removeInstance } from "../../runs/run-queries.ts";
 import { revokedStopReason } from "../../runs/run-state.ts";
+import type { StartQueue } from "../../runs/start-queue.ts";
 import {
   describeError,
   recoverRuns,
@@ -73,6 +74,8 @@ export type PeergateRunEngine = RunEngine & {
   onRunSettled(listener: (settled: SettledRun) => void): () => void;
   /** Runs executing on this instance. */
   activeRunIds(): string[];
+  /** The starts in flight and waiting on this instance (src/runs/start-queue.ts), for /metrics. */
+  readonly starts: Pick<StartQueue, "stats" | "onWaited">;
   /**
    * A caller event heard on this instance (src/reactions.ts wires it): `revoked` stops the
    * caller's runs here and reports the parked runs the revocation closed.
@@ -183,6 +186,7 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
     sweep: () => sweep(ctx),
     onRunSettled: (listener) => ctx.onRunSettled(listener),
     activeRunIds: () => active.ids(),
+    starts: ctx.startQueue,
     callerChanged,
     stop,
   };

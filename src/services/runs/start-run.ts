@@ -26,12 +26,17 @@ export async function startRun({
   const { request, onEvent = () => {} } = input;
   if (ctx.stopping()) throw new UnavailableError("the run engine is shutting down");
   checkMessages(request.messages);
+  // A place among the starts in flight on this instance (src/runs/start-queue.ts): a caller's
+  // burst waits its turn, in slices, behind every other caller's.
+  const leave = await ctx.startQueue.enter(request.caller.id, concurrencyLimitOf(request.caller));
   const runId = randomUUID();
   const model = ctx.model;
-  // Registered before the run exists, so a revocation that lands meanwhile still finds it.
-  const entry = ctx.active.register(runId, request.caller.id);
   let created: { run: Run; caller: Caller; set: EffectiveToolSet; failure?: RunError };
+  let entry: ReturnType<typeof ctx.active.register>;
   try {
+    if (ctx.stopping()) throw new UnavailableError("the run engine is shutting down");
+    // Registered before the run exists, so a revocation that lands meanwhile still finds it.
+    entry = ctx.active.register(runId, request.caller.id);
     created = await ctx.db.transaction(async (tx) => {
       const at = ctx.now();
       const { caller, failure, reserve } = await readCallerAndAdmit(tx, {
@@ -95,6 +100,8 @@ export async function startRun({
   } catch (error) {
     ctx.active.remove(runId);
     throw error;
+  } finally {
+    leave();
   }
 
   if (created.failure) {
@@ -114,4 +121,10 @@ export async function startRun({
   }).then((result) => result.outcome);
   entry.done = outcome;
   return { runId, outcome };
+}
+
+/** The caller's concurrent-run limit as it authenticated (null: none). */
+function concurrencyLimitOf(caller: Caller): number | null {
+  const limit = caller.budgets.concurrentRuns;
+  return typeof limit === "number" && Number.isFinite(limit) && limit >= 0 ? limit : null;
 }
