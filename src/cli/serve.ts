@@ -1,4 +1,5 @@
 // `peergate serve`: start the server and run until SIGINT/SIGTERM, then stop gracefully.
+import { flushCompileCache } from "node:module";
 import { loadConfig } from "../config.ts";
 import { createLogger } from "../log.ts";
 import { startServer } from "../server.ts";
@@ -39,6 +40,9 @@ Type=notify) it reports READY=1 once it listens and STOPPING=1 when it begins to
     }
     const server = await startServer(config, logger, ctx.env);
     const forgetUrl = await recordServerUrl(config.dataDir, server.url);
+    // What was compiled to get here, written to Node's compile cache now rather than at exit
+    // (src/main.ts): the next start reads it even if this process never exits cleanly.
+    flushCompileCache();
     await notifyServiceManager(
       ctx.env,
       { state: "ready", status: `listening on ${server.url}` },

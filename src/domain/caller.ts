@@ -87,3 +87,9 @@ export type Caller = {
 
 /** What a caller event says happened to a caller (src/services/caller-events.ts). */
 export type CallerChange = "created" | "updated" | "revoked" | "restored" | "rotated";
+
+/**
+ * The header that carries the operator token on the admin API: the second credential that
+ * widening a caller and approving a parked run need besides the admin token.
+ */
+export const operatorTokenHeader = "X-Peergate-Operator-Token";
