@@ -2,7 +2,7 @@
 // [--code DIR]` (default 5 runs of each command; `--code` measures another checkout's src/, e.g.
 // an export of an older commit, the same way).
 //
-// Each command is a real process, `node src/main.ts …`, timed from outside: the wall time from
+// Each command is a real process, `node bin/peergate.mjs …` (what npx runs), timed from outside: the wall time from
 // spawn to exit, and the CPU time (user + system) the process reports of itself at exit (through
 // a one-line `--import` hook, so no platform tool is needed). Commands that talk to a server talk
 // to a real one: the embedded server this bench started, found through its data directory the
@@ -17,6 +17,7 @@
 //
 // Prints a markdown table and `<!-- cli-result {json} -->` for bench/run-all.ts.
 import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -30,7 +31,9 @@ const { values } = parseArgs({
 });
 const runs = Math.max(1, Number(values.runs));
 const code = path.resolve(values.code);
-const main = path.join(code, "src/main.ts");
+// The executable as npx and `npm start` run it (bin/peergate.mjs; src/main.ts in older code).
+const bin = path.join(code, "bin/peergate.mjs");
+const main = existsSync(bin) ? bin : path.join(code, "src/main.ts");
 
 /** CLI commands: well under a second (the process's CPU time, which a loaded machine's wall is not). */
 export const cliTargetSeconds = 0.5;
@@ -192,7 +195,10 @@ function stepsOf(started: Started): { step: string; seconds: number }[] {
     (l) => l.msg.startsWith("starting: ") || l.msg === "database ready" || l.msg === "listening",
   );
   return marks.slice(0, -1).map((mark, i) => ({
-    step: mark.msg.replace(/^starting: /, ""),
+    step:
+      mark.msg === "database ready"
+        ? "(database ready) port, notifications, services, admin token, model"
+        : mark.msg.replace(/^starting: /, ""),
     seconds: ((marks[i + 1] as { time: number }).time - mark.time) / 1000,
   }));
 }

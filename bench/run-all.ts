@@ -667,7 +667,7 @@ for (const bench of benches) {
     case "cli":
       judgeCli(outputs[0] as string, verdicts);
       sections.push(
-        `## CLI commands and the embedded start\n\n${command}. Each command a real process (\`node src/main.ts …\`) against a real embedded server; CPU is what the process used (the figure a loaded machine does not distort much), wall from spawn to exit. The first start is \`serve\` on a new data directory until "listening"; the restart the same on the data it made.\n\n${outputs[0]?.trim()}`,
+        `## CLI commands and the embedded start\n\n${command}. Each command a real process (\`node bin/peergate.mjs …\`, what npx runs) against a real embedded server; CPU is what the process used (the figure a loaded machine does not distort much), wall from spawn to exit. The first start is \`serve\` on a new data directory until "listening"; the restart the same on the data it made.\n\n${outputs[0]?.trim()}`,
       );
       break;
     case "soak":

@@ -1,47 +1,18 @@
 #!/usr/bin/env node
 // The `peergate` executable and the composition root's entry: the only module that reads
-// process.env and process.argv. Everything below it takes them as arguments.
+// process.env and process.argv (bin/peergate.mjs reads only the compile cache's own variables).
+// Everything below it takes them as arguments.
 //
-// It imports nothing of its own statically: Node's compile cache is switched on first, so that
-// every module loaded after it (the CLI, and for `serve` the whole server) is read from the cache
-// instead of being type-stripped and compiled again on every command.
-import { lstatSync, mkdirSync } from "node:fs";
-import { constants, enableCompileCache } from "node:module";
-import { tmpdir } from "node:os";
-import path from "node:path";
+// It loads nothing of its own before Node's compile cache is on (src/cli/compile-cache.mjs, plain
+// JavaScript): every module loaded after it — the CLI, and for `serve` the whole server — is read
+// from the cache instead of being type-stripped and compiled again on every command.
+// bin/peergate.mjs, the executable, switches it on before this file is compiled.
+import { useCompileCache } from "./cli/compile-cache.mjs";
 
 // Everything peergate creates — secrets, the embedded database, the control socket, files tools
 // write — is the operator's alone unless an operator widens it by hand.
 process.umask(0o077);
-
-/**
- * Node's compile cache in `<temp dir>/peergate-compile-cache-<uid>`, used only while that
- * directory is this user's own, owner-only, and not a link, in a temp directory others cannot
- * swap it out of: what is cached there is code this process runs. Otherwise (or when
- * NODE_DISABLE_COMPILE_CACHE is set) the CLI runs uncached, only slower. NODE_COMPILE_CACHE, if
- * set, is Node's own and wins.
- */
-function useCompileCache(): void {
-  if (process.env.NODE_DISABLE_COMPILE_CACHE || process.env.NODE_COMPILE_CACHE) return;
-  const uid = process.getuid?.();
-  if (uid === undefined) return;
-  try {
-    const parent = tmpdir();
-    const dir = path.join(parent, `peergate-compile-cache-${uid}`);
-    mkdirSync(dir, { mode: 0o700, recursive: true });
-    const above = lstatSync(parent);
-    const own = lstatSync(dir);
-    const othersMayWrite = (above.mode & 0o022) !== 0 && (above.mode & 0o1000) === 0;
-    const ownedSafely =
-      own.isDirectory() && own.uid === uid && (own.mode & 0o077) === 0 && !othersMayWrite;
-    if (!ownedSafely) return;
-    const result = enableCompileCache(dir);
-    if (result.status === constants.compileCacheStatus.FAILED) return;
-  } catch {
-    // No cache: the same commands, uncached.
-  }
-}
-useCompileCache();
+useCompileCache(process.env);
 
 const argv = process.argv.slice(2);
 const serving = argv[0] === "serve";
