@@ -129,6 +129,14 @@ const benches: Bench[] = [
     repeat: 1,
     mustPrint: /<!-- growth-result /,
   },
+  // CLI command time and the embedded first start and restart (issue 26).
+  {
+    name: "cli",
+    file: "bench/cli.ts",
+    args: smoke ? ["--runs", "1"] : [],
+    repeat: 1,
+    mustPrint: /<!-- cli-result /,
+  },
   {
     name: "soak",
     file: "bench/soak.ts",
@@ -394,6 +402,59 @@ function judgeAudit(output: string, verdicts: Verdict[]): void {
   );
 }
 
+function judgeCli(output: string, verdicts: Verdict[]): void {
+  const json = /<!-- cli-result (.*) -->/.exec(output)?.[1];
+  if (!json) throw new Error("bench/cli.ts printed no result");
+  const r = JSON.parse(json) as {
+    commands: { label: string; cpuS: number; wallS: number }[];
+    firstStart: {
+      cpuS: number;
+      wallS: number;
+      firstLineCpuS: number;
+      steps: { step: string; seconds: number }[];
+    };
+    restart: { cpuS: number; wallS: number };
+    targets: {
+      cliSeconds: number;
+      firstStartSeconds: number;
+      restartSeconds: number;
+      firstLineSeconds: number;
+    };
+  };
+  const slowest = [...r.firstStart.steps].sort((a, b) => b.seconds - a.seconds)[0];
+  for (const c of r.commands) {
+    verdicts.push({
+      bench: "cli",
+      target: `${c.label}: < ${r.targets.cliSeconds} s CPU`,
+      measured: `${c.cpuS.toFixed(2)} s CPU (${c.wallS.toFixed(2)} s wall)`,
+      met: c.cpuS < r.targets.cliSeconds,
+      note: "the process loads only its verb, the admin client and config.ts (zod); what is left is Node's start-up, zod and fetch (bench/cli.ts)",
+    });
+  }
+  verdicts.push(
+    {
+      bench: "cli",
+      target: `embedded first start says something within ${r.targets.firstLineSeconds} s CPU`,
+      measured: `${r.firstStart.firstLineCpuS.toFixed(2)} s CPU`,
+      met: r.firstStart.firstLineCpuS < r.targets.firstLineSeconds,
+    },
+    {
+      bench: "cli",
+      target: `embedded first start listening in < ${r.targets.firstStartSeconds} s CPU`,
+      measured: `${r.firstStart.cpuS.toFixed(1)} s CPU (${r.firstStart.wallS.toFixed(1)} s wall)`,
+      met: r.firstStart.cpuS < r.targets.firstStartSeconds,
+      note: `its slowest step was ${slowest ? `"${slowest.step}" (${slowest.seconds.toFixed(1)} s wall)` : "not logged"}: PGlite creating its cluster runs initdb in WebAssembly on the main thread`,
+    },
+    {
+      bench: "cli",
+      target: `embedded restart listening in < ${r.targets.restartSeconds} s CPU`,
+      measured: `${r.restart.cpuS.toFixed(1)} s CPU (${r.restart.wallS.toFixed(1)} s wall)`,
+      met: r.restart.cpuS < r.targets.restartSeconds,
+      note: "a restart loads the whole server (about a thousand modules, from Node's compile cache after the first start) and opens PGlite",
+    },
+  );
+}
+
 /** Issue 17's targets for SendMessage, judged from one a2a.ts run. */
 function judgeHotPath(output: string): Verdict[] {
   const rows = tableRows(output);
@@ -632,6 +693,12 @@ for (const bench of benches) {
     case "run-start":
       sections.push(
         `## Run starts with the full toolset\n\n${command}. One caller starts its concurrency limit of runs at once, five times, against the full toolset (files, web, shell, context, declared command tools, a stdio MCP server), while another caller polls GetTask and a probe polls /healthz; each server in a child process of its own, on a fresh database. Main-thread CPU is the child's first thread (utime + stime from /proc). "no queue" is PEERGATE_RUN_STARTS_AT_ONCE=0; "minimal" offers only the context tools. No target: the figure to watch is the probes' p99 during a burst against idle.\n\n${outputs[0]?.trim()}`,
+      );
+      break;
+    case "cli":
+      judgeCli(outputs[0] as string, verdicts);
+      sections.push(
+        `## CLI commands and the embedded start\n\n${command}. Each command a real process (\`node bin/peergate.mjs …\`, what npx runs) against a real embedded server; CPU is what the process used (the figure a loaded machine does not distort much), wall from spawn to exit. The first start is \`serve\` on a new data directory until "listening"; the restart the same on the data it made.\n\n${outputs[0]?.trim()}`,
       );
       break;
     case "soak":

@@ -19,8 +19,14 @@
 // reach A2A), then the reactions are unwired, the A2A streams close, the watcher stops and tools close, the control
 // socket, then the auth-failure log writes its last summaries while the database is still open,
 // the directory and the hub close, the gRPC port, the port, the audit chainer's last pass, and last the database.
+//
+// Each slow step logs "starting: <what>" as it begins (policies, data directory, database,
+// migrations, sandbox, tools), so a first start that spends a minute creating the embedded
+// database says so while it does, rather than printing everything at the end.
 import { randomBytes } from "node:crypto";
+import { access } from "node:fs/promises";
 import { hostname } from "node:os";
+import path from "node:path";
 import { resolvePublicUrl } from "./a2a/agent-card.ts";
 import { deriveCardSigningKey } from "./a2a/card-signing.ts";
 import type { GrpcListening } from "./a2a/grpc-listener.ts";
@@ -42,7 +48,7 @@ import {
   resolveDatabaseOptions,
 } from "./db/open-configured.ts";
 import { type LoadedPolicies, loadPolicies } from "./load-policies.ts";
-import type { Logger } from "./log.ts";
+import type { LogFields, Logger } from "./log.ts";
 import { createModelCallLog, type ModelCallLog, timeModelCalls } from "./metrics-model.ts";
 import { readNotifyConfig, startParkedRunNotifier } from "./notify/parked-notifier.ts";
 import { createCeilingCache } from "./policy/ceiling-cache.ts";
@@ -106,7 +112,11 @@ export async function openCore(
   env: Readonly<Record<string, string | undefined>>,
   options: CoreOptions,
 ): Promise<Core> {
+  const starting = (what: string, fields: LogFields = {}) =>
+    logger.info(`starting: ${what}`, fields);
+  starting("loading policies", { dir: config.policiesDir });
   const policies = await loadPolicies(config.policiesDir);
+  starting("opening the data directory", { dir: config.dataDir });
   for (const fix of await ensureDataDir(config.dataDir)) {
     logger.warn(
       "made owner-only: group or others could reach it (rotate the secrets in it if others may have read them)",
@@ -122,6 +132,14 @@ export async function openCore(
     logger,
   });
   const databaseOptions = resolveDatabaseOptions(config);
+  const where = describeDatabase(databaseOptions);
+  if (databaseOptions.kind === "postgres")
+    starting("connecting to the database", { database: where });
+  else if (await isNewCluster(databaseOptions.dataDir)) {
+    starting("creating the embedded database (first start only; it takes a while)", {
+      database: where,
+    });
+  } else starting("opening the embedded database", { database: where });
   const database = await openConfiguredDatabase(config, (msg, fields) => logger.warn(msg, fields));
   const opened: (() => Promise<void>)[] = [() => database.close()];
   let closing: Promise<void> | undefined;
@@ -132,11 +150,14 @@ export async function openCore(
     return closing;
   };
   try {
-    const { applied } = await migrateDatabase(database);
-    logger.info("database ready", {
-      database: describeDatabase(databaseOptions),
-      migrationsApplied: applied,
+    const { applied } = await migrateDatabase(database, {
+      applying: (pending, expected) =>
+        starting(`applying ${pending.length} of ${expected} migrations`, {
+          first: pending[0],
+          last: pending.at(-1),
+        }),
     });
+    logger.info("database ready", { database: where, migrationsApplied: applied });
     // Chains committed audit events; stopped (after one last pass) before the database closes.
     const auditChainer = startAuditChainer({ database, logger });
     opened.push(() => auditChainer.stop());
@@ -212,6 +233,7 @@ export async function openCore(
     else
       logger.warn("runs will fail until a model is configured", { problem: resolvedModel.message });
 
+    starting("probing the sandbox", { sandbox: config.sandbox });
     const sandbox = await prepareSandbox({
       kind: config.sandbox,
       policies,
@@ -256,6 +278,7 @@ export async function openCore(
     });
     // agent.yaml, tools.yaml and models.yaml, read again on change or SIGHUP and validated
     // first; each run keeps the policies, tools and price it started with.
+    starting("loading tools");
     const initialTools = await createToolRuntime(runtimeOptions(policies));
     opened.push(() => initialTools.close());
     live = await watchPolicies({
@@ -374,4 +397,13 @@ export async function openCore(
     await close();
     throw error;
   }
+}
+
+/** Whether the embedded database's directory holds no cluster yet (PGlite will create one). */
+async function isNewCluster(dir: string | undefined): Promise<boolean> {
+  if (dir === undefined) return true;
+  return access(path.join(dir, "PG_VERSION")).then(
+    () => false,
+    () => true,
+  );
 }

@@ -7,13 +7,11 @@
 // the schemas the server validates and documents with: `callAdmin(ctx, "getCaller", …)` is typed
 // end to end, and `AdminResponse<"listRuns">` names what a verb prints. Every verb calls through
 // callAdmin (there is no untyped helper), so a changed response type fails to compile in the CLI.
+// Only the types come from the contract: at run time the CLI reads each operation's method and
+// path from admin-api-paths.ts, so a command does not load the server's schemas to send a request.
 import { loadConfig } from "../config.ts";
-import {
-  type AdminOperation,
-  type AdminRequestBody,
-  type AdminResponse,
-  adminApi,
-} from "../http/routes/admin-api.ts";
+import type { AdminOperation, AdminRequestBody, AdminResponse } from "../http/routes/admin-api.ts";
+import { adminPaths } from "../http/routes/admin-api-paths.ts";
 import { adminTokenFile, readSecretFile } from "../secret-files.ts";
 import type { CliContext } from "./command.ts";
 import { readServerUrl } from "./server-url.ts";
@@ -124,7 +122,7 @@ export type AdminCall<O extends AdminOperation> = {
 
 /** The path of operation `op` with its parameters filled in and its query appended. */
 export function adminPath<O extends AdminOperation>(op: O, call: AdminCall<O> = {}): string {
-  const route = adminApi[op];
+  const route = adminPaths[op];
   const path = route.path.replace(/\{(\w+)\}/g, (_, key: string) => {
     const value = call.params?.[key];
     if (value === undefined) throw new Error(`${op}: the path needs ${key}`);
@@ -145,7 +143,7 @@ export async function callAdmin<O extends AdminOperation>(
   call: AdminCall<O> = {},
   client?: AdminClient,
 ): Promise<AdminResponse<O>> {
-  const route = adminApi[op];
+  const route = adminPaths[op];
   return (client ?? (await createAdminClient(ctx))).request<AdminResponse<O>>(
     route.method.toUpperCase(),
     adminPath(op, call),

@@ -1,6 +1,5 @@
 // `peergate audit`: read the audit trail through the admin API, a page at a time.
-import { runStatuses } from "../domain/run.ts";
-import { isUuid } from "../runs/run-queries.ts";
+import { isUuid, runStatuses } from "../domain/run.ts";
 import { callAdmin, createAdminClient } from "./admin-client.ts";
 import { type Command, exitCodes, UsageError } from "./command.ts";
 import { printListing, queryFromOptions } from "./format-table.ts";

@@ -35,6 +35,15 @@ export type Command = {
   run(args: ParsedArgs, ctx: CliContext): Promise<number>;
 };
 
+/**
+ * A verb as src/cli/commands.ts lists it: what `peergate --help` prints, and the verb itself,
+ * loaded only when it runs (or prints its own help) so that one command loads one verb's imports.
+ */
+export type LazyCommand = Pick<Command, "words" | "summary"> & { load(): Promise<Command> };
+
+/** What runCli dispatches to: a verb, or an entry that loads it. */
+export type CommandEntry = Command | LazyCommand;
+
 /** Exit codes shared by every verb. */
 export const exitCodes = { ok: 0, failed: 1, usage: 2 } as const;
 

@@ -4,14 +4,14 @@
 // directly. With the embedded database, which admits one process, it goes through the running
 // server's control socket in the data directory (src/control/), or to the database directly when
 // no server runs. Either way it needs access to the data directory or the database.
+//
+// Every verb that may send the operator token imports this file for its option and header: what
+// creating one needs (the database, the services, the control socket) is loaded only when
+// `operator-token create` runs.
 import { readFile } from "node:fs/promises";
 import { loadConfig } from "../config.ts";
-import { requestControl } from "../control/request-control.ts";
-import { migrateDatabase } from "../db/migrate.ts";
-import { openConfiguredDatabase } from "../db/open-configured.ts";
+import { operatorTokenHeader } from "../domain/caller.ts";
 import { ConflictError } from "../errors.ts";
-import { createOperatorToken, hasOperatorToken } from "../services/admin-credentials.ts";
-import { operatorTokenHeader } from "../services/widening.ts";
 import { type CliContext, type Command, exitCodes, type ParsedArgs } from "./command.ts";
 import { toTerminalJson } from "./terminal-text.ts";
 
@@ -51,6 +51,15 @@ async function createDirectly(
   actor: `cli:${string}`,
 ): Promise<{ token: string; replaced: boolean }> {
   const config = loadConfig(ctx.env, ctx.cwd);
+  const [
+    { migrateDatabase },
+    { openConfiguredDatabase },
+    { createOperatorToken, hasOperatorToken },
+  ] = await Promise.all([
+    import("../db/migrate.ts"),
+    import("../db/open-configured.ts"),
+    import("../services/admin-credentials.ts"),
+  ]);
   const database = await openConfiguredDatabase(config);
   try {
     await migrateDatabase(database);
@@ -99,6 +108,7 @@ export const operatorTokenCreateCommand: Command = {
     let created: { token: string; replaced: boolean } | undefined;
     try {
       if (!config.databaseUrl) {
+        const { requestControl } = await import("../control/request-control.ts");
         const answer = await requestControl(config.dataDir, {
           verb: "operator-token.create",
           force,

@@ -6,11 +6,17 @@
 import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { ConfigError } from "../errors.ts";
-import { type CliContext, type Command, exitCodes, UsageError } from "./command.ts";
+import {
+  type CliContext,
+  type Command,
+  type CommandEntry,
+  exitCodes,
+  UsageError,
+} from "./command.ts";
 import { nearest } from "./nearest.ts";
 import { escapeOutput } from "./terminal-text.ts";
 
-function describeGroup(commands: readonly Command[], prefix: readonly string[]): string {
+function describeGroup(commands: readonly CommandEntry[], prefix: readonly string[]): string {
   const matching = commands.filter((c) => prefix.every((w, i) => c.words[i] === w));
   const width = Math.max(...matching.map((c) => c.words.join(" ").length));
   const lines = matching.map((c) => `  peergate ${c.words.join(" ").padEnd(width)}  ${c.summary}`);
@@ -29,16 +35,16 @@ function describeGroup(commands: readonly Command[], prefix: readonly string[]):
 }
 
 function findCommand(
-  commands: readonly Command[],
+  commands: readonly CommandEntry[],
   argv: readonly string[],
-): { command: Command; rest: string[] } | undefined {
-  let best: Command | undefined;
+): { entry: CommandEntry; rest: string[] } | undefined {
+  let best: CommandEntry | undefined;
   for (const c of commands) {
     if (c.words.every((w, i) => argv[i] === w) && (!best || c.words.length > best.words.length)) {
       best = c;
     }
   }
-  return best ? { command: best, rest: argv.slice(best.words.length) } : undefined;
+  return best ? { entry: best, rest: argv.slice(best.words.length) } : undefined;
 }
 
 function formatHelp(command: Command): string {
@@ -46,7 +52,7 @@ function formatHelp(command: Command): string {
 }
 
 export async function runCli(
-  commands: readonly Command[],
+  commands: readonly CommandEntry[],
   argv: readonly string[],
   outer: CliContext,
 ): Promise<number> {
@@ -85,7 +91,9 @@ export async function runCli(
     return exitCodes.usage;
   }
 
-  const { command, rest } = found;
+  const { entry, rest } = found;
+  // Only the verb that runs is loaded, with what it imports.
+  const command = "load" in entry ? await entry.load() : entry;
   if (rest.includes("--help") || rest.includes("-h")) {
     ctx.io.out(formatHelp(command));
     return exitCodes.ok;

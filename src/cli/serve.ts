@@ -1,8 +1,7 @@
 // `peergate serve`: start the server and run until SIGINT/SIGTERM, then stop gracefully.
+import { flushCompileCache } from "node:module";
 import { loadConfig } from "../config.ts";
 import { createLogger } from "../log.ts";
-import { startServer } from "../server.ts";
-import { logDoctorFindings } from "../services/doctor.ts";
 import type { Command } from "./command.ts";
 import { recordServerUrl } from "./server-url.ts";
 import { notifyServiceManager } from "./service-manager.ts";
@@ -37,8 +36,17 @@ Type=notify) it reports READY=1 once it listens and STOPPING=1 when it begins to
         {},
       );
     }
+    // The first line at once: loading the server's modules is the first slow step.
+    logger.info("starting: loading the server", { pid: process.pid });
+    const [{ startServer }, { logDoctorFindings }] = await Promise.all([
+      import("../server.ts"),
+      import("../services/doctor.ts"),
+    ]);
     const server = await startServer(config, logger, ctx.env);
     const forgetUrl = await recordServerUrl(config.dataDir, server.url);
+    // What was compiled to get here, written to Node's compile cache now rather than at exit
+    // (src/main.ts): the next start reads it even if this process never exits cleanly.
+    flushCompileCache();
     await notifyServiceManager(
       ctx.env,
       { state: "ready", status: `listening on ${server.url}` },

@@ -85,19 +85,29 @@ export async function migrationStatus(
   }
 }
 
+export type MigrateOptions = {
+  /**
+   * Called once, under the lock, before pending migrations are applied (not when there are
+   * none): their names, and how many migrations there are in all. drizzle's migrator applies
+   * them in one transaction, so this is the one moment to say so before the wait.
+   */
+  readonly applying?: (pending: readonly string[], expected: number) => void;
+};
+
 /**
  * Applies every pending migration in drizzle/, one instance at a time. Returns how many it
  * applied and their names (none when another instance got there first).
  */
 export function migrateDatabase(
   database: Database,
+  options: MigrateOptions = {},
 ): Promise<{ applied: number; migrations: string[] }> {
   // Advisory locks are re-entrant within one session, and PGlite has just one: queue runs on the
   // same Database in this process as well.
   const previous = inProcessQueue.get(database.db) ?? Promise.resolve();
   const run = previous.then(
-    () => migrateExclusively(database),
-    () => migrateExclusively(database),
+    () => migrateExclusively(database, options),
+    () => migrateExclusively(database, options),
   );
   inProcessQueue.set(database.db, run);
   return run;
@@ -107,6 +117,7 @@ const inProcessQueue = new WeakMap<object, Promise<unknown>>();
 
 async function migrateExclusively(
   database: Database,
+  options: MigrateOptions,
 ): Promise<{ applied: number; migrations: string[] }> {
   try {
     return await withDedicatedConnection(database, async (db) => {
@@ -114,6 +125,7 @@ async function migrateExclusively(
       try {
         const before = await readStatus(db);
         if (before.pending.length > 0) {
+          options.applying?.(before.pending, before.expected);
           if (database.kind === "pglite") {
             await migratePglite(db as unknown as PgliteDatabase<Schema>, { migrationsFolder });
           } else {

@@ -107,3 +107,9 @@ export const managedCallerFields = [
   "classifier",
   "pushHosts",
 ] as const;
+
+/**
+ * The header that carries the operator token on the admin API: the second credential that
+ * widening a caller and approving a parked run need besides the admin token.
+ */
+export const operatorTokenHeader = "X-Peergate-Operator-Token";

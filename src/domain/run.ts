@@ -172,3 +172,10 @@ export type StopKind = (typeof stopKinds)[number];
 
 /** Why a run ended badly; `budget` names the budget a `budget-exceeded` run hit. */
 export type RunError = { code: string; message: string; budget?: string };
+
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Run ids are uuids; anything else names no run (and must not reach a uuid column). */
+export function isUuid(text: string): boolean {
+  return typeof text === "string" && uuidPattern.test(text);
+}

@@ -14,7 +14,7 @@ import {
   runs,
   toolCalls,
 } from "../db/schema.ts";
-import { waitingStatuses } from "../domain/run.ts";
+import { isUuid, waitingStatuses } from "../domain/run.ts";
 import type { DailyTotals } from "./budgets.ts";
 
 /** Statuses that hold a concurrency slot. */
@@ -152,12 +152,8 @@ export async function lockRun(tx: DbTransaction, runId: string): Promise<Run | u
   return row;
 }
 
-const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** Run ids are uuids; anything else names no run (and must not reach a uuid column). */
-export function isUuid(text: string): boolean {
-  return typeof text === "string" && uuidPattern.test(text);
-}
+/** Run ids are uuids (the test lives with the domain's words, where the CLI reads it too). */
+export { isUuid };
 
 /** Every tool call row the run has, for unique row ids across segments. */
 export async function listCallIds(db: DbOrTx, runId: string): Promise<string[]> {

@@ -19,6 +19,7 @@ import {
   type Tier,
   tiers,
 } from "../db/schema.ts";
+import { operatorTokenHeader } from "../domain/caller.ts";
 import { ForbiddenError, type Problem } from "../errors.ts";
 import { defaultBudgets } from "./caller-input.ts";
 
@@ -254,8 +255,8 @@ export function describeWidening(before: AuthorityFields, after: AuthorityFields
   return out;
 }
 
-/** The header that carries the operator token on the admin API. */
-export const operatorTokenHeader = "X-Peergate-Operator-Token";
+/** The header that carries the operator token on the admin API (a domain word). */
+export { operatorTokenHeader };
 
 /** The refusal of a widening presented with the admin token alone. */
 export function operatorTokenRequired(what: string, widened: readonly Widening[]): ForbiddenError {

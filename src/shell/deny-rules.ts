@@ -348,13 +348,17 @@ function isPeergateEntry(word: string): boolean {
   return (
     programName(path) === "peergate" ||
     /(^|\/)src\/main\.ts$/.test(path) ||
-    /(^|\/)peergate\/src\/[^/]+\.ts$/.test(path)
+    // The executable npx and `npm start` run: src/main.ts behind Node's compile cache.
+    /(^|\/)bin\/peergate(\.[cm]?js)?$/.test(path) ||
+    /(^|\/)peergate\/src\/[^/]+\.[cm]?[jt]s$/.test(path)
   );
 }
 
 /** An agent granting itself authority: peergate's own CLI, or a call to its admin API. */
 export function checkAuthority(name: string, args: readonly string[]): string | undefined {
-  if (name === "peergate") return "grants itself authority: runs peergate's own CLI";
+  // Run as a program itself: `peergate`, or the executable by its file name (`./bin/peergate.mjs`).
+  if (/^peergate(\.[cm]?js)?$/.test(name))
+    return "grants itself authority: runs peergate's own CLI";
   if (packageRunners.has(name) && operands(args).some(isPeergateEntry)) {
     return `grants itself authority: runs peergate's own CLI through ${name}`;
   }
@@ -371,7 +375,7 @@ export function checkAuthority(name: string, args: readonly string[]): string | 
     }
   }
   if (/^(node|nodejs|tsx|ts-node|bun|deno)$/.test(name) && operands(args).some(isPeergateEntry)) {
-    return "grants itself authority: runs peergate's own entry point (src/main.ts)";
+    return "grants itself authority: runs peergate's own entry point (bin/peergate.mjs, src/main.ts)";
   }
   if (
     (networkClients.has(name) || isInterpreterProgram(name) || isShellProgram(name)) &&

@@ -234,7 +234,8 @@ describe("peergate tools", () => {
 describe("registration", () => {
   it("both verbs are in the command list", async () => {
     const { commands: all } = await import("../../src/cli/commands.ts");
-    expect(all).toContain(ceilingCommand);
-    expect(all).toContain(toolsCommand);
+    const loaded = await Promise.all(all.map((c) => ("load" in c ? c.load() : c)));
+    expect(loaded).toContain(ceilingCommand);
+    expect(loaded).toContain(toolsCommand);
   });
 });

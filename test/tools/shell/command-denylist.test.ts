@@ -195,6 +195,9 @@ describe("an agent granting itself authority", () => {
     [["node", "./src/main.ts"]],
     [["node", "/srv/peergate/src/main.ts", "serve"]],
     [["npx", "tsx", "src/main.ts"]],
+    [["node", "bin/peergate.mjs", "operator-token", "create"]],
+    [["node", "/srv/peergate/bin/peergate.mjs", "callers", "list"]],
+    [["./bin/peergate.mjs", "callers", "set", "me", "--tier", "private"]],
     [["curl", "-X", "PATCH", "http://127.0.0.1:8080/admin/v1/callers/me"]],
     [["wget", "-qO-", "http://localhost:8080/admin/v1/callers"]],
     [
