@@ -407,7 +407,7 @@ async function countTasks(): Promise<number> {
 }
 
 describe("without PEERGATE_GRPC_PORT", () => {
-  it("opens no gRPC port and the card lists only JSON-RPC", async () => {
+  it("opens no gRPC port and the card lists no gRPC interface", async () => {
     const plain = await startPeergate({
       ...createSharedSecrets(),
       policiesDir: await copyPolicies(),
@@ -424,6 +424,7 @@ describe("without PEERGATE_GRPC_PORT", () => {
       expect(card.supportedInterfaces.map((i) => i.protocolBinding)).toEqual([
         "JSONRPC",
         "JSONRPC",
+        "HTTP+JSON",
       ]);
     } finally {
       await plain.stop();
