@@ -30,8 +30,16 @@ import { grpcService } from "@a2a-js/sdk/server/grpc";
 import type { Caller } from "../domain/caller.ts";
 import { RateLimitedError, UnauthenticatedError, UnavailableError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import { CallerUser, markStreaming, readEscalated, toEscalated } from "./call-context.ts";
+import {
+  CallerUser,
+  markStreaming,
+  readEscalated,
+  setLastEventId,
+  setStreamSignal,
+  toEscalated,
+} from "./call-context.ts";
 import { pumpEvents, type StreamRegistry } from "./event-stream.ts";
+import { activateUsageExtension } from "./usage-extension.ts";
 
 /**
  * Checks a call's `authorization` metadata, sent from `source` (the peer's address): the caller,
@@ -128,12 +136,24 @@ export function createGrpcImplementation(deps: GrpcServiceDeps): A2aGrpcImplemen
   };
 
   // The caller scopes the SDK's buses and stores; a tenant would only split them.
-  const contextBuilder: ServerCallContextBuilder = ({ user, requestedVersion, extensions }) =>
-    new ServerCallContext({
+  // The `a2a-extensions` metadata activates the usage extension (the SDK echoes what was
+  // activated); `last-event-id` is where a resubscribing client says what it saw last.
+  const contextBuilder: ServerCallContextBuilder = ({
+    user,
+    requestedVersion,
+    extensions,
+    headers,
+  }) => {
+    const context = new ServerCallContext({
       user,
       requestedVersion,
       ...(extensions ? { requestedExtensions: extensions } : {}),
     });
+    const requested = headers["a2a-extensions"];
+    activateUsageExtension(context, Array.isArray(requested) ? requested.join(",") : requested);
+    setLastEventId(context, headers["last-event-id"]);
+    return context;
+  };
 
   const callerOf = (context: ServerCallContext): CallerUser => {
     const user = context.user;
@@ -160,6 +180,7 @@ export function createGrpcImplementation(deps: GrpcServiceDeps): A2aGrpcImplemen
     method: string,
     context: ServerCallContext,
     source: AsyncGenerator<StreamResponse, void, undefined>,
+    reading?: AbortController,
   ): AsyncGenerator<StreamResponse, void, undefined> {
     const user = callerOf(context);
     const where = { method, callerId: user.callerId };
@@ -193,6 +214,7 @@ export function createGrpcImplementation(deps: GrpcServiceDeps): A2aGrpcImplemen
       call?.off("cancelled", detach);
       unregister();
       events.close();
+      reading?.abort();
     }
   }
 
@@ -233,7 +255,10 @@ export function createGrpcImplementation(deps: GrpcServiceDeps): A2aGrpcImplemen
       ),
     resubscribe: (params, context) => {
       markStreaming(context);
-      return stream("SubscribeToTask", context, target.resubscribe(params, context));
+      // A subscription reads the task's event log until its reader goes.
+      const reading = new AbortController();
+      setStreamSignal(context, reading.signal);
+      return stream("SubscribeToTask", context, target.resubscribe(params, context), reading);
     },
     listTasks: (params, context) =>
       unary("ListTasks", context, () => target.listTasks(params, context)),

@@ -16,6 +16,7 @@ import { A2AService } from "@a2a-js/sdk/server/grpc";
 import { credentials, Metadata, makeGenericClientConstructor } from "@grpc/grpc-js";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { usageExtensionUri } from "../../src/a2a/usage-extension.ts";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
 import { type PushReceiver, startPushReceiver } from "./push-receiver.ts";
 import {
@@ -73,12 +74,15 @@ async function statusOf(call: Promise<unknown> | AsyncGenerator<unknown>): Promi
 async function grpcClient(
   peergate: Peergate,
   credential: () => Promise<string | undefined>,
+  /** More metadata on every call (`a2a-extensions`, `last-event-id`). */
+  more: () => Record<string, string> = () => ({}),
 ): Promise<Client> {
   const authorize: CallInterceptor = {
     async before(args) {
       const value = await credential();
       if (value !== undefined && args.options?.serviceParameters) {
         args.options.serviceParameters.authorization = value;
+        Object.assign(args.options.serviceParameters, more());
       }
     },
     async after() {},
@@ -342,6 +346,67 @@ for (const who of ["bearer", "jwt"] as const) {
     });
   });
 }
+
+describe("resuming and usage over gRPC", () => {
+  /** The event's id in the task's log (`metadata.peergate.eventId`), wherever the event holds it. */
+  const eventIdOf = (event: unknown): number | undefined => {
+    const found = /"eventId":(\d+)/.exec(JSON.stringify(event));
+    return found ? Number(found[1]) : undefined;
+  };
+
+  it("SubscribeToTask with the last-event-id metadata replays what followed, each event once", async () => {
+    const client = await grpcClient(peergate, async () => `Bearer ${secrets.alice}`);
+    const streamed = await collectStream(
+      client.sendMessageStream({
+        tenant: "",
+        message: userMessage("scenario:answer stream to resume over grpc"),
+        configuration: undefined,
+        metadata: undefined,
+      }),
+    );
+    expect(streamed.error).toBeUndefined();
+    const ids = streamed.events.map(eventIdOf);
+    expect(ids.every((id) => id !== undefined)).toBe(true);
+    expect(ids.length).toBeGreaterThan(2);
+    const taskId =
+      streamed.events[0]?.payload?.$case === "task" ? streamed.events[0].payload.value.id : "";
+    const resumed = await grpcClient(
+      peergate,
+      async () => `Bearer ${secrets.alice}`,
+      () => ({ "last-event-id": String(ids[0]) }),
+    );
+    const replay = await collectStream(resumed.resubscribeTask({ tenant: "", id: taskId }));
+    expect(replay.error).toBeUndefined();
+    expect(replay.events.map(eventIdOf)).toEqual(ids.slice(1));
+  });
+
+  it("the a2a-extensions metadata activates the usage extension; the answer names it", async () => {
+    const plain = await grpcClient(peergate, async () => `Bearer ${secrets.alice}`);
+    const without = asTask(
+      await plain.sendMessage({
+        tenant: "",
+        message: userMessage("scenario:answer no usage over grpc"),
+        configuration: undefined,
+        metadata: undefined,
+      }),
+    );
+    expect(JSON.stringify(without.metadata ?? {})).not.toContain(usageExtensionUri);
+    const withUsage = await grpcClient(
+      peergate,
+      async () => `Bearer ${secrets.alice}`,
+      () => ({ "a2a-extensions": usageExtensionUri }),
+    );
+    const task = asTask(
+      await withUsage.sendMessage({
+        tenant: "",
+        message: userMessage("scenario:answer usage over grpc"),
+        configuration: undefined,
+        metadata: undefined,
+      }),
+    );
+    expect(task.metadata?.[usageExtensionUri]).toMatchObject({ run: expect.anything() });
+  });
+});
 
 describe("refused callers", () => {
   it("without credentials, or with wrong ones, every call is UNAUTHENTICATED and audited", async () => {
