@@ -3,6 +3,7 @@
 // reverse: stop accepting, drain in-flight requests (cancelling them past the timeout), close the
 // core. `peergate serve` (and so `npm start`) runs this. Nothing below this file and src/core.ts
 // reads the environment or the data directory's secret files.
+import { readFileSync } from "node:fs";
 import { serve } from "@hono/node-server";
 import type { Hono } from "hono";
 import type { Config } from "./config.ts";
@@ -114,6 +115,16 @@ function createListener(config: Config, timeouts: ClientTimeouts) {
   };
 }
 
+/** The version in package.json, for peergate_build_info. */
+function packageVersion(): string {
+  try {
+    const text = readFileSync(new URL("../package.json", import.meta.url), "utf8");
+    return String((JSON.parse(text) as { version?: unknown }).version ?? "unknown");
+  } catch {
+    return "unknown";
+  }
+}
+
 function createServerApp(
   core: Core,
   logger: Logger,
@@ -125,6 +136,8 @@ function createServerApp(
     logger,
     metrics: createMetrics({
       db: core.database.db,
+      events: core.events,
+      build: { version: packageVersion(), node: process.version },
       token: env.PEERGATE_METRICS_TOKEN,
       host: config.host,
       modelCalls: core.modelCalls,

@@ -25,10 +25,23 @@ export type RoundTripCounter = {
   read(): RoundTripCounts;
   /**
    * Records the text of every statement sent from now on, each marked with whether it started a
-   * round trip; the returned function stops recording and gives the list (tests, diagnosis).
+   * round trip; the returned function stops recording and gives the list (tests, diagnosis), and
+   * its `peek()` gives the list so far without stopping.
    */
-  record(): () => RecordedStatement[];
+  record(): Recording;
 };
+
+export type Recording = (() => RecordedStatement[]) & { peek(): readonly RecordedStatement[] };
+
+function startRecording(counts: Counts): Recording {
+  const list: RecordedStatement[] = [];
+  counts.recording = list;
+  const stop = () => {
+    if (counts.recording === list) counts.recording = undefined;
+    return list;
+  };
+  return Object.assign(stop, { peek: () => list });
+}
 
 export type RecordedStatement = { sql: string; roundTrip: boolean };
 
@@ -39,14 +52,7 @@ export function countRoundTrips(sql: AnySql): { sql: AnySql; counter: RoundTripC
     sql: wrap(sql, counts, undefined),
     counter: {
       read: () => ({ roundTrips: counts.roundTrips, statements: counts.statements }),
-      record() {
-        const list: RecordedStatement[] = [];
-        counts.recording = list;
-        return () => {
-          if (counts.recording === list) counts.recording = undefined;
-          return list;
-        };
-      },
+      record: () => startRecording(counts),
     },
   };
 }
@@ -161,13 +167,6 @@ export function countPgliteStatements(client: PGlite): RoundTripCounter {
   };
   return {
     read: () => ({ roundTrips: counts.roundTrips, statements: counts.statements }),
-    record() {
-      const list: RecordedStatement[] = [];
-      counts.recording = list;
-      return () => {
-        if (counts.recording === list) counts.recording = undefined;
-        return list;
-      };
-    },
+    record: () => startRecording(counts),
   };
 }

@@ -17,7 +17,7 @@ import { hasCostBudget, readRunLimits } from "./budgets.ts";
 import type { SettledRun } from "./outcome.ts";
 import { emptyPriceTable, findModelPrice, type ModelPrice, type PriceTable } from "./prices.ts";
 import type { ResolvedModel } from "./resolve-model.ts";
-import type { RunEvent } from "./types.ts";
+import { noRunMeter, type RunEvent, type RunMeter } from "./types.ts";
 
 export type RunCoreOptions = {
   readonly database: Database;
@@ -53,6 +53,8 @@ export type RunCoreOptions = {
   readonly classifierModel?: ResolvedModel;
   /** Every secret peergate holds: replaced in every tool result before the model reads it. */
   readonly redactor?: Redactor;
+  /** Told of each segment's end and each tool call's record (the /metrics counters). */
+  readonly meter?: RunMeter;
 };
 
 export type RunCore = {
@@ -78,6 +80,7 @@ export type RunCore = {
   readonly concurrencyRetryAfterSeconds: number;
   readonly classifierModel: ResolvedModel;
   readonly redactor: Redactor | undefined;
+  readonly meter: RunMeter;
   readonly active: ActiveRuns;
   /** True once shutdown began: no run starts or resumes. */
   readonly stopping: () => boolean;
@@ -126,6 +129,7 @@ export async function createRunCore(
     concurrencyRetryAfterSeconds: options.concurrencyRetryAfterSeconds ?? 5,
     classifierModel: options.classifierModel?.ok === true ? options.classifierModel : model,
     redactor: options.redactor,
+    meter: options.meter ?? noRunMeter,
     active: createActiveRuns(),
     stopping,
     toolSetFor(caller, within, using = policiesNow(policies)) {
