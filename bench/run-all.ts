@@ -108,6 +108,14 @@ const benches: Bench[] = [
     repeat: 1,
     mustPrint: /<!-- audit-result /,
   },
+  // Statements per idle instance (issue 26): PGlite, one and three instances on PostgreSQL.
+  {
+    name: "idle",
+    file: "bench/idle.ts",
+    args: smoke ? ["--seconds", "3", "--settle", "1"] : [],
+    repeat: 1,
+    mustPrint: /<!-- idle-result /,
+  },
   {
     name: "soak",
     file: "bench/soak.ts",
@@ -373,6 +381,25 @@ function judgeAudit(output: string, verdicts: Verdict[]): void {
   );
 }
 
+/** Issue 26's target at rest, judged from one idle.ts run. */
+function judgeIdle(output: string, verdicts: Verdict[]): void {
+  const json = /<!-- idle-result (.*) -->/.exec(output)?.[1];
+  if (!json) throw new Error("bench/idle.ts printed no result");
+  const r = JSON.parse(json) as {
+    target: number;
+    setups: { setup: string; instances: number; maxPerInstance: number }[];
+  };
+  for (const setup of r.setups) {
+    verdicts.push({
+      bench: "idle",
+      target: `idle instance: ≤ ${r.target} SQL statement/s (${setup.setup})`,
+      measured: `${setup.maxPerInstance.toFixed(2)}/s per instance`,
+      met: setup.maxPerInstance <= r.target,
+      note: "the sources table under Idle instances names the statements",
+    });
+  }
+}
+
 /** Issue 17's targets for SendMessage, judged from one a2a.ts run. */
 function judgeHotPath(output: string): Verdict[] {
   const rows = tableRows(output);
@@ -601,6 +628,12 @@ for (const bench of benches) {
       judgeAudit(outputs[0] as string, verdicts);
       sections.push(
         `## Audit appends across two instances\n\n${command}. Two instance processes, each with its own pool and audit chainer, on one PostgreSQL; the reference row is the same loop with a plain INSERT.\n\n${outputs[0]?.trim()}`,
+      );
+      break;
+    case "idle":
+      judgeIdle(outputs[0] as string, verdicts);
+      sections.push(
+        `## Idle instances\n\n${command}. Servers with no traffic, all at once, their SQL statements counted (the counter of src/db/round-trips.ts) after a settling time; the sources table says which statements they were.\n\n${outputs[0]?.trim()}`,
       );
       break;
     case "soak":

@@ -3,8 +3,9 @@
 // notification hub, src/db/notifications.ts); any caller event drops that caller's entries at
 // once. The cache is trusted only while the hub is healthy (its own heartbeat comes back within
 // `staleAfterMs`); whenever messages may have been lost (a reconnect, heartbeats stopping) it
-// drops everything and reads from the database until heartbeats flow again.
-import { and, eq } from "drizzle-orm";
+// drops everything and reads from the database until heartbeats flow again. JWT issuers are
+// cached the same way (the peers that trust one), so a JWT request does not read the callers.
+import { and, eq, sql } from "drizzle-orm";
 import type { Database } from "../db/client.ts";
 import { type Notifications, openNotifications } from "../db/notifications.ts";
 import { type Caller, type Credential, callers, credentials } from "../db/schema.ts";
@@ -128,11 +129,25 @@ export async function openCallerDirectory(options: {
       return row;
     },
     async findByJwtIssuer(issuer) {
+      if (isTrusted()) {
+        const hit = byIssuer.get(issuer);
+        if (hit && clock() - hit.at < ttlMs) return hit.callers;
+      }
+      const readEpoch = epoch;
+      // Only the peers naming this issuer, not every JWT-trusting peer.
       const rows = await db
         .select()
         .from(callers)
-        .where(and(eq(callers.kind, "peer")));
-      return rows.filter((c) => c.jwt?.issuer === issuer);
+        .where(and(eq(callers.kind, "peer"), sql`${callers.jwt}->>'issuer' = ${issuer}`));
+      const found = rows.filter((c) => c.jwt?.issuer === issuer);
+      // An issuer nobody trusts is not kept: the issuer comes from the unverified token, so a
+      // spray of made-up issuers would otherwise fill the cache. Dropped with the rest on any
+      // caller event and whenever notifications may have been lost.
+      if (found.length > 0 && isTrusted() && readEpoch === epoch) {
+        if (byIssuer.size >= maxEntries) byIssuer.clear();
+        byIssuer.set(issuer, { callers: found, at: clock() });
+      }
+      return found;
     },
     forget(callerId) {
       dropCaller(callerId);
