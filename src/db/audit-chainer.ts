@@ -6,8 +6,9 @@
 // there is no leader to elect or hand over.
 //
 // Appends send no NOTIFY (that would be one more statement per append). Instead each append made
-// in this process cues this process's chainer (`onAuditWrite`, before the commit): its next pass
-// comes `intervalMs` (default 50 ms) later, and while passes find nothing the pause doubles (a
+// in this process cues this process's chainer (`onAuditWrite`, before the commit): an idle
+// chainer's next pass comes `intervalMs` (default 50 ms) later, a busy one's pause starts again
+// from `intervalMs` after the pass it waits for, and while passes find nothing the pause doubles (a
 // commit that lands after the first look is still chained soon) until it would pass 2 s; then it
 // is `idleIntervalMs` (default 30 s): an idle instance looks twice a minute. Batches run back to back while they come back
 // full. Chaining lag, measured in bench/audit.ts, is the interval plus the longest transaction
@@ -101,7 +102,8 @@ export function startAuditChainer(options: AuditChainerOptions): AuditChainer {
   // An append here: the next pass within `intervalMs` (a pass running now schedules it itself).
   const offWrite = onAuditWrite(() => {
     pauseMs = intervalMs;
-    if (scheduledMs === undefined || scheduledMs <= intervalMs || failing || stopped) return;
+    // Only an idle chainer is woken early; a busy one's next pass is near anyway.
+    if (scheduledMs === undefined || scheduledMs < idleIntervalMs || failing || stopped) return;
     clearTimeout(timer);
     schedule();
   });
