@@ -137,6 +137,14 @@ const benches: Bench[] = [
     repeat: 1,
     mustPrint: /<!-- cli-result /,
   },
+  // Statements per idle instance (issue 26): PGlite, one and three instances on PostgreSQL.
+  {
+    name: "idle",
+    file: "bench/idle.ts",
+    args: smoke ? ["--seconds", "3", "--settle", "1"] : [],
+    repeat: 1,
+    mustPrint: /<!-- idle-result /,
+  },
   {
     name: "soak",
     file: "bench/soak.ts",
@@ -455,6 +463,25 @@ function judgeCli(output: string, verdicts: Verdict[]): void {
   );
 }
 
+/** Issue 26's target at rest, judged from one idle.ts run. */
+function judgeIdle(output: string, verdicts: Verdict[]): void {
+  const json = /<!-- idle-result (.*) -->/.exec(output)?.[1];
+  if (!json) throw new Error("bench/idle.ts printed no result");
+  const r = JSON.parse(json) as {
+    target: number;
+    setups: { setup: string; instances: number; maxPerInstance: number }[];
+  };
+  for (const setup of r.setups) {
+    verdicts.push({
+      bench: "idle",
+      target: `idle instance: ≤ ${r.target} SQL statement/s (${setup.setup})`,
+      measured: `${setup.maxPerInstance.toFixed(2)}/s per instance`,
+      met: setup.maxPerInstance <= r.target,
+      note: "the sources table under Idle instances names the statements",
+    });
+  }
+}
+
 /** Issue 17's targets for SendMessage, judged from one a2a.ts run. */
 function judgeHotPath(output: string): Verdict[] {
   const rows = tableRows(output);
@@ -699,6 +726,12 @@ for (const bench of benches) {
       judgeCli(outputs[0] as string, verdicts);
       sections.push(
         `## CLI commands and the embedded start\n\n${command}. Each command a real process (\`node bin/peergate.mjs …\`, what npx runs) against a real embedded server; CPU is what the process used (the figure a loaded machine does not distort much), wall from spawn to exit. The first start is \`serve\` on a new data directory until "listening"; the restart the same on the data it made.\n\n${outputs[0]?.trim()}`,
+      );
+      break;
+    case "idle":
+      judgeIdle(outputs[0] as string, verdicts);
+      sections.push(
+        `## Idle instances\n\n${command}. Servers with no traffic, all at once, their SQL statements counted (the counter of src/db/round-trips.ts) after a settling time; the sources table says which statements they were.\n\n${outputs[0]?.trim()}`,
       );
       break;
     case "soak":

@@ -250,7 +250,7 @@ export type Config = {
   modelApiKey: string | undefined;
   /** PEERGATE_ALLOW_UNMENDED_DRIVER=1: open PostgreSQL through an unmended driver (warned). */
   allowUnmendedDriver: boolean;
-  /** Count PostgreSQL round trips (`Database.roundTrips`); set by the bench, never from the environment. */
+  /** Count statements and round trips (`Database.roundTrips`); set by the bench, never from the environment. */
   countRoundTrips?: boolean;
   /** Push notifications: exempted addresses, the delivery lease, the first retry delay. */
   push: { allowAddresses: string[]; leaseMs: number; retryBaseMs: number };

@@ -49,6 +49,7 @@ import {
 } from "./db/open-configured.ts";
 import { type LoadedPolicies, loadPolicies } from "./load-policies.ts";
 import type { LogFields, Logger } from "./log.ts";
+import { createInstanceEvents, type InstanceEvents } from "./metrics-events.ts";
 import { createModelCallLog, type ModelCallLog, timeModelCalls } from "./metrics-model.ts";
 import { readNotifyConfig, startParkedRunNotifier } from "./notify/parked-notifier.ts";
 import { createCeilingCache } from "./policy/ceiling-cache.ts";
@@ -101,6 +102,8 @@ export type Core = {
   readonly sandboxStatus: SandboxStatus;
   /** Timed model calls, for the latency histogram on /metrics. */
   readonly modelCalls: ModelCallLog;
+  /** What the instance counts as it happens, for the counters on /metrics. */
+  readonly events: InstanceEvents;
   /** Closes everything in the reverse order it was opened; once, however often it is called. */
   close(): Promise<void>;
 };
@@ -174,13 +177,26 @@ export async function openCore(
     const directory = await openCallerDirectory({ database, logger, notifications });
     opened.push(() => directory.close());
     // Closed after the engine and before the database: every failure's summary reaches the trail.
-    const authFailures = createAuthFailureLog({
+    // What /metrics counts, told as it happens (src/metrics-events.ts).
+    const events = createInstanceEvents();
+    const authFailureLog = createAuthFailureLog({
       db: database.db,
       logger,
       windowMs: options.authThrottle.windowMs,
     });
-    opened.push(() => authFailures.close());
+    opened.push(() => authFailureLog.close());
+    const authFailures: typeof authFailureLog = {
+      ...authFailureLog,
+      record(failure) {
+        events.authFailed(failure.surface);
+        authFailureLog.record(failure);
+      },
+    };
     const committedHere = createSignal<CallerEvent>();
+    const offRevocations = committedHere.when((event) => {
+      if (event.change === "revoked") events.callerRevoked();
+    });
+    opened.push(async () => offRevocations());
     // The policy files are read again on change or SIGHUP (src/policy-reload.ts): until the
     // watcher exists, the policies start-up loaded.
     let live: LivePolicies | undefined;
@@ -314,6 +330,7 @@ export async function openCore(
       // The runtime's resolved root (realpath): tools refuse a call made for any other root.
       workspace: tools.workspace ?? config.workspace,
       notifications,
+      meter: events,
       ...(options.runHeartbeatMs === undefined ? {} : { heartbeatMs: options.runHeartbeatMs }),
       priceTable: live.prices,
       redactor,
@@ -391,6 +408,7 @@ export async function openCore(
       a2a,
       sandboxStatus: sandbox.status,
       modelCalls,
+      events,
       close,
     };
   } catch (error) {

@@ -2,9 +2,15 @@
 // app instances in one test process never share counters. Labels carry route patterns, never raw
 // paths: a raw path could hold an IFTTT secret and would explode the series count.
 //
-// The domain gauges (runs, parked runs, tool calls, authentication failures, revocations, tokens
-// and cost by model, the unchained audit tail) are read from the database at each scrape, so they are the same on every
-// instance sharing it and survive restarts: scrape one instance, or take max() across them.
+// By convention: cumulative counts are counters named `_total`; Node's process metrics keep
+// prom-client's standard names (process_cpu_seconds_total, nodejs_heap_size_used_bytes …) so stock
+// dashboards find them; `peergate_build_info{version,node} 1` says what runs.
+//
+// The domain counters (runs, tool calls, authentication failures, revocations, tokens and cost by
+// model) are kept in this process, told as the events happen (src/metrics-events.ts): a scrape
+// reads memory. They count this instance's events since it started: sum them across instances.
+// The two gauges of shared state (runs waiting for an operator, the unchained audit tail) are
+// read from the database at most once a minute, however often /metrics is scraped.
 //
 // /metrics needs `Authorization: Bearer <PEERGATE_METRICS_TOKEN>` when that is set, and is
 // refused on a listener other than loopback without one (it tells who calls and how often).
@@ -14,6 +20,7 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
 import { safeEqual } from "./auth/secrets.ts";
 import { readUnchainedTail } from "./db/audit.ts";
 import { type DbOrTx, selectRows } from "./db/client.ts";
+import type { InstanceEvents } from "./metrics-events.ts";
 import type { ModelCallLog } from "./metrics-model.ts";
 
 export type Metrics = {
@@ -29,8 +36,14 @@ export type Metrics = {
 
 export type MetricsOptions = {
   processMetrics?: boolean;
-  /** The database the domain gauges are read from; without it only HTTP and process metrics. */
+  /** The database the shared-state gauges are read from (at most once a minute). */
   db?: DbOrTx;
+  /** This instance's events, counted as they happen (the domain counters). */
+  events?: InstanceEvents;
+  /** `peergate_build_info`'s labels. */
+  build?: { version: string; node: string };
+  /** The clock of the gauges' cache (tests). */
+  clock?: () => number;
   /** PEERGATE_METRICS_TOKEN. */
   token?: string | undefined;
   /** The host the server listens on: without a token, only loopback may scrape. */
@@ -47,8 +60,8 @@ const loopback = new Set(["127.0.0.1", "::1", "localhost"]);
 
 export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
-  if (options.processMetrics ?? true)
-    collectDefaultMetrics({ register: registry, prefix: "peergate_" });
+  if (options.processMetrics ?? true) collectDefaultMetrics({ register: registry });
+  if (options.build) registerBuildInfo(registry, options.build);
   const httpRequests = new Counter({
     name: "peergate_http_requests_total",
     help: "HTTP requests answered, by method, route pattern and status.",
@@ -62,7 +75,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   });
-  if (options.db) registerDomainGauges(registry, options.db);
+  if (options.events) registerDomainCounters(registry, options.events);
+  if (options.db) registerSharedGauges(registry, options.db, options.clock);
   if (options.runStarts) registerRunStartMetrics(registry, options.runStarts);
   if (options.eventLoopLag) registerEventLoopLag(registry, options.eventLoopLag);
   if (options.modelCalls) {
@@ -106,121 +120,124 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   };
 }
 
-/** A gauge whose series are set from one query at each scrape. */
-function gaugeFromQuery<L extends string>(
+function registerBuildInfo(registry: Registry, build: { version: string; node: string }): void {
+  new Gauge({
+    name: "peergate_build_info",
+    help: "Always 1; the labels say which peergate and which Node run here.",
+    labelNames: ["version", "node"] as const,
+    registers: [registry],
+  }).set(build, 1);
+}
+
+function registerDomainCounters(registry: Registry, events: InstanceEvents): void {
+  const counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
+    new Counter({ name, help, labelNames, registers: [registry] });
+  const runs = counter(
+    "peergate_runs_total",
+    "Run segments ended on this instance, by origin (a2a, webhook) and how they left the run (completed, failed, parked …); a resumed run counts again.",
+    ["origin", "status"] as const,
+  );
+  const toolCalls = counter(
+    "peergate_tool_calls_total",
+    "Tool call records given a status (completed, refused, parked, rejected …), by status and refusal or failure code; a parked call later answered counts once more.",
+    ["status", "code"] as const,
+  );
+  const authFailures = counter(
+    "peergate_auth_failures_total",
+    "Failed authentications, by surface (peer, webhook, admin, operator …).",
+    ["surface"] as const,
+  );
+  const revocations = counter(
+    "peergate_revocations_total",
+    "Callers revoked through this instance.",
+    [] as const,
+  );
+  const tokens = counter(
+    "peergate_model_tokens_total",
+    "Tokens used by runs on this instance, by model.",
+    ["model"] as const,
+  );
+  const cost = counter(
+    "peergate_model_cost_usd_total",
+    "US dollars charged to runs on this instance, by model (from policies/models.yaml prices).",
+    ["model"] as const,
+  );
+  events.subscribe((event) => {
+    switch (event.kind) {
+      case "segment-ended": {
+        const { ended } = event;
+        runs.inc({ origin: ended.origin, status: ended.status });
+        const model = ended.model ?? "none";
+        tokens.inc({ model }, ended.tokens);
+        cost.inc({ model }, ended.costUsd);
+        break;
+      }
+      case "tool-call":
+        toolCalls.inc({ status: event.status, code: event.code ?? "" });
+        break;
+      case "auth-failure":
+        authFailures.inc({ surface: event.surface });
+        break;
+      case "revocation":
+        revocations.inc();
+        break;
+    }
+  });
+}
+
+/** How long a shared-state gauge's reading serves scrapes. */
+const sharedGaugeMaxAgeMs = 60_000;
+
+/** A gauge of state shared by every instance, read from the database at most once a minute. */
+function cachedGauge(
   registry: Registry,
-  spec: { name: string; help: string; labelNames: readonly L[] },
-  read: () => Promise<{ labels: Record<L, string>; value: number }[]>,
+  spec: { name: string; help: string },
+  read: () => Promise<number>,
+  clock: () => number,
 ): void {
+  let value: number | undefined;
+  let readAt = Number.NEGATIVE_INFINITY;
   new Gauge({
     ...spec,
     registers: [registry],
     async collect() {
-      this.reset();
-      for (const row of await read()) this.set(row.labels, row.value);
+      if (value === undefined || clock() - readAt >= sharedGaugeMaxAgeMs) {
+        value = await read();
+        readAt = clock();
+      }
+      this.set(value);
     },
   });
 }
 
-function registerDomainGauges(registry: Registry, db: DbOrTx): void {
-  const rows = <R extends Record<string, unknown>>(query: ReturnType<typeof sql>) =>
-    selectRows<R>(db, query);
-  gaugeFromQuery(
+function registerSharedGauges(
+  registry: Registry,
+  db: DbOrTx,
+  clock: () => number = () => performance.now(),
+): void {
+  cachedGauge(
     registry,
     {
-      name: "peergate_runs",
-      help: "Runs in the database, by origin (a2a, webhook) and state (completed, failed, parked …).",
-      labelNames: ["origin", "status"] as const,
+      name: "peergate_runs_parked",
+      help: "Runs waiting for an operator, in the database (read at most once a minute).",
     },
-    async () =>
-      (
-        await rows<{ origin: string; status: string; n: number }>(
-          sql`select origin, status, count(*)::int as n from runs group by origin, status`,
-        )
-      ).map((r) => ({ labels: { origin: r.origin, status: r.status }, value: r.n })),
-  );
-  gaugeFromQuery(
-    registry,
-    { name: "peergate_runs_parked", help: "Runs waiting for an operator.", labelNames: [] },
     async () => {
-      const [r] = await rows<{ n: number }>(
+      const [r] = await selectRows<{ n: number }>(
+        db,
         sql`select count(*)::int as n from runs where status = 'parked'`,
       );
-      return [{ labels: {}, value: r?.n ?? 0 }];
+      return r?.n ?? 0;
     },
+    clock,
   );
-  gaugeFromQuery(
-    registry,
-    {
-      name: "peergate_tool_calls",
-      help: "Tool calls, by how they ended (completed, refused, parked, rejected …) and the refusal or failure code.",
-      labelNames: ["status", "code"] as const,
-    },
-    async () =>
-      (
-        await rows<{ status: string; code: string | null; n: number }>(
-          sql`select status, code, count(*)::int as n from tool_calls group by status, code`,
-        )
-      ).map((r) => ({ labels: { status: r.status, code: r.code ?? "" }, value: r.n })),
-  );
-  gaugeFromQuery(
-    registry,
-    {
-      name: "peergate_auth_failure_events",
-      help: "Authentication failures recorded in the audit trail (one per source and window), by surface (peer, webhook, admin, operator …).",
-      labelNames: ["surface"] as const,
-    },
-    async () =>
-      (
-        await rows<{ surface: string | null; n: number }>(
-          sql`select data->>'surface' as surface, count(*)::int as n from audit_events where kind = 'auth.failed' group by 1`,
-        )
-      ).map((r) => ({ labels: { surface: r.surface ?? "unknown" }, value: r.n })),
-  );
-  gaugeFromQuery(
-    registry,
-    { name: "peergate_revocations", help: "Callers revoked (audit events).", labelNames: [] },
-    async () => {
-      const [r] = await rows<{ n: number }>(
-        sql`select count(*)::int as n from audit_events where kind = 'caller.revoked'`,
-      );
-      return [{ labels: {}, value: r?.n ?? 0 }];
-    },
-  );
-  gaugeFromQuery(
+  cachedGauge(
     registry,
     {
       name: "peergate_audit_unchained",
-      help: "Audit events written but not chained yet; it grows while chaining fails (an append itself fails with the change it records).",
-      labelNames: [],
+      help: "Audit events written but not chained yet (read at most once a minute); it grows while chaining fails.",
     },
-    async () => {
-      return [{ labels: {}, value: (await readUnchainedTail(db)).count }];
-    },
-  );
-  const usage = async () =>
-    rows<{ model: string | null; tokens: number; cost: number }>(
-      sql`select model_id as model, coalesce(sum((budget_used->>'tokens')::numeric), 0)::float8 as tokens, coalesce(sum((budget_used->>'costUsd')::numeric), 0)::float8 as cost from runs group by model_id`,
-    );
-  gaugeFromQuery(
-    registry,
-    {
-      name: "peergate_model_tokens",
-      help: "Tokens used by runs, by model.",
-      labelNames: ["model"] as const,
-    },
-    async () =>
-      (await usage()).map((r) => ({ labels: { model: r.model ?? "none" }, value: r.tokens })),
-  );
-  gaugeFromQuery(
-    registry,
-    {
-      name: "peergate_model_cost_usd",
-      help: "US dollars charged to runs, by model (from policies/models.yaml prices).",
-      labelNames: ["model"] as const,
-    },
-    async () =>
-      (await usage()).map((r) => ({ labels: { model: r.model ?? "none" }, value: r.cost })),
+    async () => (await readUnchainedTail(db)).count,
+    clock,
   );
 }
 

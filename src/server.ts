@@ -7,6 +7,7 @@
 // open streams that follow a waiting task end; then whatever is left is cancelled. `peergate
 // serve` (and so `npm start`) runs this. Nothing below this file and src/core.ts
 // reads the environment or the data directory's secret files.
+import { readFileSync } from "node:fs";
 import { serve } from "@hono/node-server";
 import type { Hono } from "hono";
 import { createGrpcListener } from "./a2a/grpc-listener.ts";
@@ -122,6 +123,16 @@ function createListener(config: Config, timeouts: ClientTimeouts) {
   };
 }
 
+/** The version in package.json, for peergate_build_info. */
+function packageVersion(): string {
+  try {
+    const text = readFileSync(new URL("../package.json", import.meta.url), "utf8");
+    return String((JSON.parse(text) as { version?: unknown }).version ?? "unknown");
+  } catch {
+    return "unknown";
+  }
+}
+
 function createServerApp(
   core: Core,
   logger: Logger,
@@ -134,6 +145,8 @@ function createServerApp(
     logger,
     metrics: createMetrics({
       db: core.database.db,
+      events: core.events,
+      build: { version: packageVersion(), node: process.version },
       token: env.PEERGATE_METRICS_TOKEN,
       host: config.host,
       modelCalls: core.modelCalls,

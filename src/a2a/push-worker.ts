@@ -19,12 +19,18 @@
 // delivery over a network that can lose the answer); both carry the same
 // `X-A2A-Notification-Id`. A graceful stop releases the leases it holds at once.
 //
-// Workers wake on a NOTIFY the outbox sends at commit, and poll every `pollMs` for what is due
-// later (retries) or a wake-up that was lost. Finished deliveries are removed a day after they
-// finished (`keepFinishedMs`); the audit trail keeps their record.
+// Workers wake on a NOTIFY the outbox sends at commit, and poll for what is due later (a retry
+// whose timer was on an instance that died, a lease that ran out) or a wake-up that was lost:
+// every `pollMs` while deliveries are about, the pause doubling after each poll that finds none
+// (src/db/back-off.ts, as the audit chainer's) until it is `idlePollMs` (30 s, or
+// the lease if shorter), so an idle instance polls twice a minute and a lost wake-up or a dead
+// worker's delivery waits at most that long past its due time or lease. Finished
+// deliveries are removed a day after they finished (`keepFinishedMs`), looked for every 10
+// minutes; the audit trail keeps their record.
 import { sql } from "drizzle-orm";
 import type { SecretKey } from "../auth/sealed-secrets.ts";
 import { appendAuditEvent } from "../db/audit.ts";
+import { backOff } from "../db/back-off.ts";
 import type { Database } from "../db/client.ts";
 import { selectRows } from "../db/client.ts";
 import type { Notifications } from "../db/notifications.ts";
@@ -52,8 +58,10 @@ export type PushWorkerOptions = {
   timeoutMs?: number;
   /** Deliveries in flight at once (default 64). */
   concurrency?: number;
-  /** How often the outbox is polled without a wake-up (default 500 ms). */
+  /** How often the outbox is polled without a wake-up while deliveries are about (default 500 ms). */
   pollMs?: number;
+  /** The longest pause between polls when none finds anything (default 30 s, at most the lease). */
+  idlePollMs?: number;
   /** How long delivered and failed rows are kept (default 1 day). */
   keepFinishedMs?: number;
 };
@@ -96,6 +104,9 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
   const timeoutMs = Math.min(options.timeoutMs ?? 10_000, Math.max(100, leaseMs - 500));
   const concurrency = options.concurrency ?? 64;
   const pollMs = options.pollMs ?? 500;
+  const idlePollMs = Math.max(pollMs, Math.min(options.idlePollMs ?? 30_000, leaseMs));
+  let pollPauseMs = pollMs;
+  let poller: NodeJS.Timeout | undefined;
   const log = logger.child({ component: "push" });
   const stopping = new AbortController();
   const held = new Map<number, Promise<void>>();
@@ -312,6 +323,8 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
         const room = concurrency - held.size;
         if (stopped || room <= 0) break;
         const rows = await claim(room);
+        // Deliveries about: poll at the short pause; none: back off towards the idle pause.
+        pollPauseMs = rows.length > 0 || held.size > 0 ? pollMs : backOff(pollPauseMs, idlePollMs);
         for (const row of rows) {
           const id = Number(row.id);
           const work = deliver(row).finally(() => {
@@ -326,6 +339,7 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
       if (!stopped) log.error("claiming push deliveries failed", { error });
     } finally {
       claiming = false;
+      schedulePoll();
     }
   }
 
@@ -333,8 +347,14 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
     if (!stopped) void pump();
   }
 
-  const poller = setInterval(wake, pollMs);
-  poller.unref();
+  /** The next poll, `pollPauseMs` after the last look. */
+  function schedulePoll(): void {
+    clearTimeout(poller);
+    if (stopped) return;
+    poller = setTimeout(wake, pollPauseMs);
+    poller.unref();
+  }
+
   const keepFinishedMs = options.keepFinishedMs ?? 24 * 60 * 60_000;
   const sweeper = setInterval(() => {
     selectRows(
@@ -342,7 +362,7 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
       sql`delete from push_deliveries where state <> 'pending'
           and finished_at < now() - ${keepFinishedMs} * interval '1 millisecond'`,
     ).catch((error: unknown) => log.warn("removing finished push deliveries failed", { error }));
-  }, 60_000);
+  }, 10 * 60_000);
   sweeper.unref();
   const unsubscribe = options.notifications?.subscribe(pushWakeups, wake);
   unsubscribe?.catch((error: unknown) => log.error("push wake-ups unavailable", { error }));
@@ -354,7 +374,7 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
     async stop() {
       if (stopped) return;
       stopped = true;
-      clearInterval(poller);
+      clearTimeout(poller);
       clearInterval(sweeper);
       await (await unsubscribe?.catch(() => undefined))?.();
       const ids = [...held.keys()];

@@ -27,15 +27,11 @@
 //   that won hands the running run to the executor (`ClaimedAnswer`, run-executor.ts);
 // - every `referenceTaskIds` entry must be a task of this caller (-32001).
 //
-// SubscribeToTask follows a task to its end. The SDK's stream ends when no run of the task is in
-// flight on this instance — at once for a task waiting for an operator (parked) or for its
-// caller's input, and when a run parks — although such a task goes on later, on whichever
-// instance resumes it. So when the SDK's stream ends before a terminal state, the stored task is
-// read again every `followPollMs` (default 1 s) and each change is sent as a `task` event, until
-// the task ends or the reader goes (the stream's end signal, call-context.ts). A finished task is
-// refused (-32004) naming its state the way the request's version names states
-// (`TASK_STATE_COMPLETED` in 1.0, `completed` in 0.3), not as the SDK's enum number; so is a
-// message to a finished task.
+// SubscribeToTask follows a task to its end from the task event log (task-events.ts), not from
+// this instance's bus, so a task waiting for an operator (parked) or for its caller's input is
+// followed until whichever instance resumes it ends it, or the reader goes. A message to a
+// finished task is refused (-32004) naming its state the way the request's version names states
+// (`TASK_STATE_COMPLETED` in 1.0, `completed` in 0.3), not as the SDK's enum number.
 //
 // Cancel reaches a run wherever it is: when no run of the task is in flight on this instance (it
 // is parked, or runs on another instance), the engine is asked to cancel it by the run id stored
@@ -122,25 +118,6 @@ export function describeState(state: TaskState | undefined, context: ServerCallC
     .replace(/^TASK_STATE_/, "")
     .toLowerCase()
     .replace(/_/g, "-");
-}
-
-/** What makes a stored task worth sending again to a reader following it. */
-function taskFingerprint(task: Task): string {
-  return `${task.status?.state}|${task.status?.timestamp ?? ""}|${task.artifacts.length}`;
-}
-
-/** Waits `ms`, or less when `signal` fires; true when it fired. */
-function pause(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve(signal.aborted);
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
 
 function checkHistoryLength(value: number | undefined): void {
@@ -233,8 +210,6 @@ export type PeergateRequestHandlerDeps = {
   usage?: UsageReader;
   /** Push notifications: without it the card says none and every push method answers -32003. */
   push?: PushHandling;
-  /** How often SubscribeToTask reads a task no run here reports on (module comment; default 1 s). */
-  followPollMs?: number;
 };
 
 export type PushHandling = {

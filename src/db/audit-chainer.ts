@@ -5,12 +5,18 @@
 // PostgreSQL rolls the pass back and frees the lock, and the next pass of any instance redoes it:
 // there is no leader to elect or hand over.
 //
-// Appends send no NOTIFY (that would be one more statement per append); the chainer polls every
-// `intervalMs` (default 50 ms) and runs batches back to back while they come back full. Chaining
-// lag, measured in bench/audit.ts, is the interval plus the longest transaction running at the
-// time.
+// Appends send no NOTIFY (that would be one more statement per append). Instead each append made
+// in this process cues this process's chainer (`onAuditWrite`, before the commit): an idle
+// chainer's next pass comes `intervalMs` (default 50 ms) later, a busy one's pause starts again
+// from `intervalMs` after the pass it waits for, and while passes find nothing the pause doubles (a
+// commit that lands after the first look is still chained soon) until it would pass 2 s; then it
+// is `idleIntervalMs` (default 30 s): an idle instance looks twice a minute. Batches run back to back while they come back
+// full. Chaining lag, measured in bench/audit.ts, is the interval plus the longest transaction
+// running at the time; an event whose instance died before its chainer looked is chained by the
+// next pass of any instance, within `idleIntervalMs`.
 import type { Logger } from "../log.ts";
-import { chainAuditEvents, type FlushResult, flushAuditChain } from "./audit.ts";
+import { chainAuditEvents, type FlushResult, flushAuditChain, onAuditWrite } from "./audit.ts";
+import { backOff } from "./back-off.ts";
 import type { Database } from "./client.ts";
 
 export type AuditChainer = {
@@ -27,8 +33,10 @@ export type AuditChainer = {
 export type AuditChainerOptions = {
   database: Database;
   logger: Logger;
-  /** Pause between passes that found nothing more to do. Default 50 ms. */
+  /** Pause after a cue or a pass that chained something. Default 50 ms. */
   intervalMs?: number;
+  /** The longest pause: passes that find nothing double the pause up to it. Default 30 s. */
+  idleIntervalMs?: number;
   /** Events per transaction. Default 1 000. */
   batchSize?: number;
   /** How long `stop()` waits for the last passes. Default 2 s. */
@@ -44,9 +52,13 @@ const errorLogIntervalMs = 10_000;
 export function startAuditChainer(options: AuditChainerOptions): AuditChainer {
   const { database, logger } = options;
   const intervalMs = options.intervalMs ?? 50;
+  const idleIntervalMs = Math.max(options.idleIntervalMs ?? 30_000, intervalMs);
   const batchSize = options.batchSize ?? 1_000;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
+  /** The pause the timer was set for (undefined while a pass runs). */
+  let scheduledMs: number | undefined;
+  let pauseMs = intervalMs;
   let pass: Promise<void> | undefined;
   let lastErrorLogAt = Number.NEGATIVE_INFINITY;
   let failing = false;
@@ -56,9 +68,13 @@ export function startAuditChainer(options: AuditChainerOptions): AuditChainer {
     try {
       // Not waiting for the lock: another instance's pass holding it chains the same events.
       let result = await chainAuditEvents(database.db, { batchSize, maxBatches: 1 });
+      let chained = result.chained;
       while (result.more && (toTheEnd || !stopped)) {
         result = await chainAuditEvents(database.db, { batchSize, maxBatches: 1 });
+        chained += result.chained;
       }
+      // Work found: look again soon. Nothing (or another instance's pass busy): look later.
+      pauseMs = chained > 0 ? intervalMs : backOff(pauseMs, idleIntervalMs);
       failing = false;
     } catch (error) {
       failing = true;
@@ -73,23 +89,31 @@ export function startAuditChainer(options: AuditChainerOptions): AuditChainer {
   const schedule = () => {
     if (stopped) return;
     // While the database is failing, try once a second rather than every interval.
-    timer = setTimeout(
-      () => {
-        pass = runPass().finally(() => {
-          pass = undefined;
-          schedule();
-        });
-      },
-      failing ? Math.max(intervalMs, failureRetryMs) : intervalMs,
-    );
+    scheduledMs = failing ? Math.max(pauseMs, failureRetryMs) : pauseMs;
+    timer = setTimeout(() => {
+      scheduledMs = undefined;
+      pass = runPass().finally(() => {
+        pass = undefined;
+        schedule();
+      });
+    }, scheduledMs);
     timer.unref();
   };
+  // An append here: the next pass within `intervalMs` (a pass running now schedules it itself).
+  const offWrite = onAuditWrite(() => {
+    pauseMs = intervalMs;
+    // Only an idle chainer is woken early; a busy one's next pass is near anyway.
+    if (scheduledMs === undefined || scheduledMs < idleIntervalMs || failing || stopped) return;
+    clearTimeout(timer);
+    schedule();
+  });
   schedule();
 
   return {
     async stop() {
       if (stopped) return;
       stopped = true;
+      offWrite();
       clearTimeout(timer);
       const last = (async () => {
         await pass;

@@ -139,6 +139,22 @@ function storableJsonText(data: Record<string, unknown>): string {
   return JSON.stringify(storableJson(JSON.parse(text)));
 }
 
+const auditWriteListeners = new Set<() => void>();
+
+/**
+ * Told, synchronously and before its transaction commits, each time this process writes an audit
+ * event (`appendAuditEvent`, or `auditPlaceholderValues` for a statement that embeds one): the
+ * audit chainer's cue to look soon (src/db/audit-chainer.ts). Returns an unsubscribe.
+ */
+export function onAuditWrite(listener: () => void): () => void {
+  auditWriteListeners.add(listener);
+  return () => auditWriteListeners.delete(listener);
+}
+
+function noteAuditWrite(): void {
+  for (const listener of auditWriteListeners) listener();
+}
+
 /**
  * Records one event. Pass the transaction that makes the change being recorded: the event is
  * stored (unchained) with it, in one INSERT, and commits or rolls back with it. Given the
@@ -155,6 +171,7 @@ export async function appendAuditEvent(
   tx: DbOrTx,
   event: AuditEventInput,
 ): Promise<AppendedAuditEvent> {
+  noteAuditWrite();
   // The chainer hashes what jsonb gives back, so only storable JSON goes in. created_at and
   // xact_id are the database's defaults. A plain statement: the insert builder's per-call work
   // showed in the append's profile.
@@ -194,6 +211,7 @@ export function auditPlaceholderValues(event: AuditEventInput): {
   auditSubject: string | null;
   auditData: string;
 } {
+  noteAuditWrite();
   return {
     auditActor: storableText(event.actor),
     auditKind: storableText(event.kind),

@@ -16,7 +16,7 @@ import { UnavailableError } from "../errors.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
 import { pipelineTransactions } from "./pipelined-transactions.ts";
 import { usePreparedStatements } from "./prepared-statements.ts";
-import { countRoundTrips, type RoundTripCounter } from "./round-trips.ts";
+import { countPgliteStatements, countRoundTrips, type RoundTripCounter } from "./round-trips.ts";
 import * as schema from "./schema.ts";
 import { guardQuery, withStatementDeadline } from "./statement-deadline.ts";
 
@@ -54,8 +54,8 @@ export type Database = {
   /** Idempotent. */
   close(): Promise<void>;
   /**
-   * postgres opened with `countRoundTrips`: round trips and statements sent so far
-   * (src/db/round-trips.ts). Absent otherwise: only the bench and the tests that pin round trips
+   * Opened with `countRoundTrips`: round trips and statements sent so far
+   * (src/db/round-trips.ts; on PGlite every statement counts as a round trip). Absent otherwise: only the bench and the tests that pin round trips
    * measure them, so a server does not pay for the counting.
    */
   readonly roundTrips?: RoundTripCounter;
@@ -68,6 +68,8 @@ export type DatabaseOptions =
       dataDir?: string;
       /** A `dumpDataDir()` tarball to start from instead of a new cluster (fast test setup). */
       loadDataDir?: Blob;
+      /** Count statements (`Database.roundTrips`): for the bench and the idle-statement tests. */
+      countRoundTrips?: boolean;
     }
   | {
       kind: "postgres";
@@ -138,7 +140,7 @@ function describeError(error: unknown): string {
 /** Opens the database described by `options`. Does not migrate: see `migrateDatabase`. */
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   return options.kind === "pglite"
-    ? openPglite(options.dataDir, options.loadDataDir)
+    ? openPglite(options.dataDir, options.loadDataDir, options.countRoundTrips === true)
     : openPostgres(
         options.url,
         options.statementTimeoutMs ?? defaultStatementTimeoutMs,
@@ -149,6 +151,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
 async function openPglite(
   dataDir: string | undefined,
   loadDataDir: Blob | undefined,
+  counting: boolean,
 ): Promise<Database> {
   let lock: ReturnType<typeof acquireDataDirLock> | undefined;
   let dir: string | undefined;
@@ -168,12 +171,15 @@ async function openPglite(
       { cause: error },
     );
   }
+  // Before drizzle sees the client, so every statement it sends is counted.
+  const counter = counting ? countPgliteStatements(client) : undefined;
   const db: Db = drizzlePglite({ client: takingTurns(client), schema });
   let closing: Promise<void> | undefined;
 
   return {
     kind: "pglite",
     db,
+    ...(counter ? { roundTrips: counter } : {}),
     async ping(timeoutMs = defaultPingTimeoutMs) {
       if (closing || client.closed) throw new UnavailableError("the database is closed");
       try {
@@ -271,7 +277,7 @@ async function openPostgres(
     ...(counted ? { roundTrips: counted.counter } : {}),
     async ping(timeoutMs = defaultPingTimeoutMs) {
       if (closing) throw new UnavailableError("the database is closed");
-      const query = client`select 1`;
+      const query = (counted?.sql ?? client)`select 1`;
       try {
         await runWithTimeout(query.execute(), timeoutMs, () => {
           // A queued query is dropped; a sent one is cancelled if the server still answers.
@@ -292,7 +298,7 @@ async function openPostgres(
     },
     async notify(channel, payload) {
       checkChannel(channel);
-      await guardQuery(client.notify(channel, payload), statementTimeoutMs);
+      await guardQuery((counted?.sql ?? client).notify(channel, payload), statementTimeoutMs);
     },
     close() {
       closing ??= client.end({ timeout: 2 });

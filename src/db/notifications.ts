@@ -11,6 +11,13 @@
 // change that must hold when a message is lost is in the database; a notification only makes it
 // fast.
 //
+// Heartbeats are sent only while someone wants to know: reading `healthy` keeps them going for
+// `idleAfterMs`, after which the hub falls silent (an idle instance sends no statement for them).
+// Silence changes nothing about trust: `healthy` is still "a heartbeat came back within
+// `staleAfterMs`", so the first reader after a quiet spell is told false (and reads from the
+// database), the heartbeats start again, and the gap of the quiet spell is reported before trust
+// comes back.
+//
 // @example
 // const hub = await openNotifications({ database, logger });
 // const stop = await hub.subscribe(callerEvents, (event) => forget(event.callerId));
@@ -42,16 +49,22 @@ export const heartbeatChannel = "peergate_heartbeat";
 export async function openNotifications(options: {
   database: Database;
   logger: Logger;
-  /** How often the hub NOTIFYs itself. Default 250 ms; 0 sends none (never healthy). */
+  /** How often the hub NOTIFYs itself while wanted. Default 250 ms; 0 sends none (never healthy). */
   heartbeatMs?: number;
   /** Default 1 s. */
   staleAfterMs?: number;
+  /**
+   * How long after the last read of `healthy` (or the opening) heartbeats go on. Default 5 s; at
+   * least twice `staleAfterMs`.
+   */
+  idleAfterMs?: number;
   clock?: () => number;
 }): Promise<Notifications> {
   const { database, logger } = options;
   const heartbeatMs = options.heartbeatMs ?? 250;
   const staleAfterMs = options.staleAfterMs ?? 1_000;
   const clock = options.clock ?? (() => performance.now());
+  const idleAfterMs = Math.max(options.idleAfterMs ?? 5_000, 2 * staleAfterMs);
   const nonce = randomUUID();
   const handlers = new Map<string, Set<(payload: string) => void>>();
   const unlistens = new Map<string, Promise<() => Promise<void>>>();
@@ -131,11 +144,24 @@ export async function openNotifications(options: {
     }
   };
   let timer: NodeJS.Timeout | undefined;
-  if (heartbeatMs > 0) {
-    await beat();
-    timer = setInterval(() => void beat(), heartbeatMs);
+  let wantedAt = clock();
+  /** Beats every `heartbeatMs` until nobody asked for `idleAfterMs`. */
+  const beatWhileWanted = () => {
+    if (clock() - wantedAt <= idleAfterMs) {
+      void beat();
+    } else {
+      clearInterval(timer);
+      timer = undefined;
+    }
+  };
+  const keepBeating = async () => {
+    wantedAt = clock();
+    if (timer || closed || heartbeatMs <= 0) return;
+    timer = setInterval(beatWhileWanted, heartbeatMs);
     timer.unref();
-  }
+    await beat();
+  };
+  await keepBeating();
 
   return {
     subscribe(channel, onMessage) {
@@ -153,6 +179,7 @@ export async function openNotifications(options: {
       return database.notify(channel.name, channel.format(message));
     },
     get healthy() {
+      void keepBeating();
       return isHealthy();
     },
     onGap(listener) {

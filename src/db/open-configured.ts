@@ -21,7 +21,12 @@ import { describeUnmended } from "./patch-postgres-driver.mjs";
 export function resolveDatabaseOptions(
   config: Pick<Config, "databaseUrl" | "dataDir"> & Partial<Pick<Config, "countRoundTrips">>,
 ): DatabaseOptions {
-  if (!config.databaseUrl) return { kind: "pglite", dataDir: path.join(config.dataDir, "pg") };
+  if (!config.databaseUrl) {
+    const dataDir = path.join(config.dataDir, "pg");
+    return config.countRoundTrips
+      ? { kind: "pglite", dataDir, countRoundTrips: true }
+      : { kind: "pglite", dataDir };
+  }
   return config.countRoundTrips
     ? { kind: "postgres", url: config.databaseUrl, countRoundTrips: true }
     : { kind: "postgres", url: config.databaseUrl };

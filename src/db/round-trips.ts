@@ -12,6 +12,7 @@
 //
 // Two counters per client, on only when the database is opened with `countRoundTrips` (the bench
 // and the round-trip tests): a server does not pay for a Proxy and a callback per statement.
+import type { PGlite, Transaction } from "@electric-sql/pglite";
 import type postgres from "postgres";
 
 type AnySql = postgres.Sql<Record<string, never>>;
@@ -24,10 +25,23 @@ export type RoundTripCounter = {
   read(): RoundTripCounts;
   /**
    * Records the text of every statement sent from now on, each marked with whether it started a
-   * round trip; the returned function stops recording and gives the list (tests, diagnosis).
+   * round trip; the returned function stops recording and gives the list (tests, diagnosis), and
+   * its `peek()` gives the list so far without stopping.
    */
-  record(): () => RecordedStatement[];
+  record(): Recording;
 };
+
+export type Recording = (() => RecordedStatement[]) & { peek(): readonly RecordedStatement[] };
+
+function startRecording(counts: Counts): Recording {
+  const list: RecordedStatement[] = [];
+  counts.recording = list;
+  const stop = () => {
+    if (counts.recording === list) counts.recording = undefined;
+    return list;
+  };
+  return Object.assign(stop, { peek: () => list });
+}
 
 export type RecordedStatement = { sql: string; roundTrip: boolean };
 
@@ -38,14 +52,7 @@ export function countRoundTrips(sql: AnySql): { sql: AnySql; counter: RoundTripC
     sql: wrap(sql, counts, undefined),
     counter: {
       read: () => ({ roundTrips: counts.roundTrips, statements: counts.statements }),
-      record() {
-        const list: RecordedStatement[] = [];
-        counts.recording = list;
-        return () => {
-          if (counts.recording === list) counts.recording = undefined;
-          return list;
-        };
-      },
+      record: () => startRecording(counts),
     },
   };
 }
@@ -62,7 +69,20 @@ type Scope = { inFlight: number };
 
 function wrap(sql: AnySql, counts: Counts, scope: Scope | undefined): AnySql {
   return new Proxy(sql, {
+    // A tagged-template query (sql`select 1`: the ping) outside a transaction.
+    apply(target, thisArg, args: unknown[]) {
+      const strings = args[0] as readonly string[] | undefined;
+      note(counts, Array.isArray(strings) ? strings.join("$n") : String(strings), !scope);
+      return Reflect.apply(target, thisArg, args);
+    },
     get(target, key) {
+      if (key === "notify") {
+        // postgres.js sends it through its own unwrapped handle: count it here.
+        return (channel: string, payload: string) => {
+          note(counts, "select pg_notify($1, $2)", true);
+          return target.notify(channel, payload);
+        };
+      }
       if (key === "unsafe") {
         return (...args: Parameters<AnySql["unsafe"]>) => {
           const query = target.unsafe(...args);
@@ -114,4 +134,39 @@ function wrap(sql: AnySql, counts: Counts, scope: Scope | undefined): AnySql {
       return Reflect.get(target, key, target);
     },
   });
+}
+
+/**
+ * The same counts for embedded PGlite, which has no network: each statement is one "round trip"
+ * to the engine in this process (BEGIN and COMMIT of a transaction included). Patches `client`'s
+ * own `query`, `exec` and `transaction` (not a Proxy: PGlite's methods use private fields).
+ */
+export function countPgliteStatements(client: PGlite): RoundTripCounter {
+  const counts: Counts = { roundTrips: 0, statements: 0, recording: undefined };
+  const countCalls = (target: Record<string, unknown>, names: readonly string[]) => {
+    for (const name of names) {
+      const original = target[name] as (...args: unknown[]) => Promise<unknown>;
+      target[name] = (...args: unknown[]) => {
+        note(counts, String(args[0]), true);
+        return original.apply(target, args);
+      };
+    }
+  };
+  countCalls(client as unknown as Record<string, unknown>, ["query", "exec"]);
+  const transaction = client.transaction.bind(client);
+  client.transaction = <T>(fn: (tx: Transaction) => Promise<T>): Promise<T> => {
+    note(counts, "BEGIN", true);
+    return transaction(async (tx) => {
+      countCalls(tx as unknown as Record<string, unknown>, ["query", "exec"]);
+      try {
+        return await fn(tx);
+      } finally {
+        note(counts, "COMMIT", true);
+      }
+    });
+  };
+  return {
+    read: () => ({ roundTrips: counts.roundTrips, statements: counts.statements }),
+    record: () => startRecording(counts),
+  };
 }

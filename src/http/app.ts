@@ -13,6 +13,7 @@ import {
   limitBody,
 } from "./middleware/limit-body.ts";
 import { createInflightTracker, observe } from "./middleware/observe.ts";
+import { createOutageLog } from "./outage-log.ts";
 import { createErrorHandler, problemResponse } from "./problem.ts";
 import { type AdminRouteDeps, adminRoutes } from "./routes/admin.ts";
 import { healthRoutes } from "./routes/health.ts";
@@ -41,7 +42,8 @@ export function createApp(deps: AppDeps): App {
   const defaultLimit = limitBody(deps.maxBodyBytes ?? defaultMaxBodyBytes);
   const githubLimit = limitBody(githubMaxBodyBytes);
   hono.use(requestId());
-  hono.use(observe({ logger: deps.logger, metrics: deps.metrics, inflight }));
+  const outage = createOutageLog(deps.logger);
+  hono.use(observe({ logger: deps.logger, metrics: deps.metrics, inflight, outage }));
   hono.use(closeUnreadBodies());
   hono.use((c, next) =>
     c.req.path.startsWith("/webhooks/github/") ? githubLimit(c, next) : defaultLimit(c, next),
@@ -58,6 +60,6 @@ export function createApp(deps: AppDeps): App {
       detail: "no such route",
     }),
   );
-  hono.onError(createErrorHandler(deps.logger));
+  hono.onError(createErrorHandler(deps.logger, outage));
   return { hono, inflight };
 }

@@ -17,6 +17,7 @@ import {
 } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { asUnavailableError } from "../services/db-errors.ts";
+import { createOutageLog, type OutageLog } from "./outage-log.ts";
 
 export type ProblemBody = {
   type: string;
@@ -138,7 +139,7 @@ function rootCause(error: unknown): unknown {
   return e;
 }
 
-export function createErrorHandler(logger: Logger) {
+export function createErrorHandler(logger: Logger, outage: OutageLog = createOutageLog(logger)) {
   return function handleError(error: unknown, c: Context): Response {
     const mapped = mapError(error);
     if (mapped) {
@@ -148,12 +149,9 @@ export function createErrorHandler(logger: Logger) {
           reason: error.reason,
         });
       } else if (mapped.status === 503) {
-        // The operator needs to see why requests fail; the client only gets the short reason.
-        logger.warn("request failed: the database is unavailable", {
-          requestId: c.get("requestId"),
-          reason: mapped.detail,
-          error: rootCause(error),
-        });
+        // The operator needs to see why requests fail (the client only gets the short reason),
+        // once per outage rather than once per request.
+        outage.failed(mapped.detail, rootCause(error));
       }
       return problemResponse(c, mapped, mapped.headers);
     }

@@ -18,7 +18,7 @@ import type { SettledRun } from "./outcome.ts";
 import { emptyPriceTable, findModelPrice, type ModelPrice, type PriceTable } from "./prices.ts";
 import type { ResolvedModel } from "./resolve-model.ts";
 import { createStartQueue, defaultStartsAtOnce, type StartQueue } from "./start-queue.ts";
-import type { RunEvent } from "./types.ts";
+import { noRunMeter, type RunEvent, type RunMeter } from "./types.ts";
 
 export type RunCoreOptions = {
   readonly database: Database;
@@ -59,6 +59,8 @@ export type RunCoreOptions = {
    * (PEERGATE_RUN_STARTS_AT_ONCE).
    */
   readonly startsAtOnce?: number;
+  /** Told of each segment's end and each tool call's record (the /metrics counters). */
+  readonly meter?: RunMeter;
 };
 
 export type RunCore = {
@@ -84,6 +86,7 @@ export type RunCore = {
   readonly concurrencyRetryAfterSeconds: number;
   readonly classifierModel: ResolvedModel;
   readonly redactor: Redactor | undefined;
+  readonly meter: RunMeter;
   readonly active: ActiveRuns;
   /** The bound on runs starting at once, and the starts waiting for a place. */
   readonly startQueue: StartQueue;
@@ -134,6 +137,7 @@ export async function createRunCore(
     concurrencyRetryAfterSeconds: options.concurrencyRetryAfterSeconds ?? 5,
     classifierModel: options.classifierModel?.ok === true ? options.classifierModel : model,
     redactor: options.redactor,
+    meter: options.meter ?? noRunMeter,
     active: createActiveRuns(),
     startQueue: createStartQueue(options.startsAtOnce ?? defaultStartsAtOnce, {
       retryAfterSeconds: options.concurrencyRetryAfterSeconds ?? 5,

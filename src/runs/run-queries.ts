@@ -184,6 +184,14 @@ export async function registerInstance(
     });
 }
 
+/**
+ * Marks this instance alive in its row (`instances.heartbeat_at`, for operators: orphaned runs are
+ * found by the runs' own heartbeats, not this).
+ */
+export async function beatInstance(db: DbOrTx, input: { id: string; at: Date }): Promise<void> {
+  await db.update(instances).set({ heartbeatAt: input.at }).where(eq(instances.id, input.id));
+}
+
 export async function removeInstance(db: DbOrTx, id: string): Promise<void> {
   await db.delete(instances).where(eq(instances.id, id));
 }

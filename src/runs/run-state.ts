@@ -14,7 +14,6 @@ import { prebuilt, setPlaceholder } from "../db/prebuilt.ts";
 import {
   type Caller,
   callers,
-  instances,
   type NewRun,
   type PendingApproval,
   type PendingBatch,
@@ -752,19 +751,16 @@ export async function readStopRequest(
 }
 
 /**
- * Heartbeats this instance and the runs it is executing; returns those of them that must stop: a
- * stop recorded on the run (a cancel, a revocation), or a caller revoked (a run admitted while
- * its caller's revocation committed carries no record of it). So a stop whose notification was
- * lost reaches even a run busy in a long tool call or model stream, within one heartbeat.
+ * Heartbeats the runs this instance is executing (one statement; none when there are none);
+ * returns those of them that must stop: a stop recorded on the run (a cancel, a revocation), or a
+ * caller revoked (a run admitted while its caller's revocation committed carries no record of
+ * it). So a stop whose notification was lost reaches even a run busy in a long tool call or model
+ * stream, within one heartbeat. The instance's own row is beaten apart (`beatInstance`), rarely.
  */
 export async function heartbeat(
   db: DbOrTx,
   input: { instanceId: string; runIds: readonly string[]; at: Date },
 ): Promise<({ runId: string } & RecordedStop)[]> {
-  await db
-    .update(instances)
-    .set({ heartbeatAt: input.at })
-    .where(eq(instances.id, input.instanceId));
   if (input.runIds.length === 0) return [];
   const rows = await db
     .update(runs)

@@ -53,7 +53,7 @@ import {
   saveMessages,
   saveRunControls,
 } from "./run-state.ts";
-import type { RunEnd, RunEvent, RunOutcome, StartRunRequest } from "./types.ts";
+import type { RunEnd, RunEvent, RunMeter, RunOutcome, StartRunRequest } from "./types.ts";
 
 export type SegmentInput = {
   readonly run: Run;
@@ -84,8 +84,19 @@ export async function executeSegment(
   entry: ActiveRun,
   input: SegmentInput,
 ): Promise<SegmentResult> {
+  const startedMs = performance.now();
+  const resumed = input.resume !== undefined;
+  const tally: SegmentTally = { used: undefined };
+  core.logger.info(resumed ? "run resumed" : "run started", {
+    runId: entry.runId,
+    callerId: input.caller.id,
+    caller: input.caller.name,
+    origin: input.run.origin,
+  });
+  let result: SegmentResult | undefined;
   try {
-    return await runAndRecord(core, entry, input);
+    result = await runAndRecord(core, entry, input, tally);
+    return result;
   } catch (error) {
     // The database went away or a bug: the run is left for recovery to mark interrupted.
     core.logger.error("a run segment could not be recorded", { runId: entry.runId, error });
@@ -98,6 +109,7 @@ export async function executeSegment(
       },
     };
   } finally {
+    if (result) noteSegmentEnd(core, input, result, tally, performance.now() - startedMs);
     core.active.remove(entry.runId);
     // A server declared `scope: run` lives for one segment: a resumed run starts a fresh one.
     core.tools.releaseRun?.(entry.runId).catch((error: unknown) => {
@@ -106,15 +118,60 @@ export async function executeSegment(
   }
 }
 
+/** The run's usage as the segment counts it, for its end's log line and meter. */
+type SegmentTally = { used: RunBudgetUsed | undefined };
+
+/** The segment's end: one info line (the run, its caller, how it ended, its spend) and the meter. */
+function noteSegmentEnd(
+  core: RunCore,
+  input: SegmentInput,
+  result: SegmentResult,
+  tally: SegmentTally,
+  durationMs: number,
+): void {
+  const before = { ...zeroUsage, ...input.run.budgetUsed };
+  const tokens = Math.max(0, (tally.used?.tokens ?? before.tokens) - before.tokens);
+  const costUsd = Math.max(0, (tally.used?.costUsd ?? before.costUsd) - before.costUsd);
+  const model = core.model.ok ? core.model.id : undefined;
+  core.logger.info("run finished", {
+    runId: input.run.id,
+    callerId: input.caller.id,
+    caller: input.caller.name,
+    origin: input.run.origin,
+    outcome: result.outcome.status,
+    ...(result.outcome.error ? { code: result.outcome.error.code } : {}),
+    tokens,
+    costUsd,
+    durationMs: Math.round(durationMs),
+  });
+  try {
+    core.meter.segmentEnded({
+      runId: input.run.id,
+      callerId: input.caller.id,
+      origin: input.run.origin,
+      status: result.outcome.status,
+      resumed: input.resume !== undefined,
+      model,
+      tokens,
+      costUsd,
+      durationMs,
+    });
+  } catch (error) {
+    core.logger.error("a run meter failed", { error });
+  }
+}
+
 async function runAndRecord(
   core: RunCore,
   entry: ActiveRun,
   input: SegmentInput,
+  tally: SegmentTally,
 ): Promise<SegmentResult> {
   const { db, instanceId, now } = core;
   const { run, caller } = input;
   const startedMs = performance.now();
   const used: RunBudgetUsed = { ...zeroUsage, ...run.budgetUsed };
+  tally.used = used;
   const messages = [...(run.messages as ModelMessage[])];
   // Usage of steps not yet written: flushed before tools run, else with the run's end.
   const unflushed = { tokens: 0, costUsd: 0 };
@@ -333,6 +390,7 @@ async function runSteps(
         now,
       }),
       onCallsRecorded,
+      core.meter,
     ),
     emit: (event) => core.emit(input.onEvent, event),
     logger: core.logger,
@@ -561,13 +619,27 @@ async function settleTakenOver(
   return { outcome, takenOver: true };
 }
 
-/** The recorder, telling `onOpen` when a segment records its first tool call. */
-function trackOpened(recorder: ToolCallRecorder, onOpen: () => void): ToolCallRecorder {
+/**
+ * The recorder, telling `onOpen` when a segment records its first tool call, and the meter each
+ * status a call's record is given (other than running) once it is written.
+ */
+function trackOpened(
+  recorder: ToolCallRecorder,
+  onOpen: () => void,
+  meter: RunMeter,
+): ToolCallRecorder {
   return {
     ...recorder,
-    open(rows) {
+    async open(rows) {
       if (rows.length > 0) onOpen();
-      return recorder.open(rows);
+      await recorder.open(rows);
+      for (const row of rows) {
+        if (row.status !== "running") meter.toolCallRecorded(row.status, row.code);
+      }
+    },
+    async finish(recordId, end) {
+      await recorder.finish(recordId, end);
+      meter.toolCallRecorded(end.status, end.code);
     },
   };
 }

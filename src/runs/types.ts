@@ -109,3 +109,30 @@ export type RunEngine = {
   /** Stops a run of this caller (cancel). False when it is not running on any instance. */
   cancel(runId: string, reason: string): Promise<boolean>;
 };
+
+/** What one segment of a run did, told when it ends on this instance (a run start or a resume). */
+export type SegmentEnded = {
+  readonly runId: string;
+  readonly callerId: string;
+  readonly origin: string;
+  /** How the segment left the run: terminal, parked or input-required. */
+  readonly status: RunStatus;
+  readonly resumed: boolean;
+  readonly model: string | undefined;
+  /** Spent in this segment (the classifier's spend is the caller's, not the run's). */
+  readonly tokens: number;
+  readonly costUsd: number;
+  readonly durationMs: number;
+};
+
+/**
+ * The instance's tallies of what its runs do, kept in process (src/core.ts joins them to
+ * /metrics): told where the events happen, so a scrape reads memory, not the database.
+ */
+export type RunMeter = {
+  segmentEnded(ended: SegmentEnded): void;
+  /** A tool call's record given a status other than running (refused, parked, completed …). */
+  toolCallRecorded(status: string, code: string | undefined): void;
+};
+
+export const noRunMeter: RunMeter = { segmentEnded() {}, toolCallRecorded() {} };

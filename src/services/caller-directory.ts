@@ -3,7 +3,8 @@
 // notification hub, src/db/notifications.ts); any caller event drops that caller's entries at
 // once. The cache is trusted only while the hub is healthy (its own heartbeat comes back within
 // `staleAfterMs`); whenever messages may have been lost (a reconnect, heartbeats stopping) it
-// drops everything and reads from the database until heartbeats flow again.
+// drops everything and reads from the database until heartbeats flow again. JWT issuers are
+// cached the same way (the peers that trust one), so a JWT request does not read the callers.
 import { and, eq, isNotNull, sql } from "drizzle-orm";
 import type { Database } from "../db/client.ts";
 import { type Notifications, openNotifications } from "../db/notifications.ts";
@@ -128,7 +129,13 @@ export async function openCallerDirectory(options: {
       return row;
     },
     async findByJwtIssuer(issuer) {
-      // Through callers_jwt_issuer_idx: one lookup, not every peer that trusts JWTs.
+      if (isTrusted()) {
+        const hit = byIssuer.get(issuer);
+        if (hit && clock() - hit.at < ttlMs) return hit.callers;
+      }
+      const readEpoch = epoch;
+      // Only the peers naming this issuer (through callers_jwt_issuer_idx), not every peer
+      // that trusts JWTs.
       const rows = await db
         .select()
         .from(callers)
@@ -139,7 +146,15 @@ export async function openCallerDirectory(options: {
             sql`${callers.jwt}->>'issuer' = ${issuer}`,
           ),
         );
-      return rows.filter((c) => c.jwt?.issuer === issuer);
+      const found = rows.filter((c) => c.jwt?.issuer === issuer);
+      // An issuer nobody trusts is not kept: the issuer comes from the unverified token, so a
+      // spray of made-up issuers would otherwise fill the cache. Dropped with the rest on any
+      // caller event and whenever notifications may have been lost.
+      if (found.length > 0 && isTrusted() && readEpoch === epoch) {
+        if (byIssuer.size >= maxEntries) byIssuer.clear();
+        byIssuer.set(issuer, { callers: found, at: clock() });
+      }
+      return found;
     },
     forget(callerId) {
       dropCaller(callerId);

@@ -40,7 +40,8 @@ export const rules: Rules = {
   gate: [...plumbing, "policy", "type:db", "type:sandbox", "tools"],
   runs: [...plumbing, "policy", "db", "tools", "gate", "load-policies.ts"],
   "metrics-model.ts": [...plumbing, "type:runs"],
-  "metrics.ts": [...plumbing, "auth", "db", "metrics-model.ts"],
+  "metrics-events.ts": [...plumbing, "type:runs"],
+  "metrics.ts": [...plumbing, "auth", "db", "metrics-model.ts", "metrics-events.ts"],
   notify: [...plumbing, "db"],
   services: [
     ...plumbing,

@@ -114,7 +114,7 @@ for (const variant of cliVariants) {
       const exported = await s.cli("callers", "export");
       const lines = exported.out.split("\n");
       // The export without `stray`: every other caller stays as it is.
-      const start = lines.findIndex((l) => l === "  - name: stray");
+      const start = lines.indexOf("  - name: stray");
       expect(start).toBeGreaterThan(-1);
       let end = start + 1;
       while (end < lines.length && !lines[end]?.startsWith("  - name:")) end++;

@@ -154,7 +154,10 @@ async function openFresh(
 ): Promise<Opened> {
   if (kind === "pglite") {
     const loadDataDir = await loadPgliteTemplate(migrate);
-    return { database: await openDatabase({ kind: "pglite", loadDataDir }), url: undefined };
+    return {
+      database: await openDatabase({ kind: "pglite", loadDataDir, countRoundTrips }),
+      url: undefined,
+    };
   }
   // Copying a migrated template is cheaper than migrating every new database.
   const created = await createDatabaseFrom(template?.name);

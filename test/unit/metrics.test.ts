@@ -1,5 +1,6 @@
 // /metrics carries the domain (runs by origin and state, parked runs, tool calls, revocations,
-// authentication failures, tokens and cost by model), read from the database, and can require
+// authentication failures, tokens and cost by model), counted in process as the events happen
+// (parked runs and the unchained audit tail: read at most once a minute), and can require
 // PEERGATE_METRICS_TOKEN; without one it is refused on a listener other than loopback. Model
 // latency is timed in this instance, by model and outcome.
 import { mkdtemp, rm } from "node:fs/promises";
@@ -50,6 +51,11 @@ describe("domain metrics (pglite, a real server)", () => {
     expect(await res.text()).not.toContain("peergate_runs");
   });
 
+  const scrape = async () =>
+    (
+      await fetch(`${s.server.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })
+    ).text();
+
   it("counts runs by origin and state, parked runs and revocations", async () => {
     const peer = await s.json("callers", "add", "counted", "--kind", "peer");
     await fetch(`${s.server.url}/a2a`, {
@@ -72,13 +78,34 @@ describe("domain metrics (pglite, a real server)", () => {
     });
     expect(res.status).toBe(200);
     const body = await res.text();
-    expect(body).toContain('peergate_runs{origin="a2a",status="failed"} 1');
+    // The run failed before any model call (no model configured): it never reached a segment.
+    expect(body).toContain("# TYPE peergate_runs_total counter");
     expect(body).toContain("peergate_runs_parked 0");
-    expect(body).toContain("peergate_revocations 1");
-    expect(body).toContain('peergate_model_tokens{model="none"} 0');
-    expect(body).toContain("# TYPE peergate_tool_calls gauge");
-    expect(body).toContain("# TYPE peergate_auth_failure_events gauge");
+    expect(body).toContain("peergate_revocations_total 1");
+    expect(body).toContain("# TYPE peergate_model_tokens_total counter");
+    expect(body).toContain("# TYPE peergate_tool_calls_total counter");
+    expect(body).toContain("# TYPE peergate_auth_failures_total counter");
     expect(body).toMatch(/^peergate_audit_unchained \d+$/m);
+    // Node's process metrics under their standard names, and what runs here.
+    expect(body).toMatch(/^process_cpu_seconds_total [\d.e+-]+$/m);
+    expect(body).toContain("# TYPE nodejs_heap_size_used_bytes gauge");
+    expect(body).not.toContain("peergate_process_");
+    expect(body).toMatch(
+      new RegExp(`^peergate_build_info\\{version="[^"]+",node="${process.version}"\\} 1$`, "m"),
+    );
+  });
+
+  it("counts failed authentications as they happen", async () => {
+    const before = await scrape();
+    const failures = (text: string) =>
+      Number(/^peergate_auth_failures_total\{surface="a2a"\} (\d+)$/m.exec(text)?.[1] ?? 0);
+    await fetch(`${s.server.url}/a2a`, {
+      method: "POST",
+      headers: { authorization: "Bearer pg_not-a-real-token", "content-type": "application/json" },
+      body: "{}",
+    });
+    const after = await scrape();
+    expect(failures(after) - failures(before)).toBe(1);
   });
 });
 
@@ -122,6 +149,9 @@ describe("model latency (pglite, a real server and a scripted model)", () => {
         `peergate_model_call_duration_seconds_count\\{model="${faultModelId}",outcome="ok"\\} [1-9]`,
       ),
     );
-    expect(body).toContain(`peergate_model_tokens{model="${faultModelId}"}`);
+    expect(body).toMatch(/^peergate_runs_total\{origin="a2a",status="completed"\} 1$/m);
+    expect(body).toMatch(
+      new RegExp(`^peergate_model_tokens_total\\{model="${faultModelId}"\\} [1-9]`, "m"),
+    );
   });
 });
