@@ -354,7 +354,8 @@ export async function addCaller(
   if (created.status !== 201) {
     throw new Error(`adding caller failed: ${created.status} ${JSON.stringify(created.body)}`);
   }
-  return { name: String(input.name), secret: created.body.credential.secret as string };
+  // A JWT peer has no static token (it authenticates with JWTs only): its secret is "".
+  return { name: String(input.name), secret: (created.body.credential?.secret as string) ?? "" };
 }
 
 // ---------------------------------------------------------------- A2A
