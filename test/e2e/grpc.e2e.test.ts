@@ -404,7 +404,11 @@ describe("resuming and usage over gRPC", () => {
         metadata: undefined,
       }),
     );
-    expect(task.metadata?.[usageExtensionUri]).toMatchObject({ run: expect.anything() });
+    expect(task.metadata?.[usageExtensionUri]).toMatchObject({
+      tokens: expect.any(Number),
+      steps: expect.any(Number),
+      day: expect.anything(),
+    });
   });
 });
 
