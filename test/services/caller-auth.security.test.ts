@@ -97,14 +97,19 @@ describeEachDatabase("peer authentication", (db) => {
 
   it("accepts a peer's JWT once: the jti is claimed in Postgres", async () => {
     const keys = await generateKeyPair("ES256", { extractable: true });
-    await add({
-      name: "agent-b",
-      kind: "peer",
-      jwt: {
-        issuer: "https://b.example",
-        audience: "peergate",
-        algorithms: ["ES256"],
-        jwk: await exportJWK(keys.publicKey),
+    // A JWT peer: no static token to take (the `add` helper insists on one).
+    await addCaller({
+      ctx: app.services,
+      actor: "admin",
+      input: {
+        name: "agent-b",
+        kind: "peer",
+        jwt: {
+          issuer: "https://b.example",
+          audience: "peergate",
+          algorithms: ["ES256"],
+          jwk: await exportJWK(keys.publicKey),
+        },
       },
     });
     const token = await new SignJWT({ jti: "j-1" })
