@@ -16,6 +16,7 @@
 // - A batch (a JSON array) is not supported: it is answered with one -32600 error object, `id:
 //   null` (not an array of answers), and none of its requests is executed.
 
+import { TaskState } from "@a2a-js/sdk";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import {
   A2A_ERROR_CODE,
@@ -302,16 +303,12 @@ export function checkEnvelope(
   return { ok: true, request, version };
 }
 
-const taskStateNames = new Set([
-  "TASK_STATE_SUBMITTED",
-  "TASK_STATE_WORKING",
-  "TASK_STATE_COMPLETED",
-  "TASK_STATE_FAILED",
-  "TASK_STATE_CANCELED",
-  "TASK_STATE_INPUT_REQUIRED",
-  "TASK_STATE_REJECTED",
-  "TASK_STATE_AUTH_REQUIRED",
-]);
+/** Every task state the proto names (`TASK_STATE_SUBMITTED` …), from the SDK's enum. */
+const taskStateNames = new Set<string>(
+  Object.values(TaskState).filter(
+    (name): name is string => typeof name === "string" && name !== "TASK_STATE_UNSPECIFIED",
+  ),
+);
 
 /**
  * ListTasks' `status` is an optional filter (A2A 1.0): absent, `TASK_STATE_UNSPECIFIED` (the proto

@@ -16,7 +16,7 @@
 // - Bounded: a resume replays at most `maxReplayEvents` events no older than `maxReplayAgeMs`;
 //   past that the client gets the task as it is now (a full snapshot), then what follows. Events
 //   older than the age bound are pruned.
-import type { StreamResponse } from "@a2a-js/sdk";
+import { type StreamResponse, TaskState } from "@a2a-js/sdk";
 import { and, asc, eq, gt, lt, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import type { Channel, Notifications } from "../db/notifications.ts";
@@ -101,20 +101,10 @@ export function endsStream(event: StreamResponse): boolean {
   return state !== undefined && endStates.has(stateName(state));
 }
 
+/** The proto name of a task state (`TASK_STATE_COMPLETED`), as the SDK's enum maps it. */
 function stateName(state: number): string {
-  return (
-    [
-      "TASK_STATE_UNSPECIFIED",
-      "TASK_STATE_SUBMITTED",
-      "TASK_STATE_WORKING",
-      "TASK_STATE_COMPLETED",
-      "TASK_STATE_FAILED",
-      "TASK_STATE_CANCELED",
-      "TASK_STATE_INPUT_REQUIRED",
-      "TASK_STATE_REJECTED",
-      "TASK_STATE_AUTH_REQUIRED",
-    ][state] ?? "TASK_STATE_UNSPECIFIED"
-  );
+  const name: unknown = TaskState[state];
+  return typeof name === "string" ? name : "TASK_STATE_UNSPECIFIED";
 }
 
 export type TaskEventLogOptions = {

@@ -81,40 +81,26 @@ export async function createCallerIn(
   data: CreateCaller,
   actor: Actor,
 ): Promise<AddedCaller> {
-  const budgets = mergeBudgets(defaultBudgets, data.budgets ?? {});
-  const widened = describeWidening(floorCaller, {
+  const row = {
+    name: data.name,
+    kind: data.kind,
     tier: data.tier,
     allow: data.allow,
     approvalPolicy: data.approvalPolicy,
-    budgets,
+    budgets: mergeBudgets(defaultBudgets, data.budgets ?? {}),
     promptTemplate: data.promptTemplate ?? null,
     eventFilter: data.eventFilter ?? null,
     jwt: data.jwt ?? null,
     commands: data.commands,
     toolOverrides: data.toolOverrides,
     urlGrants: data.urlGrants ?? null,
+    whenNobody: data.whenNobody ?? null,
     classifier: data.classifier ?? "on",
-  });
+  };
+  // What the new caller may do beyond the floor is what needs the operator token.
+  const widened = describeWidening(floorCaller, row);
   await authorize(tx, null, widened);
-  const [caller] = await tx
-    .insert(callers)
-    .values({
-      name: data.name,
-      kind: data.kind,
-      tier: data.tier,
-      allow: data.allow,
-      approvalPolicy: data.approvalPolicy,
-      budgets,
-      promptTemplate: data.promptTemplate ?? null,
-      eventFilter: data.eventFilter ?? null,
-      jwt: data.jwt ?? null,
-      commands: data.commands,
-      toolOverrides: data.toolOverrides,
-      urlGrants: data.urlGrants ?? null,
-      whenNobody: data.whenNobody ?? null,
-      classifier: data.classifier ?? "on",
-    })
-    .returning();
+  const [caller] = await tx.insert(callers).values(row).returning();
   if (!caller) throw new Error("caller insert returned nothing");
   // A JWT peer gets no static token: it authenticates only with JWTs signed by its key.
   const credential = caller.jwt ? null : await issueCredential(tx, ctx, caller);
