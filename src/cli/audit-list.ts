@@ -17,6 +17,7 @@ export const auditKinds: readonly string[] = [
   "caller.restored",
   "caller.rotated",
   "caller.deleted",
+  "retention.pruned",
   "webhook.accepted",
   "webhook.ignored",
   "webhook.refused",

@@ -44,7 +44,7 @@ for (const variant of cliVariants) {
     });
 
     it("an unknown `--kind` lists the kinds instead of saying there are no events", async () => {
-      const r = await s.cli("audit", "--kind", "caller.deleted");
+      const r = await s.cli("audit", "--kind", "caller.vanished");
       expect(r.code).toBe(2);
       expect(r.err).toContain("not a kind of audit event");
       expect(r.err).toContain("caller.revoked");
