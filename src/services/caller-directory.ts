@@ -3,8 +3,8 @@
 // notification hub, src/db/notifications.ts); any caller event drops that caller's entries at
 // once. The cache is trusted only while the hub is healthy (its own heartbeat comes back within
 // `staleAfterMs`); whenever messages may have been lost (a reconnect, heartbeats stopping) it
-// drops everything and reads from the database until heartbeats flow again. JWT issuers are
-// cached the same way (the peers that trust one), so a JWT request does not read the callers.
+// drops everything and reads from the database until heartbeats flow again. A JWT's issuer is
+// looked up by index on every request, never cached (see findByJwtIssuer).
 import { and, eq, isNotNull, sql } from "drizzle-orm";
 import type { Database } from "../db/client.ts";
 import { type Notifications, openNotifications } from "../db/notifications.ts";
@@ -60,7 +60,6 @@ export async function openCallerDirectory(options: {
   const ownsHub = options.notifications === undefined;
 
   const byHash = new Map<string, Entry>();
-  const byIssuer = new Map<string, { callers: Caller[]; at: number }>();
   const hashesByCaller = new Map<string, Set<string>>();
   const listeners = new Set<(event: CallerEvent) => void>();
   let closed = false;
@@ -71,13 +70,10 @@ export async function openCallerDirectory(options: {
   const dropAll = () => {
     epoch += 1;
     byHash.clear();
-    byIssuer.clear();
     hashesByCaller.clear();
   };
   const dropCaller = (callerId: string) => {
     epoch += 1;
-    // Issuer entries are few and caller changes rare: forget them all rather than index them.
-    byIssuer.clear();
     for (const hash of hashesByCaller.get(callerId) ?? []) byHash.delete(hash);
     hashesByCaller.delete(callerId);
   };
@@ -129,13 +125,10 @@ export async function openCallerDirectory(options: {
       return row;
     },
     async findByJwtIssuer(issuer) {
-      if (isTrusted()) {
-        const hit = byIssuer.get(issuer);
-        if (hit && clock() - hit.at < ttlMs) return hit.callers;
-      }
-      const readEpoch = epoch;
-      // Only the peers naming this issuer (through callers_jwt_issuer_idx), not every peer
-      // that trusts JWTs.
+      // Always one indexed read (callers_jwt_issuer_idx), never a cache: the issuer is not a
+      // secret, so an answer that came faster for an issuer in use than for one nobody trusts
+      // would tell a stranger which issuers peergate trusts (test/security/jwt.security.test.ts
+      // times exactly that). The read names only the peers of this issuer, not every JWT peer.
       const rows = await db
         .select()
         .from(callers)
@@ -146,15 +139,7 @@ export async function openCallerDirectory(options: {
             sql`${callers.jwt}->>'issuer' = ${issuer}`,
           ),
         );
-      const found = rows.filter((c) => c.jwt?.issuer === issuer);
-      // An issuer nobody trusts is not kept: the issuer comes from the unverified token, so a
-      // spray of made-up issuers would otherwise fill the cache. Dropped with the rest on any
-      // caller event and whenever notifications may have been lost.
-      if (found.length > 0 && isTrusted() && readEpoch === epoch) {
-        if (byIssuer.size >= maxEntries) byIssuer.clear();
-        byIssuer.set(issuer, { callers: found, at: clock() });
-      }
-      return found;
+      return rows.filter((c) => c.jwt?.issuer === issuer);
     },
     forget(callerId) {
       dropCaller(callerId);

@@ -97,7 +97,8 @@ beforeAll(async () => {
   const add = async (body: Record<string, unknown>) => {
     const res = await s.admin("POST", "/callers", body);
     if (res.status !== 201) throw new Error(`${body.name}: ${res.text}`);
-    return res.json.credential.secret as string;
+    // A JWT peer has no static token (null): it authenticates with JWTs only.
+    return (res.json.credential?.secret as string | undefined) ?? "";
   };
   await add({
     name: "jwt-peer",

@@ -1,4 +1,4 @@
-// README.md runs. In a scratch copy of this checkout (package.json, src, drizzle and node_modules
+// README.md runs. In a scratch copy of this checkout (package.json, bin, src, drizzle and node_modules
 // linked, policies copied) the test does what the quick start says: adds the ```yaml price line
 // under `models:` in policies/models.yaml, runs the first ```sh block (its `export` lines as they
 // are but for the model's URL, which points at an OpenAI-compatible stub playing the local model,
@@ -76,7 +76,7 @@ describe("README.md", () => {
     dir = await mkdtemp(path.join(tmpdir(), "peergate-readme-"));
     clone = path.join(dir, "peergate");
     await mkdir(clone);
-    for (const name of ["package.json", "src", "drizzle", "node_modules"]) {
+    for (const name of ["package.json", "bin", "src", "drizzle", "node_modules"]) {
       await symlink(path.join(repo, name), path.join(clone, name));
     }
     await cp(shippedPoliciesDir, path.join(clone, "policies"), { recursive: true });
