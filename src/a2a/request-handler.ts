@@ -37,8 +37,10 @@
 // is parked, or runs on another instance), the engine is asked to cancel it by the run id stored
 // in the task's metadata before the SDK marks the task canceled.
 //
-// Just over 500 lines, as one file: the list above is checked in one place before the SDK stores
-// anything, and a reader checks it whole. The thin bridge of issue 24 is what will shrink it.
+// Over 700 lines, as one file: the list above is checked in one place before the SDK stores
+// anything, and a reader checks it whole; the event log's resubscribe and the usage extension grew
+// it this stop. The thin bridge of issue 24 is what will shrink it (resubscribe first: it reads
+// only task-events.ts and could move beside it).
 
 import type { AgentCard, TaskPushNotificationConfig } from "@a2a-js/sdk";
 import {
