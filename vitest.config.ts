@@ -43,6 +43,11 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // Two files at a time, whatever the core count: most files wait on a server, a child process
+    // or a database more than they compute, and one at a time (vitest's default on two cores is
+    // cores − 1) made the whole suite 33 minutes. Every test must hold under this load: a test
+    // that passes alone and fails beside another file is a defect (docs/testing.md).
+    maxWorkers: 2,
     projects: [
       {
         extends: true,
