@@ -7,8 +7,11 @@ import { z } from "zod";
 import { ConfigError, type Problem } from "./errors.ts";
 import { canonicalPath, liesWithin } from "./path-identity.ts";
 import { plainIssueWords } from "./plain-issue.ts";
-import { type SandboxKind, sandboxKinds } from "./sandbox/types.ts";
 import { adminTokenFile, secretKeyFile } from "./secret-files.ts";
+
+/** How processes started for runs are confined (src/sandbox/: bubblewrap, or not at all). */
+export const sandboxKinds = ["bwrap", "none"] as const;
+export type SandboxKind = (typeof sandboxKinds)[number];
 
 export const logLevels = ["debug", "info", "warn", "error", "silent"] as const;
 export type LogLevel = (typeof logLevels)[number];

@@ -106,10 +106,6 @@ type HashedContent = {
   data: unknown;
 };
 
-// canonicalJson lives in json-text.ts (a leaf every room may import); re-exported for the
-// importers that still reach it here (listed in test/architecture/check-imports.ts).
-export { canonicalJson };
-
 /**
  * The hash an event must carry, given the hash of the event before it: SHA-256 of `prevHash`
  * followed by the canonical JSON of {v, seq, createdAt, actor, kind, subject, data}.

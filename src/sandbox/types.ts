@@ -3,8 +3,10 @@
 // request confined. That one shape serves both child_process.spawn (src/tools/run-process.ts)
 // and the MCP SDK's stdio transport, which takes command, args and env.
 
-export const sandboxKinds = ["bwrap", "none"] as const;
-export type SandboxKind = (typeof sandboxKinds)[number];
+// The kinds are a configuration word (PEERGATE_SANDBOX), named in config.ts.
+import type { SandboxKind } from "../config.ts";
+
+export type { SandboxKind };
 
 /** Resource limits of one confined process tree (applied with setrlimit to every process in it). */
 export type SandboxLimits = {

@@ -2,7 +2,6 @@ import { eq, sql } from "drizzle-orm";
 import { expect, it } from "vitest";
 import {
   appendAuditEvent,
-  canonicalJson,
   computeAuditHash,
   flushAuditChain,
   genesisHash,
@@ -11,6 +10,7 @@ import {
 import type { Database } from "../../src/db/client.ts";
 import { auditTrail, callers } from "../../src/db/schema.ts";
 import type { AuditActor, AuditKind } from "../../src/domain/audit.ts";
+import { canonicalJson } from "../../src/json-text.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 
 /** Appends `count` events one after the other, then chains them (as the chainer would). */

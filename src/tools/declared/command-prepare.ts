@@ -7,8 +7,8 @@
 import { constants, createReadStream } from "node:fs";
 import { access, open, stat } from "node:fs/promises";
 import path from "node:path";
-import { canonicalJson } from "../../db/audit.ts";
 import { ConfigError, type Problem } from "../../errors.ts";
+import { canonicalJson } from "../../json-text.ts";
 import { liesWithin } from "../../path-identity.ts";
 import type {
   ArgSourcePolicy,

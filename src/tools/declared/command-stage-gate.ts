@@ -6,7 +6,7 @@
 // before any stage of the call starts (gateFloor). What the operator, the audit and the allowlist
 // see of a stage has its secrets masked.
 
-import { canonicalJson } from "../../db/audit.ts";
+import { canonicalJson } from "../../json-text.ts";
 import type { CommandToolPolicy } from "../../policy/policy-files.ts";
 import { quoteUntrusted } from "../../policy/quote.ts";
 import { explainCoverage } from "../../shell/command-key.ts";

@@ -3,7 +3,7 @@
 // govern it), then "Additional tool guidance:" and the operator's description, which grants
 // nothing.
 import { createHash } from "node:crypto";
-import { canonicalJson } from "../../db/audit.ts";
+import { canonicalJson } from "../../json-text.ts";
 import type { CommandToolPolicy } from "../../policy/policy-files.ts";
 
 function describeInput(tool: CommandToolPolicy, optionsAllowed: boolean): string[] {
