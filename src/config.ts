@@ -174,6 +174,42 @@ const envSchema = z.object({
         .filter((a) => a !== ""),
     )
     .pipe(z.array(z.union([z.ipv4(), z.ipv6()], { error: "IP addresses, comma-separated" }))),
+  // Notices about parked runs (docs/operating.md): where they go, the secret that signs them,
+  // exempted addresses, and how close to its window's end a parked run is noticed again.
+  PEERGATE_NOTIFY_URL: z
+    .string()
+    .default("")
+    .transform((v) =>
+      v
+        .split(",")
+        .map((u) => u.trim())
+        .filter((u) => u !== ""),
+    )
+    .pipe(
+      z.array(
+        z.url({
+          protocol: /^https?$/,
+          error: "http(s) URLs, comma-separated, e.g. https://hooks.slack.com/services/…",
+        }),
+      ),
+    ),
+  PEERGATE_NOTIFY_SECRET: z.string().default(""),
+  PEERGATE_NOTIFY_ALLOW_ADDRESSES: z
+    .string()
+    .default("")
+    .transform((v) =>
+      v
+        .split(",")
+        .map((a) => a.trim())
+        .filter((a) => a !== ""),
+    )
+    .pipe(z.array(z.union([z.ipv4(), z.ipv6()], { error: "IP addresses, comma-separated" }))),
+  PEERGATE_NOTIFY_EXPIRING_WITHIN_MS: z.coerce
+    .number({ error: "milliseconds, a whole number from 1000 to 86400000" })
+    .int({ error: "milliseconds, a whole number from 1000 to 86400000" })
+    .min(1_000, { error: "milliseconds, a whole number from 1000 to 86400000" })
+    .max(86_400_000, { error: "milliseconds, a whole number from 1000 to 86400000" })
+    .default(3_600_000),
   PEERGATE_PUSH_LEASE_MS: z.coerce
     .number({ error: "milliseconds, a whole number from 1000 to 600000" })
     .int({ error: "milliseconds, a whole number from 1000 to 600000" })
@@ -259,12 +295,24 @@ export type Config = {
   push: { allowAddresses: string[]; leaseMs: number; retryBaseMs: number };
   /** The A2A gRPC binding: absent unless PEERGATE_GRPC_PORT is set. */
   grpc: GrpcConfig | undefined;
+  /** Notices about parked runs: absent unless PEERGATE_NOTIFY_URL is set. */
+  notify: NotifyConfig | undefined;
   /** Days kept per table family, the prune schedule and its batch (docs/operating.md). */
   retention: {
     days: Record<RetentionFamilyName, number | null>;
     intervalMs: number;
     batchSize: number;
   };
+};
+
+export type NotifyConfig = {
+  readonly targets: readonly URL[];
+  /** Signs every notice (HMAC-SHA256), so the receiver can tell it came from peergate. */
+  readonly secret: string;
+  /** Private addresses a target may have (an intranet host); metadata addresses never. */
+  readonly allowAddresses: readonly string[];
+  /** A parked run is noticed again once its window closes within this (default 1 hour). */
+  readonly expiringWithinMs: number;
 };
 
 export type GrpcConfig = {
@@ -281,6 +329,7 @@ const secretVariables = new Set([
   "PEERGATE_ADMIN_TOKEN",
   "PEERGATE_SECRET_KEY",
   "PEERGATE_MODEL_API_KEY",
+  "PEERGATE_NOTIFY_SECRET",
 ]);
 
 function describeValue(name: string, value: unknown): string {
@@ -309,6 +358,16 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
     throw new ConfigError(problems);
   }
   const e = parsed.data;
+  if (e.PEERGATE_NOTIFY_URL.length > 0 && e.PEERGATE_NOTIFY_SECRET.length < 16) {
+    throw new ConfigError([
+      {
+        field: "PEERGATE_NOTIFY_SECRET",
+        value: undefined,
+        expected: "at least 16 characters when PEERGATE_NOTIFY_URL is set",
+        message: `PEERGATE_NOTIFY_SECRET=${describeValue("PEERGATE_NOTIFY_SECRET", env.PEERGATE_NOTIFY_SECRET)}: PEERGATE_NOTIFY_URL needs a secret of at least 16 characters (e.g. \`openssl rand -hex 32\`): every notice is signed with it, so the receiver can tell it came from peergate`,
+      },
+    ]);
+  }
   const dataDir = path.resolve(cwd, e.PEERGATE_DATA_DIR);
   const workspace = path.resolve(cwd, e.PEERGATE_WORKSPACE ?? "workspace");
   const policiesDir = path.resolve(cwd, e.PEERGATE_POLICIES_DIR);
@@ -344,6 +403,15 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
             host: e.PEERGATE_GRPC_HOST,
             port: e.PEERGATE_GRPC_PORT,
             publicAddress: e.PEERGATE_GRPC_PUBLIC_ADDRESS,
+          },
+    notify:
+      e.PEERGATE_NOTIFY_URL.length === 0
+        ? undefined
+        : {
+            targets: e.PEERGATE_NOTIFY_URL.map((u) => new URL(u)),
+            secret: e.PEERGATE_NOTIFY_SECRET,
+            allowAddresses: e.PEERGATE_NOTIFY_ALLOW_ADDRESSES,
+            expiringWithinMs: e.PEERGATE_NOTIFY_EXPIRING_WITHIN_MS,
           },
     retention: {
       days: Object.fromEntries(

@@ -51,7 +51,7 @@ import { type LoadedPolicies, loadPolicies } from "./load-policies.ts";
 import type { LogFields, Logger } from "./log.ts";
 import { createInstanceEvents, type InstanceEvents } from "./metrics-events.ts";
 import { createModelCallLog, type ModelCallLog, timeModelCalls } from "./metrics-model.ts";
-import { readNotifyConfig, startParkedRunNotifier } from "./notify/parked-notifier.ts";
+import { startParkedRunNotifier } from "./notify/parked-notifier.ts";
 import { createCeilingCache } from "./policy/ceiling-cache.ts";
 import { type LivePolicies, watchPolicies } from "./policy-reload.ts";
 import { createSignal, reactionsOf, wireReactions } from "./reactions.ts";
@@ -386,7 +386,7 @@ export async function openCore(
     opened.push(async () => unwire());
     opened.push(() => engine.stop());
     // Parked runs noticed to PEERGATE_NOTIFY_URL, signed, through web_fetch's egress rules.
-    const notify = readNotifyConfig(env);
+    const notify = config.notify;
     if (notify) {
       const notifier = startParkedRunNotifier({
         database,

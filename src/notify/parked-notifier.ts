@@ -13,59 +13,15 @@
 // outcome per target is one `run.notified` audit event. Targets are reached through the same
 // rules against request forgery as web_fetch (src/notify/safe-post.ts). A notice whose instance
 // stops during its retries is not sent again by another instance (its claim stays `sending`).
+// The settings are read with every other one, in config.ts, so a bad value stops start-up before
+// the database opens.
 import { createHmac } from "node:crypto";
 import { sql } from "drizzle-orm";
+import type { NotifyConfig } from "../config.ts";
 import { appendAuditEvent } from "../db/audit.ts";
 import { type Database, selectRows } from "../db/client.ts";
 import type { Logger } from "../log.ts";
 import { type SafePostOptions, safePost } from "./safe-post.ts";
-
-export type NotifyConfig = {
-  readonly targets: readonly URL[];
-  readonly secret: string;
-  /** Private addresses a target may have (an intranet host); metadata addresses never. */
-  readonly allowAddresses: readonly string[];
-  /** A parked run is noticed again once its window closes within this (default 1 hour). */
-  readonly expiringWithinMs: number;
-};
-
-/** PEERGATE_NOTIFY_URL (comma-separated), PEERGATE_NOTIFY_SECRET, PEERGATE_NOTIFY_ALLOW_ADDRESSES. */
-export function readNotifyConfig(
-  env: Readonly<Record<string, string | undefined>>,
-): NotifyConfig | undefined {
-  const urls = (env.PEERGATE_NOTIFY_URL ?? "")
-    .split(",")
-    .map((u) => u.trim())
-    .filter(Boolean);
-  if (urls.length === 0) return undefined;
-  const targets = urls.map((u) => {
-    let url: URL;
-    try {
-      url = new URL(u);
-    } catch {
-      throw new Error(`PEERGATE_NOTIFY_URL: ${JSON.stringify(u)} is not a URL`);
-    }
-    if (url.protocol !== "https:" && url.protocol !== "http:")
-      throw new Error(`PEERGATE_NOTIFY_URL: ${JSON.stringify(u)} is not an http(s) URL`);
-    return url;
-  });
-  const secret = env.PEERGATE_NOTIFY_SECRET ?? "";
-  if (secret.length < 16) {
-    throw new Error(
-      "PEERGATE_NOTIFY_URL needs PEERGATE_NOTIFY_SECRET (at least 16 characters, e.g. `openssl rand -hex 32`): every notice is signed with it, so the receiver can tell it came from peergate",
-    );
-  }
-  const within = Number(env.PEERGATE_NOTIFY_EXPIRING_WITHIN_MS ?? 3_600_000);
-  return {
-    targets,
-    secret,
-    allowAddresses: (env.PEERGATE_NOTIFY_ALLOW_ADDRESSES ?? "")
-      .split(",")
-      .map((a) => a.trim())
-      .filter(Boolean),
-    expiringWithinMs: Number.isFinite(within) && within > 0 ? within : 3_600_000,
-  };
-}
 
 /** The signature a receiver recomputes: HMAC-SHA256 over "<timestamp>.<body>". */
 export function signNotice(secret: string, timestamp: string, body: string): string {

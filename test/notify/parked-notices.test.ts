@@ -10,8 +10,8 @@ import path from "node:path";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
+import { ConfigError } from "../../src/errors.ts";
 import { silentLogger } from "../../src/log.ts";
-import { readNotifyConfig } from "../../src/notify/parked-notifier.ts";
 import { safePost } from "../../src/notify/safe-post.ts";
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
@@ -229,32 +229,46 @@ describe("the notify target's egress", () => {
     }
   });
 
-  it("a notify URL without a secret stops start-up, naming the variable", async () => {
-    expect(() => readNotifyConfig({ PEERGATE_NOTIFY_URL: "https://hooks.example/x" })).toThrow(
-      /PEERGATE_NOTIFY_SECRET/,
-    );
-    expect(readNotifyConfig({})).toBeUndefined();
-    const dataDir = await mkdtemp(path.join(os.tmpdir(), "peergate-notify-nosecret-"));
-    const policiesDir = await copyPolicies();
+  it("bad notify settings are configuration errors (read with every other setting, before anything opens), naming each variable", async () => {
+    const cwd = await mkdtemp(path.join(os.tmpdir(), "peergate-notify-config-"));
     try {
-      const env = {
-        ...instanceEnv({
-          ...createSharedSecrets(),
-          policiesDir,
-          modelBaseUrl: "http://127.0.0.1:9",
-          dataDir,
-        }),
-        PEERGATE_LOG_LEVEL: "silent",
-        PEERGATE_NOTIFY_URL: "https://hooks.example/x",
+      const dataDir = path.join(cwd, "data");
+      const base = { PEERGATE_DATA_DIR: dataDir, PEERGATE_WORKSPACE: path.join(cwd, "ws") };
+      const problems = (env: Record<string, string>) => {
+        try {
+          loadConfig({ ...base, ...env }, cwd);
+        } catch (error) {
+          if (error instanceof ConfigError) return error.problems.map((p) => p.message).join("\n");
+          throw error;
+        }
+        return "";
       };
-      await expect(startServer(loadConfig(env, dataDir), silentLogger, env)).rejects.toThrow(
-        /PEERGATE_NOTIFY_SECRET/,
+      // A URL without its secret; the secret's value is never echoed.
+      const noSecret = problems({
+        PEERGATE_NOTIFY_URL: "https://hooks.example/x",
+        PEERGATE_NOTIFY_SECRET: "short-secret",
+      });
+      expect(noSecret).toMatch(/^PEERGATE_NOTIFY_SECRET=\(value hidden\): .*16 characters/);
+      expect(noSecret).not.toContain("short-secret");
+      expect(problems({ PEERGATE_NOTIFY_URL: "ftp://hooks.example/x" })).toMatch(
+        /^PEERGATE_NOTIFY_URL="ftp:\/\/hooks.example\/x": expected http\(s\) URLs/,
       );
+      expect(
+        problems({
+          PEERGATE_NOTIFY_URL: "https://hooks.example/x",
+          PEERGATE_NOTIFY_SECRET: "0123456789abcdef",
+          PEERGATE_NOTIFY_EXPIRING_WITHIN_MS: "soon",
+        }),
+      ).toMatch(/^PEERGATE_NOTIFY_EXPIRING_WITHIN_MS="soon": expected milliseconds/);
+      expect(problems({ PEERGATE_NOTIFY_ALLOW_ADDRESSES: "intranet.example" })).toMatch(
+        /^PEERGATE_NOTIFY_ALLOW_ADDRESSES=.*expected IP addresses/,
+      );
+      // Unset: no notices, and the server starts as before.
+      expect(loadConfig(base, cwd).notify).toBeUndefined();
     } finally {
-      await rm(dataDir, { recursive: true, force: true });
-      await rm(policiesDir, { recursive: true, force: true });
+      await rm(cwd, { recursive: true, force: true });
     }
-  }, 60_000);
+  });
 });
 
 describe.skipIf(postgresSkipReason() !== undefined)(
