@@ -4,17 +4,16 @@
 // 1. the caller's push grants (`caller_push_hosts`, none by default): URL grant entries in the
 //    forms src/policy/url-grants.ts reads — a host (default ports), a `.suffix`, or a URL prefix
 //    (which pins scheme, host, port and path, e.g. `https://hooks.example.com:8443/a2a`);
-// 2. the egress guard web_fetch uses (createEgress in src/tools/net/web-fetch.ts): the host must
+// 2. the egress guard web_fetch uses (createEgress in src/net/egress.ts): the host must
 //    resolve to public addresses only, and the connection goes to the address judged. Loopback,
 //    private and link-local addresses pass only when the operator lists them
 //    (`PEERGATE_PUSH_ALLOW_ADDRESSES`); cloud metadata addresses never do.
 import { eq } from "drizzle-orm";
 import type { DbOrTx } from "../db/client.ts";
 import { callerPushHosts } from "../db/schema.ts";
+import { createEgress, EgressError, type EgressOptions, type Hop } from "../net/egress.ts";
 import { compilePushGrants } from "../policy/push-grants.ts";
 import { checkUrlGrant } from "../policy/url-grants.ts";
-import { createEgress, type EgressOptions, type Hop } from "../tools/net/web-fetch.ts";
-import { ToolCallError } from "../tools/tool-call-error.ts";
 
 export type PushEgress = ReturnType<typeof createEgress>;
 
@@ -73,7 +72,7 @@ export async function checkPushTargetWith(
   try {
     return { ok: true, url, hop: await egress.planHop(url, signal) };
   } catch (error) {
-    if (error instanceof ToolCallError) return { ok: false, reason: error.message };
+    if (error instanceof EgressError) return { ok: false, reason: error.message };
     return { ok: false, reason: "the push notification host could not be resolved" };
   }
 }

@@ -1,9 +1,9 @@
-// One HTTP(S) POST to an operator's notify target through web_fetch's egress guard (createEgress,
-// src/tools/net/web-fetch.ts), as A2A push deliveries go: http(s) only, no credentials in the
+// One HTTP(S) POST to an operator's notify target through the egress guard (createEgress,
+// src/net/egress.ts) web_fetch uses, as A2A push deliveries go: http(s) only, no credentials in the
 // URL, the host resolved here and every address it resolves to public (a listed exemption
 // aside, never a metadata address), the socket handed the judged address and its peer checked
 // before the answer counts. Redirects are not followed: a notice goes where it was configured.
-import { createEgress, type ResolvedAddress } from "../tools/net/web-fetch.ts";
+import { createEgress, EgressError, type ResolvedAddress } from "../net/egress.ts";
 
 export type SafePostOptions = {
   /** Private addresses exempted, as written (an intranet target); metadata addresses never are. */
@@ -46,10 +46,7 @@ export async function safePost(
     const code = (error as NodeJS.ErrnoException).code;
     return {
       ok: false,
-      reason:
-        error instanceof Error && error.name === "ToolCallError"
-          ? error.message
-          : (code ?? "failed"),
+      reason: error instanceof EgressError ? error.message : (code ?? "failed"),
     };
   }
 }

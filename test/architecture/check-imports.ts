@@ -35,14 +35,16 @@ export const rules: Rules = {
   auth: [...plumbing, "secret-files.ts"],
   db: [...plumbing],
   sandbox: [...plumbing, "policy"],
-  tools: [...plumbing, "policy", "sandbox", "path-identity.ts"],
+  // The egress guard: the one way to connect to a URL someone else chose.
+  net: [...plumbing, "policy"],
+  tools: [...plumbing, "policy", "sandbox", "net", "path-identity.ts"],
   "load-policies.ts": [...plumbing, "policy", "tools"],
   gate: [...plumbing, "policy", "type:db", "type:sandbox", "tools"],
   runs: [...plumbing, "policy", "db", "type:sandbox", "tools", "gate", "load-policies.ts"],
   "metrics-model.ts": [...plumbing, "type:runs"],
   "metrics-events.ts": [...plumbing, "type:runs"],
   "metrics.ts": [...plumbing, "auth", "db", "metrics-model.ts", "metrics-events.ts"],
-  notify: [...plumbing, "db"],
+  notify: [...plumbing, "db", "net"],
   services: [
     ...plumbing,
     "config.ts",
@@ -55,7 +57,7 @@ export const rules: Rules = {
     "secret-files.ts",
     "load-policies.ts",
   ],
-  a2a: [...plumbing, "type:runs", "services", "db", "type:load-policies.ts"],
+  a2a: [...plumbing, "type:runs", "services", "db", "net", "type:load-policies.ts"],
   control: [...plumbing, "services"],
   http: [...plumbing, "auth", "type:runs", "services", "a2a", "type:metrics.ts"],
   "policy-reload.ts": [...plumbing, "load-policies.ts", "runs", "sandbox", "tools"],
@@ -84,10 +86,6 @@ export const rules: Rules = {
 export const exceptions: Record<string, string> = {
   // Circle: load-policies.ts → tools/builtin-tools.ts → … and tools/runtime.ts → load-policies.ts.
   "src/tools/runtime.ts → load-policies.ts": "take the loaded policies' type from policy/",
-  // The egress guard (tools/net/web-fetch.ts) is used by push delivery and notices: it belongs
-  // in a room below tools, a2a and notify (e.g. sandbox/ or its own net/).
-  "src/a2a/push-targets.ts → tools": "move the egress guard below tools",
-  "src/notify/safe-post.ts → tools": "move the egress guard below tools",
   // Push delivery seals tokens and reads URL grants: not in a2a's written arrows.
   "src/a2a/push-targets.ts → policy": "write a2a → policy (push grants) into the rules, or move",
   "src/a2a/push-store.ts → auth": "seal push tokens in a service",

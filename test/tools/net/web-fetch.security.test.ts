@@ -6,12 +6,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { judgeAddress } from "../../../src/tools/net/ip-address.ts";
-import {
-  createWebFetchTool,
-  type ResolvedAddress,
-  type WebFetchOptions,
-} from "../../../src/tools/net/web-fetch.ts";
+import type { ResolvedAddress } from "../../../src/net/egress.ts";
+import { judgeAddress } from "../../../src/net/ip-address.ts";
+import { createWebFetchTool, type WebFetchOptions } from "../../../src/tools/net/web-fetch.ts";
 import type { ToolRuntime } from "../../../src/tools/types.ts";
 import { expectFailure, expectSuccess, makeContext } from "../support.ts";
 

@@ -1,7 +1,7 @@
 // The SSRF guard's reading of IPv6 forms that carry an IPv4 address: each is judged by the
 // address it embeds, so a blocked IPv4 address is refused however it is wrapped.
 import { describe, expect, it } from "vitest";
-import { judgeAddress } from "../../../src/tools/net/ip-address.ts";
+import { judgeAddress } from "../../src/net/ip-address.ts";
 
 type Row = [address: string, form: string, verdict: "allowed" | RegExp, metadata?: boolean];
 
