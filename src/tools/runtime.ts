@@ -7,8 +7,9 @@
 // ConfigError now, naming the tool.
 
 import { ConfigError, type Problem } from "../errors.ts";
-import type { LoadedPolicies } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
+import type { Inventory } from "../policy/tools.ts";
+import type { ToolsPolicy } from "../policy/tools-policy.ts";
 import { createNoneBackend } from "../sandbox/none.ts";
 import type { Redactor } from "../sandbox/redact.ts";
 import type { SandboxBackend } from "../sandbox/types.ts";
@@ -22,8 +23,16 @@ import type { ToolImplementation, ToolRuntime } from "./types.ts";
 import { createWorkspace, type Workspace } from "./workspace.ts";
 
 export type ToolRuntimeOptions = BuiltinOptions & {
-  /** The loaded policy files: the inventory and the tools.yaml declarations behind it. */
-  readonly policies: Pick<LoadedPolicies, "inventory" | "toolsPolicy" | "toolsFile">;
+  /**
+   * The part of the loaded policy files (load-policies.ts, which builds on this room) a runtime
+   * needs: the inventory and the tools.yaml declarations behind it.
+   */
+  readonly policies: {
+    readonly inventory: Inventory;
+    readonly toolsPolicy: ToolsPolicy;
+    /** The full path of tools.yaml, for start-up errors about declared tools. */
+    readonly toolsFile?: string;
+  };
   /** Absolute path of the workspace (created if missing, resolved with realpath once). */
   readonly workspace: string;
   /** peergate's data directory: refused to every tool, wherever it lies. */
