@@ -6,6 +6,7 @@
 // (deny > prompt > allow): both are the operator's, and neither may widen what the other narrows.
 // A value that is not one of the three reads as `deny`, like every unrecognised value in policy.
 import { type ApprovalPolicy, approvalPolicies } from "../domain/caller.ts";
+import { type NobodyThere, nobodyThereModes } from "../domain/tool-words.ts";
 
 /** `auto`, or the risk level at or below which a call runs without asking (the domain's word). */
 export const approvalPolicyLevels = approvalPolicies;
@@ -70,8 +71,7 @@ export function resolveToolOverride(
 
 // --- Nobody there: park or decline -------------------------------------------------------------
 
-export const nobodyThereModes = ["park", "decline"] as const;
-export type NobodyThere = (typeof nobodyThereModes)[number];
+export { type NobodyThere, nobodyThereModes };
 
 export function isNobodyThere(value: unknown): value is NobodyThere {
   return typeof value === "string" && (nobodyThereModes as readonly string[]).includes(value);

@@ -1,22 +1,11 @@
 // The one reason a ceiling gives for each tool, and the sentence an operator reads for it. The
 // order of `ceilingReasons` is the precedence documented in ceiling.ts; indexes are used as small
 // integer codes on the hot path, so append new reasons at the end only if their precedence allows.
+// The list itself is a domain word (src/domain/tool-words.ts).
+import { type CeilingReason, ceilingReasons } from "../domain/tool-words.ts";
 import type { ToolDescriptor } from "./tools.ts";
 
-export const ceilingReasons = [
-  "caller-revoked",
-  "tier-unknown",
-  "denied-by-agent",
-  "not-offered-by-agent",
-  "needs-a-person",
-  "persists-operator-state",
-  "tier-admits-read-only",
-  "disclosure-above-tier",
-  "named-in-allow",
-  "acting-tool-needs-allow",
-  "egress-needs-allow",
-] as const;
-export type CeilingReason = (typeof ceilingReasons)[number];
+export { type CeilingReason, ceilingReasons };
 
 /** Small integer codes for the reasons, equal to their index in `ceilingReasons`. */
 export const reasonCode = {

@@ -8,19 +8,28 @@
 // hidden execute halves alike: an operator reading `Write_File` in a table must never be looking
 // at a different tool from `write_file`.
 
-/** Risk levels in order, lowest first: the one definition of the order (`unknown` is highest). */
-export const riskLevels = ["read-only", "low-risk", "high-risk", "unknown"] as const;
-export type Risk = (typeof riskLevels)[number];
+// Risk, disclosure and category are domain words (src/domain/tool-words.ts), named here too.
+import {
+  type Disclosure,
+  disclosureLevels,
+  type Risk,
+  riskLevels,
+  type ToolCategory,
+  toolCategories,
+} from "../domain/tool-words.ts";
 
-export const disclosureLevels = ["public", "internal", "private"] as const;
-export type Disclosure = (typeof disclosureLevels)[number];
+export {
+  type Disclosure,
+  disclosureLevels,
+  type Risk,
+  riskLevels,
+  type ToolCategory,
+  toolCategories,
+};
 
 /** Caller tiers in order; `none` is what revocation sets. */
 export const tiers = ["none", "public", "internal", "private"] as const;
 export type Tier = (typeof tiers)[number];
-
-export const toolCategories = ["files", "shell", "web", "context", "custom", "mcp"] as const;
-export type ToolCategory = (typeof toolCategories)[number];
 
 export const toolNamePattern = /^[A-Za-z0-9_.-]{1,128}$/;
 

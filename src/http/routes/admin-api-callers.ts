@@ -4,9 +4,13 @@
 import { createRoute, type RouteConfig } from "@hono/zod-openapi";
 import { z } from "zod";
 import { approvalPolicies, callerKinds, tiers } from "../../domain/caller.ts";
-import { nobodyThereModes } from "../../policy/overrides.ts";
-import { ceilingReasons } from "../../policy/reasons.ts";
-import { disclosureLevels, riskLevels, toolCategories } from "../../policy/tools.ts";
+import {
+  ceilingReasons,
+  disclosureLevels,
+  nobodyThereModes,
+  riskLevels,
+  toolCategories,
+} from "../../domain/tool-words.ts";
 import { applyCallersSchema } from "../../services/apply-callers.ts";
 import { createCallerSchema, updateCallerSchema } from "../../services/caller-input.ts";
 import { previewCeilingSchema } from "../../services/preview-ceiling.ts";
