@@ -160,10 +160,7 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
   const grace = request.killGraceMs ?? processDefaults.killGraceMs;
   // The process as a span under its tool call's: the backend, the program's name (never its
   // arguments or environment), how it ended.
-  const span = startSpan("peergate.sandbox.process", {
-    "peergate.sandbox.backend": request.sandbox.backend.kind,
-    "process.executable.name": path.basename(request.program),
-  });
+  const span = startProcessSpan(request.sandbox.backend, request.program);
   return new Promise((resolve) => {
     const out: Collector = { chunks: [], kept: 0, total: 0 };
     const err: Collector = { chunks: [], kept: 0, total: 0 };
@@ -208,7 +205,7 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
       clearTimeout(killTimer);
       const stdout = redactStream(out, request.sandbox.redactor);
       const stderr = redactStream(err, request.sandbox.redactor);
-      endProcessSpan(span, exit, stoppedBy, spawnError);
+      endProcessSpan(span, exit, stoppedBy, spawnError?.code ?? spawnError?.message);
       resolve({
         exitCode: exit?.code ?? null,
         signal: exit?.signal ?? null,
@@ -264,17 +261,29 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
   });
 }
 
-function endProcessSpan(
+/**
+ * A process started for a tool, as a span under its tool call's (src/gate/trace-tool.ts): the
+ * sandbox backend and the program's name, never its arguments or environment.
+ */
+export function startProcessSpan(backend: SandboxBackend, program: string): Span {
+  return startSpan("peergate.sandbox.process", {
+    "peergate.sandbox.backend": backend.kind,
+    "process.executable.name": path.basename(program),
+  });
+}
+
+/** How the process ended: its exit code, what stopped it, why it could not start. */
+export function endProcessSpan(
   span: Span,
   exit: { code: number | null; signal: NodeJS.Signals | null } | undefined,
   stoppedBy: ProcessResult["stoppedBy"],
-  spawnError: NodeJS.ErrnoException | undefined,
+  spawnError: string | undefined,
 ): void {
   if (exit?.code !== null && exit?.code !== undefined) {
     span.setAttribute("process.exit.code", exit.code);
   }
   if (stoppedBy !== undefined) span.setAttribute("peergate.process.stopped_by", stoppedBy);
-  if (spawnError !== undefined) failSpan(span, spawnError, spawnError.code ?? "spawn-failed");
+  if (spawnError !== undefined) failSpan(span, undefined, "spawn-failed");
   span.end();
 }
 

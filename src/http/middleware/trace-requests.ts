@@ -3,13 +3,9 @@
 // Everything the request does (authentication, the run, the access log line) happens inside it,
 // so it all carries one trace id. The path itself is never recorded: an IFTTT secret travels in
 // it; the route pattern says which surface was asked. Headers are never recorded either.
-// While tracing is off this is one branch per request.
-import {
-  ATTR_HTTP_REQUEST_METHOD,
-  ATTR_HTTP_RESPONSE_STATUS_CODE,
-  ATTR_HTTP_ROUTE,
-  ATTR_URL_SCHEME,
-} from "@opentelemetry/semantic-conventions";
+// While tracing is off this is one branch per request. The attribute names are the stable HTTP
+// conventions, written out so that an instance without traces loads nothing of OpenTelemetry but
+// the API.
 import type { MiddlewareHandler } from "hono";
 import { routePath } from "hono/route";
 import { failSpan, inSpan, remoteContext, SpanKind, tracing } from "../../trace.ts";
@@ -25,7 +21,7 @@ export function traceRequests(): MiddlewareHandler {
     const method = c.req.method;
     await inSpan(
       method,
-      { [ATTR_HTTP_REQUEST_METHOD]: method, [ATTR_URL_SCHEME]: "http" },
+      { "http.request.method": method, "url.scheme": "http" },
       async (span) => {
         try {
           await next();
@@ -34,9 +30,9 @@ export function traceRequests(): MiddlewareHandler {
           const matched = !(pattern === "" || pattern === "*" || pattern === "/*");
           if (matched) {
             span.updateName(`${method} ${pattern}`);
-            span.setAttribute(ATTR_HTTP_ROUTE, pattern);
+            span.setAttribute("http.route", pattern);
           }
-          span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, c.res.status);
+          span.setAttribute("http.response.status_code", c.res.status);
           if (c.res.status >= 500) failSpan(span, undefined, String(c.res.status));
         }
       },
