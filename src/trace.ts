@@ -52,13 +52,20 @@ export type SpanOptions = { kind?: SpanKind; parent?: Context };
  * A throw marks the span as an error with the error's class name, not its message (a message may
  * quote what a caller sent), and is thrown on.
  */
-export async function inSpan<T>(
+export function inSpan<T>(
   name: string,
   attributes: Attributes,
   fn: (span: Span) => Promise<T> | T,
   options: SpanOptions = {},
 ): Promise<T> {
-  if (!state.on) return fn(idle);
+  // Off: the function's own promise, not one more around it.
+  if (!state.on) {
+    try {
+      return Promise.resolve(fn(idle));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
   return tracer.startActiveSpan(
     name,
     { kind: options.kind ?? SpanKind.INTERNAL, attributes },
