@@ -8,7 +8,7 @@
 // (authenticated or not) must not be able to keep its own requests out of the operator's traces.
 // The exporter itself still reads the standard OTEL_EXPORTER_OTLP_* headers, certificate,
 // timeout and compression variables from the environment (docs/operating.md, "Traces").
-import { context, trace } from "@opentelemetry/api";
+import { context, DiagLogLevel, diag, trace } from "@opentelemetry/api";
 import type { TracingConfig } from "./config.ts";
 import type { Logger } from "./log.ts";
 import { setTracing } from "./trace.ts";
@@ -31,6 +31,14 @@ export async function startTraceExport(
       import("@opentelemetry/exporter-trace-otlp-http"),
       import("@opentelemetry/semantic-conventions"),
     ]);
+  // The SDK's own complaints (a collector that refuses or cannot be reached) as warnings: traces
+  // that do not arrive must not fail silently. Its message only, never its arguments.
+  const warn = (message: string) =>
+    logger.warn("traces: the OpenTelemetry SDK reports a problem", { message });
+  diag.setLogger(
+    { error: warn, warn, info: () => {}, debug: () => {}, verbose: () => {} },
+    { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true },
+  );
   const exporter = new otlp.OTLPTraceExporter({ url: config.url, timeoutMillis: 10_000 });
   const provider = new sdk.TracerProvider({
     resource: resourceFromAttributes({
@@ -74,6 +82,7 @@ export async function startTraceExport(
         if (!done) logger.warn("the last spans were not exported in time", { timeoutMs });
         trace.disable();
         context.disable();
+        diag.disable();
       })();
       return stopped;
     },
