@@ -32,7 +32,7 @@ import type { Classification, CommandToolShape } from "../gate/decide.ts";
 import { type LoadedPolicies, policiesNow } from "../load-policies.ts";
 import { isCallerRevoked } from "../policy/caller-revoked.ts";
 import type { EffectiveToolSet } from "../policy/effective-set.ts";
-import { type Attributes, failSpan, inSpan } from "../trace.ts";
+import { type Attributes, failSpan, inSpan, startSpan } from "../trace.ts";
 import type { ActiveRun, StopReason } from "./active-runs.ts";
 import { createBudgetMeters, describeBudgetExceeded, formatUtcDay, zeroUsage } from "./budgets.ts";
 import type { RunCore } from "./core.ts";
@@ -287,23 +287,22 @@ async function runAndRecord(
     ...(text !== undefined && text !== "" ? { text } : {}),
     ...(error ? { error } : {}),
   };
-  const finished = await inSpan("peergate.run.finish", { "peergate.run.outcome": status }, () =>
-    finishRun(db, {
-      runId: run.id,
-      instanceId,
-      status,
-      text,
-      error,
-      messages,
-      used,
-      at,
-      daily,
-      toolCallsOpen: input.resume !== undefined || callsRecorded,
-      ...(input.inFinishTransaction
-        ? { alongside: (tx: DbTransaction) => input.inFinishTransaction?.(tx, ended) }
-        : {}),
-    }),
-  );
+  const finishing = startSpan("peergate.run.finish", { "peergate.run.outcome": status });
+  const finished = await finishRun(db, {
+    runId: run.id,
+    instanceId,
+    status,
+    text,
+    error,
+    messages,
+    used,
+    at,
+    daily,
+    toolCallsOpen: input.resume !== undefined || callsRecorded,
+    ...(input.inFinishTransaction
+      ? { alongside: (tx: DbTransaction) => input.inFinishTransaction?.(tx, ended) }
+      : {}),
+  }).finally(() => finishing.end());
   if (!finished) return settleTakenOver(core, run, input);
   core.emit(input.onEvent, {
     type: "status",
