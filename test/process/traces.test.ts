@@ -23,6 +23,7 @@ import {
   sendMessageBody,
   spawnServe,
   startScriptedModel,
+  waitFor,
 } from "../faults/support.ts";
 
 type OtlpSpan = {
@@ -106,7 +107,11 @@ describe("traces from a real server", () => {
   });
 
   /** A server of its own, a caller, and one SendMessage whose run calls `stamp`. */
-  async function oneRun(extraEnv: Record<string, string>, headers: Record<string, string> = {}) {
+  async function oneRun(
+    extraEnv: Record<string, string>,
+    headers: Record<string, string> = {},
+    beforeStop: (server: ServeProcess) => Promise<void> = async () => {},
+  ) {
     const secrets = createSharedSecrets();
     const dataDir = await mkdtemp(path.join(scratch, "data-"));
     const env = {
@@ -128,25 +133,52 @@ describe("traces from a real server", () => {
     expect(sent.body.result?.task?.status?.state, JSON.stringify(sent.body)).toBe(
       "TASK_STATE_COMPLETED",
     );
+    await beforeStop(server);
     // The graceful stop exports what is left (SIGTERM, as systemd sends).
     await server.stop();
     expect(await server.exited).toBe(0);
     return { server, token, prompt, secrets, env };
   }
 
-  it("exports one trace from the caller's traceparent through auth, admission, model, tool, process and finish", {
+  it("exports one trace from the caller's traceparent through auth, admission, model, tool, process and finish; a webhook fire and its background run another", {
     timeout: 300_000,
   }, async () => {
     const receiver = await startReceiver();
     receivers.push(receiver);
     const traceId = randomBytes(16).toString("hex");
     const callerSpanId = randomBytes(8).toString("hex");
+    // A generic webhook's fire too: answered 202 at once, its run going on in the background.
+    let hookToken = "";
+    let hookRunId = "";
     const { server, token, prompt, secrets } = await oneRun(
       { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: "peergate-under-test" },
       { traceparent: `00-${traceId}-${callerSpanId}-01` },
+      async (server) => {
+        const hook = await addCaller(server, {
+          name: "hook",
+          kind: "webhook",
+          promptTemplate: "CI says: {{payload}}",
+        });
+        hookToken = hook.credential.secret;
+        const fired = await call(`${server.url}/webhooks/hook`, {
+          body: { build: "green" },
+          headers: { authorization: `Bearer ${hookToken}` },
+        });
+        expect(fired.status, JSON.stringify(fired.body)).toBe(202);
+        hookRunId = fired.body.runId;
+        await waitFor(
+          async () => {
+            const run = await server.admin("GET", `/runs/${hookRunId}`);
+            return run.body?.run?.status === "completed" ? true : undefined;
+          },
+          120_000,
+          "the webhook's run to complete",
+        );
+      },
     );
 
-    const spans = spansOf(receiver.bodies);
+    const all = spansOf(receiver.bodies);
+    const spans = all.filter((s) => s.traceId === traceId);
     const named = (name: string) => {
       const found = spans.filter((s) => s.name === name);
       expect(found, `${name} in ${spans.map((s) => s.name).join(", ")}`).toHaveLength(1);
@@ -204,6 +236,20 @@ describe("traces from a real server", () => {
       expect(payload).not.toContain(secret);
     }
     expect(payload.toLowerCase()).not.toContain("bearer");
+
+    // The webhook's request, authentication, accept and background run: one trace of its own.
+    const hookRequest = all.find((s) => s.name === "POST /webhooks/:name") as OtlpSpan;
+    expect(hookRequest, all.map((s) => s.name).join(", ")).toBeDefined();
+    const hookTrace = all.filter((s) => s.traceId === hookRequest.traceId);
+    const inHook = (name: string) => hookTrace.find((s) => s.name === name) as OtlpSpan;
+    expect(attribute(inHook("peergate.authenticate"), "peergate.surface")).toBe("webhook");
+    expect(inHook("peergate.authenticate").parentSpanId).toBe(hookRequest.spanId);
+    expect(attribute(inHook("peergate.webhook.accept"), "peergate.run.id")).toBe(hookRunId);
+    expect(inHook("peergate.webhook.accept").parentSpanId).toBe(hookRequest.spanId);
+    expect(attribute(inHook("peergate.run"), "peergate.run.id")).toBe(hookRunId);
+    expect(attribute(inHook("peergate.run"), "peergate.run.outcome")).toBe("completed");
+    expect(payload).not.toContain(hookToken);
+    expect(payload).not.toContain("green");
 
     // The log lines of the run carry its trace.
     const runStarted = server.logs
