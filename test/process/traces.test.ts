@@ -1,8 +1,9 @@
 // Traces from a real `peergate serve`: an OTLP/HTTP receiver on loopback gets the spans of one A2A
 // SendMessage whose run calls a tool that starts a process — one trace, continued from the
 // caller's `traceparent`, from the request through authentication, admission, the model, the
-// tool and its process to the run's finish, exported by the graceful stop — and nothing in the
-// payload is a credential or the prompt. Without an endpoint nothing is sent, log lines carry no
+// tool and its process to the run's finish, exported by the graceful stop; a webhook fire is a
+// trace of its own that its background run joins — and nothing in the payload is a credential,
+// the prompt or the webhook's payload. Without an endpoint nothing is sent, log lines carry no
 // trace ids, and no OpenTelemetry module but the API is even loaded.
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
