@@ -39,6 +39,22 @@ const postgresUrl = z
     error: "a PostgreSQL URL such as postgres://user:pass@127.0.0.1:5432/peergate",
   });
 
+/** Where OTLP/HTTP spans go: an http(s) URL (the collector's base, or its /v1/traces). */
+const otlpUrl = z
+  .string()
+  .trim()
+  .refine((v) => /^https?:\/\/[^/?#\s]+(\/[^\s]*)?$/.test(v), {
+    error: "an http(s) URL of an OTLP/HTTP receiver, e.g. http://127.0.0.1:4318",
+  });
+
+/** The OTLP protocol: only http/json is exported (the installed exporter speaks nothing else). */
+const otlpProtocol = z
+  .enum(["", "http/json"], {
+    error:
+      "http/json (or unset): peergate exports traces as OTLP over HTTP with JSON; point it at a collector's HTTP port (4318), which accepts JSON",
+  })
+  .default("");
+
 /**
  * Days each table family is kept (src/domain/retention.ts names the families); null: for ever.
  * The audit trail is never pruned unless the operator says so; the others are kept long enough
@@ -249,6 +265,25 @@ const envSchema = z.object({
     .min(0, { error: "minutes, a whole number from 0 (never) to 10080" })
     .max(10_080, { error: "minutes, a whole number from 0 (never) to 10080" })
     .default(60),
+  // Traces (docs/operating.md "Traces"): the standard OpenTelemetry variables; off unless an
+  // endpoint is set. Only OTLP over HTTP with JSON is exported (the one exporter installed).
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess((v) => (v === "" ? undefined : v), otlpUrl.optional()),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.preprocess(
+    (v) => (v === "" ? undefined : v),
+    otlpUrl.optional(),
+  ),
+  OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol,
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol,
+  OTEL_SDK_DISABLED: z
+    .enum(["", "true", "false"], { error: "true (no traces even with an endpoint) or false" })
+    .default(""),
+  OTEL_SERVICE_NAME: z.preprocess((v) => (v === "" ? undefined : v), z.string().trim().optional()),
+  // Prompts, answers and tool arguments in spans: only when the operator says so.
+  PEERGATE_TRACE_CONTENT: z
+    .enum(["", "0", "1"], {
+      error: "1 (spans carry prompts, model answers and tool arguments) or unset",
+    })
+    .default(""),
   PEERGATE_PRUNE_BATCH: z.coerce
     .number({ error: "rows, a whole number from 10 to 100000" })
     .int({ error: "rows, a whole number from 10 to 100000" })
@@ -297,6 +332,8 @@ export type Config = {
   grpc: GrpcConfig | undefined;
   /** Notices about parked runs: absent unless PEERGATE_NOTIFY_URL is set. */
   notify: NotifyConfig | undefined;
+  /** Traces: absent unless an OTLP endpoint is set (and OTEL_SDK_DISABLED is not true). */
+  tracing: TracingConfig | undefined;
   /** Days kept per table family, the prune schedule and its batch (docs/operating.md). */
   retention: {
     days: Record<RetentionFamilyName, number | null>;
@@ -313,6 +350,15 @@ export type NotifyConfig = {
   readonly allowAddresses: readonly string[];
   /** A parked run is noticed again once its window closes within this (default 1 hour). */
   readonly expiringWithinMs: number;
+};
+
+export type TracingConfig = {
+  /** The full URL spans are posted to (…/v1/traces). */
+  url: string;
+  /** resource `service.name`; default `peergate`. */
+  serviceName: string;
+  /** PEERGATE_TRACE_CONTENT=1: prompts, answers and tool arguments may appear in spans. */
+  content: boolean;
 };
 
 export type GrpcConfig = {
@@ -413,6 +459,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
             allowAddresses: e.PEERGATE_NOTIFY_ALLOW_ADDRESSES,
             expiringWithinMs: e.PEERGATE_NOTIFY_EXPIRING_WITHIN_MS,
           },
+    tracing: readTracing(e),
     retention: {
       days: Object.fromEntries(
         (Object.keys(defaultRetentionDays) as RetentionFamilyName[]).map((f) => [
@@ -423,6 +470,24 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
       intervalMs: e.PEERGATE_PRUNE_INTERVAL_MINUTES * 60_000,
       batchSize: e.PEERGATE_PRUNE_BATCH,
     },
+  };
+}
+
+/**
+ * The standard OTLP rule: a signal's own endpoint is used as written; the general one gets
+ * `v1/traces` appended. Either set turns traces on unless OTEL_SDK_DISABLED=true.
+ */
+function readTracing(e: z.infer<typeof envSchema>): TracingConfig | undefined {
+  if (e.OTEL_SDK_DISABLED === "true") return undefined;
+  const own = e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
+  const general = e.OTEL_EXPORTER_OTLP_ENDPOINT;
+  const url =
+    own ?? (general === undefined ? undefined : `${general.replace(/\/+$/, "")}/v1/traces`);
+  if (url === undefined) return undefined;
+  return {
+    url,
+    serviceName: e.OTEL_SERVICE_NAME ?? "peergate",
+    content: e.PEERGATE_TRACE_CONTENT === "1",
   };
 }
 

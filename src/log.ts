@@ -1,7 +1,9 @@
 // Structured JSON logs, one object per line. Secrets never reach a log line: fields whose names
 // look like credentials are replaced before serialisation, and strings are stripped of CR/LF so a
-// hostile value cannot forge a second log line.
+// hostile value cannot forge a second log line. A line written inside a span carries its
+// `trace_id` and `span_id` (src/trace.ts), so a trace and the log lines of its request meet.
 import type { LogLevel } from "./config.ts";
+import { activeTraceIds } from "./trace.ts";
 
 export type LogFields = Record<string, unknown>;
 
@@ -49,7 +51,7 @@ export function createLogger(options: {
   const make = (base: LogFields): Logger => {
     const emit = (level: Exclude<LogLevel, "silent">, msg: string, fields?: LogFields) => {
       if (rank[level] < threshold) return;
-      const record = redact({ ...base, ...fields }, 0) as LogFields;
+      const record = redact({ ...base, ...fields, ...activeTraceIds() }, 0) as LogFields;
       options.write(
         JSON.stringify({ time: now().toISOString(), level, msg: redact(msg, 0), ...record }),
       );

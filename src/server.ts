@@ -178,6 +178,14 @@ export async function startServer(
   env: Readonly<Record<string, string | undefined>> = {},
   options: StartServerOptions = {},
 ): Promise<RunningServer> {
+  // Traces: the SDK is loaded only when an OTLP endpoint is configured (src/trace-export.ts).
+  const traces = config.tracing
+    ? await (await import("./trace-export.ts")).startTraceExport(
+        config.tracing,
+        logger,
+        packageVersion(),
+      )
+    : undefined;
   const listener = createListener(config, options.clientTimeouts ?? defaultClientTimeouts);
   // The gRPC binding: the same size limit as POST /a2a's body.
   const grpc = config.grpc
@@ -189,6 +197,9 @@ export async function startServer(
     ...(grpc ? { listenGrpc: grpc.listen } : {}),
     ...(options.runHeartbeatMs === undefined ? {} : { runHeartbeatMs: options.runHeartbeatMs }),
     ...(options.wrapNotifications ? { wrapNotifications: options.wrapNotifications } : {}),
+  }).catch(async (error: unknown) => {
+    await traces?.shutdown(config.shutdownTimeoutMs);
+    throw error;
   });
   let app: ReturnType<typeof createApp>;
   const eventLoopLag = createEventLoopLag();
@@ -197,6 +208,7 @@ export async function startServer(
   } catch (error) {
     eventLoopLag.stop();
     await core.close();
+    await traces?.shutdown(config.shutdownTimeoutMs);
     throw error;
   }
   listener.serve(app.hono.fetch);
@@ -254,6 +266,8 @@ export async function startServer(
       await grpcDrained;
       await core.close();
       eventLoopLag.stop();
+      // The spans of the drain and of the runs it stopped, exported before the process ends.
+      await traces?.shutdown(config.shutdownTimeoutMs);
       logger.info("stopped");
     })();
     return stopping;

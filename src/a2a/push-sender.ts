@@ -19,6 +19,7 @@ import { type StreamResponse, Task, type TaskPushNotificationConfig } from "@a2a
 import { V03PushNotificationSerializer } from "@a2a-js/sdk/compat/v0_3/server";
 import { V1PushNotificationSerializer } from "@a2a-js/sdk/server";
 import { SignJWT } from "jose";
+import { traceHeaders } from "../trace.ts";
 import type { CardSigningKey } from "./card-signing.ts";
 
 export type PushSigning = { key: CardSigningKey; issuer: string; jwksUrl: string };
@@ -53,6 +54,8 @@ export async function buildPushRequest(input: {
     "content-length": String(Buffer.byteLength(body)),
     "user-agent": "peergate-push/0.1",
     "x-a2a-notification-id": String(input.deliveryId),
+    // The delivery's span (src/a2a/push-worker.ts), so the receiver can join its trace.
+    ...traceHeaders(),
   };
   if (input.config.token) headers["x-a2a-notification-token"] = input.config.token;
   const auth = input.config.authentication;

@@ -36,6 +36,7 @@ import { selectRows } from "../db/client.ts";
 import type { Notifications } from "../db/notifications.ts";
 import type { PushConfigRow } from "../db/schema.ts";
 import type { Logger } from "../log.ts";
+import { failSpan, inSpan, ROOT_CONTEXT, SpanKind } from "../trace.ts";
 import { pushWakeups } from "./push-outbox.ts";
 import { buildPushRequest, type PushSigning } from "./push-sender.ts";
 import { openPushConfig } from "./push-store.ts";
@@ -299,7 +300,7 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
   async function deliver(row: Claimed): Promise<void> {
     let outcome: Outcome;
     try {
-      outcome = await send(row);
+      outcome = await tracePushDelivery(row, () => send(row));
     } catch (error) {
       if (stopping.signal.aborted) return;
       log.error("push delivery failed inside peergate", { deliveryId: row.id, error });
@@ -395,4 +396,32 @@ export function startPushWorker(options: PushWorkerOptions): PushWorker {
       }
     },
   };
+}
+
+/**
+ * One delivery attempt as a trace of its own (it runs in the worker, after the request that
+ * caused it has been answered): the delivery, its task, the attempt and how it ended. Never the
+ * target's URL, its token or its credentials. The receiver gets the span's `traceparent`.
+ */
+function tracePushDelivery(row: Claimed, send: () => Promise<Outcome>): Promise<Outcome> {
+  return inSpan(
+    "peergate.push.deliver",
+    {
+      "peergate.push.delivery_id": Number(row.id),
+      "peergate.push.attempt": row.attempts,
+      "peergate.a2a.task_id": row.task_id,
+      "peergate.caller.id": row.caller_id,
+    },
+    async (span) => {
+      const outcome = await send();
+      span.setAttribute("peergate.push.outcome", outcome.kind);
+      if (outcome.kind === "delivered") {
+        span.setAttribute("http.response.status_code", outcome.status);
+      } else {
+        failSpan(span, undefined, outcome.kind);
+      }
+      return outcome;
+    },
+    { kind: SpanKind.CLIENT, parent: ROOT_CONTEXT },
+  );
 }

@@ -22,6 +22,7 @@ import { approvalFromProposal, redirectOutOfGrants, stageApproval } from "./ask.
 import { closeCall, closeWith } from "./close.ts";
 import { unavailableMessage } from "./plan.ts";
 import { notStartedText } from "./results.ts";
+import { traceToolCall } from "./trace-tool.ts";
 import type { BatchDeps, CallRef, IndexedApproval, RunnablePlan } from "./types.ts";
 
 export type RunOutcome = { part: ToolResultPart } | { approval: IndexedApproval };
@@ -200,7 +201,10 @@ export type Invocation =
   | { end: "stopped"; result?: ToolSuccess | ToolFailure }
   | { end: "threw"; error: unknown };
 
-type Executable = { execute(args: unknown, ctx: ToolCallContext): Promise<ToolResult> };
+type Executable = {
+  readonly name?: string;
+  execute(args: unknown, ctx: ToolCallContext): Promise<ToolResult>;
+};
 
 /**
  * Calls a tool with the run's signal and its own timeout. When either fires, the tool gets
@@ -239,7 +243,7 @@ export async function invokeTool(
     progress: (text) => deps.emit({ type: "tool-progress", callId, text }),
   };
   const work: Promise<Invocation> = Promise.resolve()
-    .then(() => tool.execute(args, ctx))
+    .then(() => traceToolCall(tool.name ?? "tool", callId, args, () => tool.execute(args, ctx)))
     .then(
       (result): Invocation => ({ end: "returned", result }),
       (error: unknown): Invocation => ({ end: "threw", error }),

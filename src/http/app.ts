@@ -13,6 +13,7 @@ import {
   limitBody,
 } from "./middleware/limit-body.ts";
 import { createInflightTracker, observe } from "./middleware/observe.ts";
+import { traceRequests } from "./middleware/trace-requests.ts";
 import { createOutageLog } from "./outage-log.ts";
 import { createErrorHandler, problemResponse } from "./problem.ts";
 import { type AdminRouteDeps, adminRoutes } from "./routes/admin.ts";
@@ -42,6 +43,7 @@ export function createApp(deps: AppDeps): App {
   const defaultLimit = limitBody(deps.maxBodyBytes ?? defaultMaxBodyBytes);
   const githubLimit = limitBody(githubMaxBodyBytes);
   hono.use(requestId());
+  hono.use(traceRequests());
   const outage = createOutageLog(deps.logger);
   hono.use(observe({ logger: deps.logger, metrics: deps.metrics, inflight, outage }));
   hono.use(closeUnreadBodies());

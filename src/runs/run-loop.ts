@@ -37,6 +37,7 @@ import type { Logger } from "../log.ts";
 import { checkToolCall } from "../policy/check-tool-call.ts";
 import { askCallerToolName, readQuestion } from "../tools/context/ask-caller.ts";
 import type { BudgetMeters, BudgetName } from "./budgets.ts";
+import { type ModelCallTelemetry, modelCallTelemetry } from "./model-telemetry.ts";
 import { computeCostUsd, type ModelPrice } from "./prices.ts";
 
 export type SegmentContext = {
@@ -282,7 +283,20 @@ type StepOutcome =
   | { kind: "failed"; error: RunError }
   | { kind: "stopped" };
 
+/** One model step, reported through the AI SDK's telemetry (src/runs/model-telemetry.ts). */
 async function callModel(ctx: SegmentContext): Promise<StepOutcome> {
+  const telemetry = modelCallTelemetry();
+  try {
+    return await callModelWith(ctx, telemetry.options);
+  } finally {
+    telemetry.close();
+  }
+}
+
+async function callModelWith(
+  ctx: SegmentContext,
+  telemetry: ModelCallTelemetry["options"],
+): Promise<StepOutcome> {
   const maxOutputTokens = ctx.meters.maxOutputTokens(ctx.price);
   const hasTools = Object.keys(ctx.tools).length > 0;
   let text = "";
@@ -300,6 +314,7 @@ async function callModel(ctx: SegmentContext): Promise<StepOutcome> {
     maxRetries: ctx.maxRetries,
     ...(maxOutputTokens === undefined ? {} : { maxOutputTokens }),
     stopWhen: isStepCount(1),
+    ...telemetry,
   };
   try {
     if (!ctx.stream) {

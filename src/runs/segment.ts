@@ -32,6 +32,7 @@ import type { Classification, CommandToolShape } from "../gate/decide.ts";
 import { type LoadedPolicies, policiesNow } from "../load-policies.ts";
 import { isCallerRevoked } from "../policy/caller-revoked.ts";
 import type { EffectiveToolSet } from "../policy/effective-set.ts";
+import { type Attributes, failSpan, inSpan, startSpan } from "../trace.ts";
 import type { ActiveRun, StopReason } from "./active-runs.ts";
 import { createBudgetMeters, describeBudgetExceeded, formatUtcDay, zeroUsage } from "./budgets.ts";
 import type { RunCore } from "./core.ts";
@@ -95,7 +96,12 @@ export async function executeSegment(
   });
   let result: SegmentResult | undefined;
   try {
-    result = await runAndRecord(core, entry, input, tally);
+    result = await inSpan("peergate.run", runSpanAttributes(input, resumed), async (span) => {
+      const done = await runAndRecord(core, entry, input, tally);
+      span.setAttribute("peergate.run.outcome", done.outcome.status);
+      if (done.outcome.error) failSpan(span, undefined, done.outcome.error.code);
+      return done;
+    });
     return result;
   } catch (error) {
     // The database went away or a bug: the run is left for recovery to mark interrupted.
@@ -116,6 +122,17 @@ export async function executeSegment(
       core.logger.warn("could not close a run's MCP servers", { runId: entry.runId, error });
     });
   }
+}
+
+/** What the run's span says of it: ids, origin, caller; never its messages. */
+function runSpanAttributes(input: SegmentInput, resumed: boolean): Attributes {
+  return {
+    "peergate.run.id": input.run.id,
+    "peergate.run.origin": input.run.origin,
+    "peergate.run.resumed": resumed,
+    "peergate.caller.id": input.caller.id,
+    "peergate.caller.name": input.caller.name,
+  };
 }
 
 /** The run's usage as the segment counts it, for its end's log line and meter. */
@@ -270,6 +287,7 @@ async function runAndRecord(
     ...(text !== undefined && text !== "" ? { text } : {}),
     ...(error ? { error } : {}),
   };
+  const finishing = startSpan("peergate.run.finish", { "peergate.run.outcome": status });
   const finished = await finishRun(db, {
     runId: run.id,
     instanceId,
@@ -284,7 +302,7 @@ async function runAndRecord(
     ...(input.inFinishTransaction
       ? { alongside: (tx: DbTransaction) => input.inFinishTransaction?.(tx, ended) }
       : {}),
-  });
+  }).finally(() => finishing.end());
   if (!finished) return settleTakenOver(core, run, input);
   core.emit(input.onEvent, {
     type: "status",

@@ -15,8 +15,10 @@
 // src/main.ts) kills them all at once, whatever the backend: under `none` nothing else would.
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
 import type { Redactor } from "../sandbox/redact.ts";
 import type { SandboxBackend, SandboxLimits, SandboxRequest } from "../sandbox/types.ts";
+import { failSpan, type Span, startSpan } from "../trace.ts";
 
 export const processDefaults = { killGraceMs: 3_000, lingerMs: 500 };
 
@@ -156,6 +158,9 @@ export function terminateCommand(pid: number | undefined, backend: SandboxBacken
 export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
   const started = performance.now();
   const grace = request.killGraceMs ?? processDefaults.killGraceMs;
+  // The process as a span under its tool call's: the backend, the program's name (never its
+  // arguments or environment), how it ended.
+  const span = startProcessSpan(request.sandbox.backend, request.program);
   return new Promise((resolve) => {
     const out: Collector = { chunks: [], kept: 0, total: 0 };
     const err: Collector = { chunks: [], kept: 0, total: 0 };
@@ -200,6 +205,7 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
       clearTimeout(killTimer);
       const stdout = redactStream(out, request.sandbox.redactor);
       const stderr = redactStream(err, request.sandbox.redactor);
+      endProcessSpan(span, exit, stoppedBy, spawnError?.code ?? spawnError?.message);
       resolve({
         exitCode: exit?.code ?? null,
         signal: exit?.signal ?? null,
@@ -253,6 +259,32 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
       finish();
     });
   });
+}
+
+/**
+ * A process started for a tool, as a span under its tool call's (src/gate/trace-tool.ts): the
+ * sandbox backend and the program's name, never its arguments or environment.
+ */
+export function startProcessSpan(backend: SandboxBackend, program: string): Span {
+  return startSpan("peergate.sandbox.process", {
+    "peergate.sandbox.backend": backend.kind,
+    "process.executable.name": path.basename(program),
+  });
+}
+
+/** How the process ended: its exit code, what stopped it, why it could not start. */
+export function endProcessSpan(
+  span: Span,
+  exit: { code: number | null; signal: NodeJS.Signals | null } | undefined,
+  stoppedBy: ProcessResult["stoppedBy"],
+  spawnError: string | undefined,
+): void {
+  if (exit?.code !== null && exit?.code !== undefined) {
+    span.setAttribute("process.exit.code", exit.code);
+  }
+  if (stoppedBy !== undefined) span.setAttribute("peergate.process.stopped_by", stoppedBy);
+  if (spawnError !== undefined) failSpan(span, undefined, "spawn-failed");
+  span.end();
 }
 
 /**

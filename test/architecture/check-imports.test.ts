@@ -137,6 +137,7 @@ describe("docs/architecture.md", () => {
       "plain-issue.ts",
       "shell",
       "log.ts",
+      "trace.ts",
       "type:config.ts",
     ];
     const enforced = Object.fromEntries(

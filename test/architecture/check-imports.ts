@@ -17,7 +17,7 @@ export type Rules = Record<string, readonly string[]>;
 /** Imported from anywhere: pure words and helpers with no imports of their own rooms. */
 const everywhere = ["domain", "errors.ts", "json-text.ts", "plain-issue.ts", "shell"];
 /** Imported from anywhere but `domain` and `policy` (which are pure). */
-const plumbing = [...everywhere, "log.ts", "type:config.ts"];
+const plumbing = [...everywhere, "log.ts", "trace.ts", "type:config.ts"];
 
 // In the order of docs/architecture.md; nothing points back up (checked: the rules are acyclic).
 export const rules: Rules = {
@@ -29,7 +29,9 @@ export const rules: Rules = {
   "path-identity.ts": [],
   "secret-files.ts": ["errors.ts"],
   "config.ts": ["errors.ts", "plain-issue.ts", "path-identity.ts", "secret-files.ts"],
-  "log.ts": ["type:config.ts"],
+  // Spans through the OpenTelemetry API only (no SDK): a leaf every room above policy reads.
+  "trace.ts": [],
+  "log.ts": ["type:config.ts", "trace.ts"],
   domain: [],
   policy: ["domain", "errors.ts", "plain-issue.ts", "shell"],
   auth: [...plumbing, "secret-files.ts"],
@@ -72,6 +74,8 @@ export const rules: Rules = {
   control: [...plumbing, "services"],
   http: [...plumbing, "auth", "type:runs", "services", "a2a", "type:metrics.ts"],
   "policy-reload.ts": [...plumbing, "load-policies.ts", "runs", "sandbox", "tools"],
+  // The OpenTelemetry SDK and exporter, loaded by server.ts only when an endpoint is set.
+  "trace-export.ts": [...plumbing],
   "server.ts": ["*"],
   cli: [
     ...plumbing,

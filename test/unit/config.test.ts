@@ -35,6 +35,7 @@ describe("loadConfig", () => {
       allowUnmendedDriver: false,
       push: { allowAddresses: [], leaseMs: 30_000, retryBaseMs: 1_000 },
       grpc: undefined,
+      tracing: undefined,
       retention: {
         days: {
           runs: 90,
@@ -76,6 +77,41 @@ describe("loadConfig", () => {
         "/srv/app",
       ),
     ).toThrow(/PEERGATE_GRPC_PUBLIC_ADDRESS=.*expected host:port/);
+  });
+
+  it("turns traces on only with an OTLP endpoint, and names the fix for a bad one", () => {
+    expect(
+      loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:4318/" }, "/").tracing,
+    ).toEqual({ url: "http://127.0.0.1:4318/v1/traces", serviceName: "peergate", content: false });
+    // The signal's own endpoint is used as written, and wins over the general one.
+    expect(
+      loadConfig(
+        {
+          OTEL_EXPORTER_OTLP_ENDPOINT: "http://a:4318",
+          OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://b/otlp/traces",
+          OTEL_SERVICE_NAME: "gate-1",
+          PEERGATE_TRACE_CONTENT: "1",
+        },
+        "/",
+      ).tracing,
+    ).toEqual({ url: "https://b/otlp/traces", serviceName: "gate-1", content: true });
+    expect(
+      loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://a:4318", OTEL_SDK_DISABLED: "true" }, "/")
+        .tracing,
+    ).toBeUndefined();
+    const bad = configError({
+      OTEL_EXPORTER_OTLP_ENDPOINT: "collector:4318",
+      OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "grpc",
+      PEERGATE_TRACE_CONTENT: "yes",
+    });
+    expect(bad.problems.map((p) => p.field).sort()).toEqual([
+      "OTEL_EXPORTER_OTLP_ENDPOINT",
+      "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+      "PEERGATE_TRACE_CONTENT",
+    ]);
+    expect(bad.message).toContain('OTEL_EXPORTER_OTLP_ENDPOINT="collector:4318"');
+    expect(bad.message).toContain("http://127.0.0.1:4318");
+    expect(bad.message).toContain('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="grpc": expected http/json');
   });
 
   it("reads retention days per family, `off` for never, and refuses anything else", () => {

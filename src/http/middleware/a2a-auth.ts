@@ -14,6 +14,7 @@ import {
 } from "../../services/authenticate-caller.ts";
 import { readSourceAddress } from "../request-info.ts";
 import { throttleAuth } from "../throttle.ts";
+import { traceAuthentication } from "./trace-requests.ts";
 
 /** What the A2A routes find on the context once the guard let a request in. */
 export type A2aEnv = { Variables: { caller: Caller } };
@@ -29,8 +30,10 @@ export function authenticateA2aCaller(
   authorization: string | undefined,
   source: string,
 ): Promise<AuthenticatedCaller> {
-  return throttleAuth(deps.limiter, [`source:${source}`], () =>
-    authenticatePeer(deps.auth, authorization, { surface: "a2a", source }),
+  return traceAuthentication("a2a", () =>
+    throttleAuth(deps.limiter, [`source:${source}`], () =>
+      authenticatePeer(deps.auth, authorization, { surface: "a2a", source }),
+    ),
   );
 }
 

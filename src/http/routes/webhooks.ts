@@ -23,12 +23,14 @@ import {
   refuse,
   verifyGithubDelivery,
 } from "../../services/authenticate-caller.ts";
+import { inSpan } from "../../trace.ts";
 import { refuseBrowserOrigins, refuseQueryCredentials } from "../middleware/api-guards.ts";
 import {
   githubMaxBodyBytes,
   readBodyUpTo,
   unauthenticatedBodyBytes,
 } from "../middleware/limit-body.ts";
+import { traceAuthentication } from "../middleware/trace-requests.ts";
 import { readSourceAddress } from "../request-info.ts";
 import { throttleAuth, throttledFor } from "../throttle.ts";
 
@@ -56,6 +58,18 @@ function answer(c: Context, result: WebhookAnswer): Response {
   }
 }
 
+/** Accepting a fire (claim, prompt, run start) as a span, with how it was answered. */
+function traceWebhook(accept: () => Promise<WebhookAnswer>): Promise<WebhookAnswer> {
+  return inSpan("peergate.webhook.accept", {}, async (span) => {
+    const result = await accept();
+    span.setAttribute("peergate.webhook.outcome", result.outcome);
+    if (result.outcome === "started" || result.outcome === "duplicate") {
+      span.setAttribute("peergate.run.id", result.runId);
+    }
+    return result;
+  });
+}
+
 export function webhookRoutes(deps: WebhookRouteDeps): Hono {
   const app = new Hono();
   app.use(refuseBrowserOrigins());
@@ -70,11 +84,12 @@ export function webhookRoutes(deps: WebhookRouteDeps): Hono {
   const fire = async (
     c: Context,
     name: string,
+    surface: "ifttt" | "webhook",
     authenticate: (source: string) => Promise<AuthenticatedCaller>,
   ) => {
     const source = readSourceAddress(c);
-    const { caller } = await throttleAuth(deps.limiter, keysOf(source, name), () =>
-      authenticate(source),
+    const { caller } = await traceAuthentication(surface, () =>
+      throttleAuth(deps.limiter, keysOf(source, name), () => authenticate(source)),
     );
     const rawBody = new Uint8Array(await c.req.arrayBuffer());
     // A repeat of the same body is a real fire (an applet that fires twice); only a key the
@@ -84,7 +99,9 @@ export function webhookRoutes(deps: WebhookRouteDeps): Hono {
       key === undefined || key === "" ? undefined : `idempotency:${key.slice(0, 200)}`;
     return answer(
       c,
-      await acceptWebhook({ ctx, runs: deps.runs, fire: { caller, rawBody, deliveryId } }),
+      await traceWebhook(() =>
+        acceptWebhook({ ctx, runs: deps.runs, fire: { caller, rawBody, deliveryId } }),
+      ),
     );
   };
 
@@ -101,34 +118,38 @@ export function webhookRoutes(deps: WebhookRouteDeps): Hono {
         ? githubMaxBodyBytes
         : unauthenticatedBodyBytes;
     const rawBody = await readBodyUpTo(c, readable);
-    const { caller } = await throttleAuth(deps.limiter, keysOf(source, name), () =>
-      rawBody === undefined
-        ? refuse(
-            ctx,
-            failure,
-            found.known ? "body-unread-source-throttled" : "unknown-github-caller",
-          )
-        : verifyGithubDelivery(
-            deps.auth,
-            found,
-            rawBody,
-            c.req.header("x-hub-signature-256"),
-            failure,
-          ),
+    const { caller } = await traceAuthentication("github", () =>
+      throttleAuth(deps.limiter, keysOf(source, name), () =>
+        rawBody === undefined
+          ? refuse(
+              ctx,
+              failure,
+              found.known ? "body-unread-source-throttled" : "unknown-github-caller",
+            )
+          : verifyGithubDelivery(
+              deps.auth,
+              found,
+              rawBody,
+              c.req.header("x-hub-signature-256"),
+              failure,
+            ),
+      ),
     );
     return answer(
       c,
-      await acceptWebhook({
-        ctx,
-        runs: deps.runs,
-        fire: {
-          caller,
-          rawBody: rawBody ?? new Uint8Array(0),
-          deliveryId: c.req.header("x-github-delivery"),
-          event: c.req.header("x-github-event"),
-          contentType: c.req.header("content-type"),
-        },
-      }),
+      await traceWebhook(() =>
+        acceptWebhook({
+          ctx,
+          runs: deps.runs,
+          fire: {
+            caller,
+            rawBody: rawBody ?? new Uint8Array(0),
+            deliveryId: c.req.header("x-github-delivery"),
+            event: c.req.header("x-github-event"),
+            contentType: c.req.header("content-type"),
+          },
+        }),
+      ),
     );
   });
 
@@ -137,7 +158,7 @@ export function webhookRoutes(deps: WebhookRouteDeps): Hono {
     // The secret as sent, not percent-decoded: a secret never needs encoding, so an encoded form
     // is not the secret (and must not become it by decoding).
     const rawSecret = new URL(c.req.url).pathname.split("/").at(-1) ?? "";
-    return fire(c, name, (source) =>
+    return fire(c, name, "ifttt", (source) =>
       authenticateIfttt(deps.auth, name, rawSecret, {
         surface: "ifttt",
         claimedName: name,
@@ -148,7 +169,7 @@ export function webhookRoutes(deps: WebhookRouteDeps): Hono {
 
   app.post("/:name", (c) => {
     const name = c.req.param("name");
-    return fire(c, name, (source) =>
+    return fire(c, name, "webhook", (source) =>
       authenticateWebhookToken(deps.auth, name, c.req.header("authorization"), {
         surface: "webhook",
         claimedName: name,

@@ -15,6 +15,7 @@ import { outcomeOf } from "../../runs/outcome.ts";
 import { insertRun } from "../../runs/run-state.ts";
 import { executeSegment } from "../../runs/segment.ts";
 import type { RunEvent, RunHandle, StartRunRequest } from "../../runs/types.ts";
+import { failSpan, startSpan } from "../../trace.ts";
 
 export async function startRun({
   ctx,
@@ -26,6 +27,8 @@ export async function startRun({
   const { request, onEvent = () => {} } = input;
   if (ctx.stopping()) throw new UnavailableError("the run engine is shutting down");
   checkMessages(request.messages);
+  // Admission as a span: the start queue's wait, the budget and concurrency checks, the run row.
+  const admission = startSpan("peergate.run.admit", { "peergate.run.origin": request.origin });
   // A place among the starts in flight on this instance (src/runs/start-queue.ts): a caller's
   // burst waits its turn, in slices, behind every other caller's.
   const leave = await ctx.startQueue.enter(request.caller.id, concurrencyLimitOf(request.caller));
@@ -97,10 +100,14 @@ export async function startRun({
       ]);
       return { run, caller, set, ...(failure ? { failure } : {}) };
     });
+    if (created.failure) failSpan(admission, undefined, created.failure.code);
   } catch (error) {
+    failSpan(admission, error);
     ctx.active.remove(runId);
     throw error;
   } finally {
+    admission.setAttribute("peergate.run.id", runId);
+    admission.end();
     leave();
   }
 

@@ -7,7 +7,13 @@
 // then SIGKILL after the grace period; groups still alive when the pipeline ends are killed.
 import { spawn } from "node:child_process";
 import type { SandboxBackend, SandboxLimits } from "../../sandbox/types.ts";
-import { processDefaults, terminateCommand, trackCommandGroup } from "../run-process.ts";
+import {
+  endProcessSpan,
+  processDefaults,
+  startProcessSpan,
+  terminateCommand,
+  trackCommandGroup,
+} from "../run-process.ts";
 
 export type StageStatus = {
   readonly exitCode: number | null;
@@ -121,6 +127,7 @@ export function runPipeline(request: PipelineRequest): Promise<PipelineResult> {
         limits: request.limits,
         readOnlyPaths: request.readOnlyPaths,
       });
+      const span = startProcessSpan(request.backend, argv[0]);
       const child = spawn(wrapped.command, [...wrapped.args], {
         cwd: wrapped.cwd,
         env: wrapped.env,
@@ -136,6 +143,7 @@ export function runPipeline(request: PipelineRequest): Promise<PipelineResult> {
         spawnError = error.code ?? error.message;
         if (child.pid === undefined && statuses[i] === undefined) {
           statuses[i] = { exitCode: null, signal: null, spawnError };
+          endProcessSpan(span, undefined, stoppedBy, spawnError);
           if (--open === 0) finish();
         }
       });
@@ -157,6 +165,7 @@ export function runPipeline(request: PipelineRequest): Promise<PipelineResult> {
       child.on("close", (code, signal) => {
         if (statuses[i] !== undefined) return;
         statuses[i] = { exitCode: code, signal, spawnError };
+        endProcessSpan(span, { code, signal }, stoppedBy, spawnError);
         // A stage that ended stops its reader's input; the writer before it sees EPIPE.
         if (--open === 0) finish();
       });
