@@ -23,6 +23,7 @@ import type { Logger } from "./log.ts";
 import { createEventLoopLag, createMetrics, type EventLoopLag } from "./metrics.ts";
 import { checkReadiness } from "./services/check-readiness.ts";
 import type { ServiceContext } from "./services/context.ts";
+import { diagnoseServer } from "./services/server-doctor.ts";
 
 export type RunningServer = {
   url: string;
@@ -159,7 +160,19 @@ function createServerApp(
         sandbox: core.sandboxStatus,
         eventLoop: () => eventLoopLag.read(),
       }),
-    admin: { services, limiter, runs: engine },
+    admin: {
+      services,
+      limiter,
+      runs: engine,
+      doctor: (query) =>
+        diagnoseServer({
+          config,
+          database: core.database,
+          policies: services.policies,
+          sandbox: core.sandboxStatus,
+          query,
+        }),
+    },
     webhooks: { auth, limiter, runs: engine },
     mount: [
       { prefix: "/console", routes: consoleRoutes() },

@@ -222,7 +222,7 @@ async function liveInstances(db: DbOrTx): Promise<{ id: string; hostname: string
   return selectRows(
     db,
     sql`select id, hostname, pid from ${schema.instances}
-         where heartbeat_at > clock_timestamp() - make_interval(secs => ${liveHeartbeatMs / 1000})`,
+         where heartbeat_at > clock_timestamp() - ${liveHeartbeatMs}::int * interval '1 millisecond'`,
   );
 }
 
@@ -368,7 +368,7 @@ export async function migrateData(input: MigrateDataInput): Promise<MigrateDataR
       const targetSchema = await schemaProblem(target, "to", to);
       if (sourceSchema) problems.push(sourceSchema);
       // The instances table is as old as the schema: only a never-migrated source lacks it.
-      const served = await servedProblem(source, from).catch(() => undefined);
+      const served = sourceSchema ? undefined : await servedProblem(source, from);
       if (served) problems.push(served);
       if (targetSchema) problems.push(targetSchema);
       else {
