@@ -149,7 +149,6 @@ describe.skipIf(skip !== undefined)("peergate migrate-data (embedded ⇄ Postgre
       const status = runs[0]?.status;
       return status && !["submitted", "working"].includes(status) ? status : undefined;
     }, "the run to end");
-    process.stderr.write(`run ended ${runStatus}\n`);
     await s.server.stop();
     const verified = await cli(env(), s.dir, "audit", "verify", "--json");
     expect(verified.code, verified.err).toBe(0);
