@@ -28,7 +28,12 @@ import { getTableConfig, PgTable } from "drizzle-orm/pg-core";
 import { flushAuditChain, readUnchainedTail } from "../db/audit.ts";
 import { type Database, type DbOrTx, openDatabase, selectRows } from "../db/client.ts";
 import { migrationStatus } from "../db/migrate.ts";
-import { checkDriverMended, describeDatabase, resolveDriverDir } from "../db/open-configured.ts";
+import {
+  checkDriverMended,
+  describeDatabase,
+  makeOwnerOnly,
+  resolveDriverDir,
+} from "../db/open-configured.ts";
 import * as schema from "../db/schema.ts";
 import type { Problem } from "../errors.ts";
 import { ConfigError } from "../errors.ts";
@@ -149,7 +154,16 @@ async function openStore(store: DataStore, role: "from" | "to"): Promise<Databas
   }
   try {
     // Takes `<dir>.lock`: a server serving this directory holds it, and the open fails.
-    return await openDatabase({ kind: "pglite", dataDir: dir });
+    const database = await openDatabase({ kind: "pglite", dataDir: dir });
+    makeOwnerOnly(dir);
+    const close = database.close;
+    return {
+      ...database,
+      close: async () => {
+        await close();
+        makeOwnerOnly(dir);
+      },
+    };
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     refuse([
