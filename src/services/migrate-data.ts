@@ -260,7 +260,7 @@ async function servedProblem(database: Database, store: DataStore): Promise<Prob
 /** Identity and serial columns, with the sequence behind each. */
 async function readSequences(
   db: DbOrTx,
-): Promise<{ table: string; column: string; sequence: string }[]> {
+): Promise<{ table: string; column: string; sequence: string | null }[]> {
   return selectRows(
     db,
     sql`select c.table_name as "table", c.column_name as "column",
@@ -444,6 +444,7 @@ export async function migrateData(input: MigrateDataInput): Promise<MigrateDataR
         }
         // Identity sequences: where the source's stood, never below what was copied.
         for (const s of sourceSequences) {
+          if (!s.sequence) continue;
           const at = await readSequenceValue(source.db, s.sequence);
           const [max] = await selectRows<{ m: unknown }>(
             tx,
