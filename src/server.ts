@@ -23,7 +23,6 @@ import type { Logger } from "./log.ts";
 import { createEventLoopLag, createMetrics, type EventLoopLag } from "./metrics.ts";
 import { checkReadiness } from "./services/check-readiness.ts";
 import type { ServiceContext } from "./services/context.ts";
-import { diagnoseServer } from "./services/server-doctor.ts";
 
 export type RunningServer = {
   url: string;
@@ -164,8 +163,9 @@ function createServerApp(
       services,
       limiter,
       runs: engine,
-      doctor: (query) =>
-        diagnoseServer({
+      // Loaded on the first ask: the doctor's imports are no part of a server's start.
+      doctor: async (query) =>
+        (await import("./services/server-doctor.ts")).diagnoseServer({
           config,
           database: core.database,
           policies: services.policies,

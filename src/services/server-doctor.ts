@@ -4,32 +4,14 @@
 // PEERGATE_MODEL would otherwise report `FAIL model` for a server whose model works.
 //
 // Nothing here reveals a secret: checks name the model, files and counts, never a key or token.
-import { z } from "zod";
+import type { z } from "zod";
 import type { Config } from "../config.ts";
 import type { Database } from "../db/client.ts";
 import type { LoadedPolicies } from "../load-policies.ts";
 import type { SandboxStatus } from "../sandbox/prepare-sandbox.ts";
 import { parseInput } from "./caller-input.ts";
 import { type DoctorCheck, diagnose } from "./doctor.ts";
-
-export const doctorQuerySchema = z.strictObject({
-  modelCall: z
-    .enum(["true", "false"], { error: "true or false" })
-    .optional()
-    .describe("make one tiny model call from the server (default true)"),
-});
-
-export const doctorCheckSchema = z.object({
-  check: z.string(),
-  status: z.enum(["ok", "warn", "fail", "skip"]),
-  detail: z.string(),
-  fix: z.string().optional(),
-});
-
-export const serverDoctorSchema = z.object({
-  ok: z.boolean().describe("false when a check failed"),
-  checks: z.array(doctorCheckSchema),
-});
+import { doctorQuerySchema, type serverDoctorSchema } from "./server-doctor-schemas.ts";
 
 export type ServerDoctorInput = {
   readonly config: Config;

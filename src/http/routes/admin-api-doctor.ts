@@ -1,7 +1,7 @@
 // The admin API's route for `peergate doctor`: the running server's own checks, so a doctor run
 // in another shell reports the server's model, database, policies and sandbox, not its own.
 import { createRoute, type RouteConfig } from "@hono/zod-openapi";
-import { doctorQuerySchema, serverDoctorSchema } from "../../services/server-doctor.ts";
+import { doctorQuerySchema, serverDoctorSchema } from "../../services/server-doctor-schemas.ts";
 import { admin, json, problems } from "./admin-api-shared.ts";
 
 export const doctorRoutes = {
