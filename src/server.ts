@@ -159,7 +159,20 @@ function createServerApp(
         sandbox: core.sandboxStatus,
         eventLoop: () => eventLoopLag.read(),
       }),
-    admin: { services, limiter, runs: engine },
+    admin: {
+      services,
+      limiter,
+      runs: engine,
+      // Loaded on the first ask: the doctor's imports are no part of a server's start.
+      doctor: async (query) =>
+        (await import("./services/server-doctor.ts")).diagnoseServer({
+          config,
+          database: core.database,
+          policies: services.policies,
+          sandbox: core.sandboxStatus,
+          query,
+        }),
+    },
     webhooks: { auth, limiter, runs: engine },
     mount: [
       { prefix: "/console", routes: consoleRoutes() },

@@ -18,6 +18,12 @@ export const commands: readonly CommandEntry[] = [
     load: async () => (await import("./migrate.ts")).migrateCommand,
   },
   {
+    words: ["migrate-data"],
+    summary:
+      "copy everything (callers, credentials' hashes, runs, tasks, audit) to another database",
+    load: async () => (await import("./migrate-data.ts")).migrateDataCommand,
+  },
+  {
     words: ["doctor"],
     summary: "check the configuration, database, model, tokens, sandbox and public URL",
     load: async () => (await import("./doctor.ts")).doctorCommand,

@@ -1,7 +1,11 @@
 // `peergate doctor`: checks what the first hour of an operator trips on, and says what to do.
+// When a server answers (the admin API, as every other verb finds it), its checks are the ones
+// printed: the model, database, policies and sandbox it runs with, not this shell's environment.
+// Only when none answers does doctor check locally, and it says which view it prints.
 import { loadConfig } from "../config.ts";
 import { type DoctorCheck, diagnose } from "../services/doctor.ts";
-import { type Command, exitCodes } from "./command.ts";
+import { ApiError, callAdmin, createAdminClient } from "./admin-client.ts";
+import { type CliContext, type Command, exitCodes } from "./command.ts";
 import { formatTable } from "./format-table.ts";
 import { toTerminalJson } from "./terminal-text.ts";
 
@@ -9,30 +13,92 @@ export const doctorCommand: Command = {
   words: ["doctor"],
   summary: "check the configuration, database, model, tokens, sandbox and public URL",
   help: [
-    "[--no-model-call] [--json]",
+    "[--no-model-call] [--local] [--json]",
     "",
+    "Asks the running server for its own checks when one answers (PEERGATE_URL, else where a",
+    "local `peergate serve` listens; the admin token): they describe the environment the server",
+    "was started with, not this shell's. When no server answers, checks locally and says so.",
     "Checks, changing nothing: the policy files are valid; the database is reachable and",
     "migrated; a model is configured, priced (an unpriced model fails every run of a caller with",
     "a cost budget, and the default budgets have one) and answers one tiny call; where the admin",
     "token comes from and whether the database knows it; the operator token exists; the secret",
     "key opens the sealed GitHub secrets; the sandbox works; the public URL GitHub and IFTTT need.",
-    "With the embedded database and the server running, the database checks are in its log.",
     "Exits 1 when a check fails.",
     "",
     "Options:",
     "  --no-model-call  skip the model call (it costs a few tokens)",
-    "  --json           print {checks: [{check, status, detail, fix}]} as JSON",
+    "  --local          check this shell's environment even when a server answers",
+    '  --json           print {ok, view: "server"|"local", server?, note?, checks: [{check,',
+    "                   status, detail, fix}]} as JSON",
   ].join("\n"),
-  options: { "no-model-call": { type: "boolean" }, json: { type: "boolean" } },
+  options: {
+    "no-model-call": { type: "boolean" },
+    local: { type: "boolean" },
+    json: { type: "boolean" },
+  },
   async run(args, ctx) {
-    const config = loadConfig(ctx.env, ctx.cwd);
-    const checks = await diagnose({ config, modelCall: args.values["no-model-call"] !== true });
-    const failed = checks.some((c) => c.status === "fail");
-    if (args.values.json) ctx.io.out(toTerminalJson({ ok: !failed, checks }));
-    else ctx.io.out(describeChecks(checks));
+    const modelCall = args.values["no-model-call"] !== true;
+    const asked = args.values.local === true ? undefined : await askServer(ctx, modelCall);
+    let report: { view: "server" | "local"; server?: string; note: string; checks: DoctorCheck[] };
+    if (asked && "checks" in asked) {
+      report = {
+        view: "server",
+        server: asked.server,
+        note: `asked the server at ${asked.server}: these are its checks, with its configuration`,
+        checks: asked.checks,
+      };
+    } else {
+      const config = loadConfig(ctx.env, ctx.cwd);
+      const checks = await diagnose({ config, modelCall });
+      const why = asked?.reason ?? "--local";
+      report = {
+        view: "local",
+        note: `checked locally, with this shell's environment (${why})`,
+        checks,
+      };
+    }
+    const failed = report.checks.some((c) => c.status === "fail");
+    if (args.values.json) ctx.io.out(toTerminalJson({ ok: !failed, ...report }));
+    else ctx.io.out(`${report.note}\n\n${describeChecks(report.checks)}`);
     return failed ? exitCodes.failed : exitCodes.ok;
   },
 };
+
+/**
+ * The running server's checks, or why there are none: no server answered, no admin token here,
+ * or a server too old to have the route.
+ */
+async function askServer(
+  ctx: CliContext,
+  modelCall: boolean,
+): Promise<{ server: string; checks: DoctorCheck[] } | { reason: string }> {
+  let client: Awaited<ReturnType<typeof createAdminClient>>;
+  try {
+    client = await createAdminClient(ctx);
+  } catch (error) {
+    return { reason: (error as Error).message };
+  }
+  try {
+    const answer = await callAdmin(
+      ctx,
+      "getDoctor",
+      { query: { modelCall: modelCall ? "true" : "false" } },
+      client,
+    );
+    return { server: client.baseUrl, checks: answer.checks };
+  } catch (error) {
+    if (error instanceof ApiError) {
+      const why =
+        error.status === 404
+          ? "has no doctor route (an older peergate)"
+          : error.status === 401
+            ? "refused the admin token"
+            : `answered ${error.status}`;
+      return { reason: `the server at ${client.baseUrl} ${why}` };
+    }
+    return { reason: `no server answered at ${client.baseUrl}` };
+  }
+}
 
 function describeChecks(checks: readonly DoctorCheck[]): string {
   const table = formatTable(

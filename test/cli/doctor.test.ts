@@ -141,3 +141,95 @@ describe("peergate doctor (pglite)", () => {
     expect(warnings.some((m) => m.startsWith("operator token: not created"))).toBe(true);
   });
 });
+
+// The quick start's second terminal: the server was started with the model configured, the
+// shell running doctor was not. Doctor asks the server and reports the server's model.
+describe("peergate doctor asks the running server", () => {
+  let dir: string;
+  let stub: OpenAiStub;
+  let server: Awaited<ReturnType<typeof startServer>>;
+  let shell: Record<string, string>;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(tmpdir(), "peergate-doctor-server-"));
+    stub = createOpenAiStub();
+    const baseUrl = await stub.listen();
+    stub.respondWith(() => ({ text: "ok" }));
+    const common = {
+      PEERGATE_DATA_DIR: path.join(dir, "data"),
+      PEERGATE_WORKSPACE: path.join(dir, "workspace"),
+      PEERGATE_POLICIES_DIR: repoPoliciesDir,
+      PEERGATE_LOG_LEVEL: "silent",
+      PEERGATE_SANDBOX: "none",
+    };
+    const serverEnv = {
+      ...common,
+      PEERGATE_PORT: "0",
+      PEERGATE_MODEL: "openai-compatible:local-qwen",
+      PEERGATE_MODEL_BASE_URL: baseUrl,
+      PEERGATE_MODEL_API_KEY: "sk-server-only-secret",
+    };
+    server = await startServer(loadConfig(serverEnv, dir), silentLogger, serverEnv);
+    // No model, no key: what a second terminal has. The policies name no model either.
+    shell = { ...common, PEERGATE_URL: server.url };
+  }, 180_000);
+  afterAll(async () => {
+    await server?.stop();
+    await stub?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const doctor = async (extraEnv: Record<string, string>, ...argv: string[]) => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runCli(commands, ["doctor", ...argv], {
+      env: { ...shell, ...extraEnv },
+      cwd: dir,
+      io: { out: (t) => out.push(t), err: (t) => err.push(t) },
+      signal: new AbortController().signal,
+    });
+    return { code, out: out.join("\n"), err: err.join("\n") };
+  };
+
+  it("reports the server's model as OK and says it asked the server", async () => {
+    const r = await doctor({}, "--json");
+    expect(r.err).toBe("");
+    const report = JSON.parse(r.out) as {
+      view: string;
+      server: string;
+      note: string;
+      checks: Check[];
+    };
+    expect(report.view).toBe("server");
+    expect(report.server).toBe(server.url);
+    const by = (name: string) => report.checks.find((c) => c.check === name);
+    expect(by("model")).toMatchObject({ status: "ok", detail: "openai-compatible:local-qwen" });
+    expect(by("model answers")?.status).toBe("ok");
+    expect(by("database")?.status).toBe("ok");
+    expect(by("policies")?.status).toBe("ok");
+    expect(by("sandbox")?.status).toBe("warn");
+    // The server's key never leaves it.
+    expect(r.out).not.toContain("sk-server-only-secret");
+    expect(stub.requests.at(-1)?.authorization).toBe("Bearer sk-server-only-secret");
+
+    const text = await doctor({}, "--no-model-call");
+    expect(text.out).toContain(`asked the server at ${server.url}: these are its checks`);
+    expect(text.out).toMatch(/^OK +model +openai-compatible:local-qwen$/m);
+  });
+
+  it("--local, or no server answering, checks this shell and says so", async () => {
+    const local = await doctor({}, "--local", "--no-model-call", "--json");
+    const report = JSON.parse(local.out) as { view: string; note: string; checks: Check[] };
+    expect(report.view).toBe("local");
+    expect(report.note).toContain("this shell's environment (--local)");
+    expect(report.checks.find((c) => c.check === "model")?.status).toBe("fail");
+
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const port = (closed.address() as { port: number }).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const none = await doctor({ PEERGATE_URL: `http://127.0.0.1:${port}` }, "--no-model-call");
+    expect(none.out).toContain(
+      `checked locally, with this shell's environment (no server answered at http://127.0.0.1:${port})`,
+    );
+  });
+});

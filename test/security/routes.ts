@@ -334,6 +334,18 @@ export const authenticatedRoutes: readonly AuthenticatedRoute[] = [
   },
   {
     method: "GET",
+    pattern: "/admin/v1/doctor",
+    // The server's own checks (src/services/server-doctor.ts): names and states, never a key.
+    credential: "admin",
+    accepted: [200],
+    build: async () => ({
+      method: "GET",
+      path: "/admin/v1/doctor?modelCall=false",
+      headers: {},
+    }),
+  },
+  {
+    method: "GET",
     pattern: "/admin/v1/audit/checkpoints",
     credential: "admin",
     accepted: [200],

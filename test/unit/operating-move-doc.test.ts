@@ -1,9 +1,10 @@
 // docs/operating.md, "Moving from the embedded database to PostgreSQL", run as written: a real
-// `peergate serve` on the embedded database with one caller, the section's ```sh block (the
-// callers export) against it; the server stopped; the first ```sh postgres block (migrate) with
-// DATABASE_URL naming a fresh throwaway database; the server started again on it, where it must
-// adopt <data dir>/admin-token; then the second ```sh postgres block, whose CLI calls succeed
-// only with that same admin token; then a second instance on the same database, given that token
+// `peergate serve` on the embedded database with one caller, the section's ```sh block (audit
+// verify) against it; the server stopped; the first ```sh postgres block (migrate, migrate-data)
+// with DATABASE_URL naming a fresh throwaway database; the server started again on it; then the
+// second ```sh postgres block, whose CLI calls succeed only with that same admin token, and which
+// finds the caller, its credential and the audit chain carried over; then a second instance on
+// the same database, given that token
 // and the secret key in its environment as "Several instances" says; last, with the servers
 // stopped, the ```sh postgres block of "Backups" (pg_dump, pg_restore). Skipped without the test
 // PostgreSQL cluster.
@@ -91,9 +92,10 @@ describe.skipIf(postgresSkipReason() !== undefined)(
       const cli = { ...env, PEERGATE_URL: server.url };
       const added = await runBash("peergate callers add mover --kind peer", cli, dir);
       expect(added).toMatchObject({ code: 0 });
-      const exported = await runBash(sh[0] as string, cli, dir);
-      expect({ code: exported.code, out: exported.out }).toMatchObject({ code: 0 });
-      expect(await readFile(path.join(dir, "callers-before-move.yaml"), "utf8")).toContain("mover");
+      const before = await runBash(sh[0] as string, cli, dir);
+      expect({ code: before.code, out: before.out }).toMatchObject({ code: 0 });
+      const eventsBefore = Number(/audit chain intact: (\d+) events/.exec(before.out)?.[1]);
+      expect(eventsBefore).toBeGreaterThan(0);
       const adminToken = (await readFile(path.join(dir, "data/admin-token"), "utf8")).trim();
       await stop(server);
       server = undefined;
@@ -104,16 +106,20 @@ describe.skipIf(postgresSkipReason() !== undefined)(
       const moved = { ...env, DATABASE_URL: database.url };
       const migrated = await runBash(pg[0] as string, moved, dir);
       expect({ code: migrated.code, out: migrated.out }).toMatchObject({ code: 0 });
+      expect(migrated.out).toContain("dry run: nothing copied");
+      expect(migrated.out).toContain("every table's count matches");
 
       server = await spawnServeChild({ ...moved, PEERGATE_PORT: "0" }, { readyMs: 180_000 });
-      expect(server.logs.join("\n")).toContain("admin token adopted from the data directory");
       // The file is untouched: the operator's token is the one they had.
       expect((await readFile(path.join(dir, "data/admin-token"), "utf8")).trim()).toBe(adminToken);
 
       const after = await runBash(pg[1] as string, { ...moved, PEERGATE_URL: server.url }, dir);
       expect({ code: after.code, out: after.out }).toMatchObject({ code: 0 });
-      // The caller came over; doctor found the database migrated and the adopted token.
+      // The caller came over with its credential; the chain verifies with every event before it;
+      // doctor found the database migrated and the admin token known to it.
       expect(after.out).toMatch(/^mover +peer +public +active/m);
+      const eventsAfter = Number(/audit chain intact: (\d+) events/.exec(after.out)?.[1]);
+      expect(eventsAfter).toBeGreaterThanOrEqual(eventsBefore);
       expect(after.out).toMatch(/^OK +admin token +from .*admin-token$/m);
       expect(after.out).toMatch(/^OK +database +reachable/m);
 

@@ -10,6 +10,7 @@ import type { RouteConfig } from "@hono/zod-openapi";
 import type { z } from "zod";
 import { auditRoutes } from "./admin-api-audit.ts";
 import { callerRoutes } from "./admin-api-callers.ts";
+import { doctorRoutes } from "./admin-api-doctor.ts";
 import { operatorRoutes } from "./admin-api-operator.ts";
 import { runRoutes } from "./admin-api-runs.ts";
 
@@ -28,6 +29,7 @@ export const adminApi = {
   ...auditRoutes,
   ...runRoutes,
   ...operatorRoutes,
+  ...doctorRoutes,
 } as const satisfies Record<string, RouteConfig>;
 
 /** Routes served only when the server has a run engine. */

@@ -39,7 +39,7 @@ import { readJsonBody } from "../json.ts";
 import { refuseBrowserOrigins, refuseQueryCredentials } from "../middleware/api-guards.ts";
 import { readSourceAddress } from "../request-info.ts";
 import { throttleAuth } from "../throttle.ts";
-import { type AdminOperation, adminApi } from "./admin-api.ts";
+import { type AdminOperation, type AdminResponse, adminApi } from "./admin-api.ts";
 import { type AdminEventsDeps, adminEventsRoute, eventsRouteConfig } from "./admin-events.ts";
 
 export type AdminRouteDeps = {
@@ -47,6 +47,8 @@ export type AdminRouteDeps = {
   limiter: RateLimiter;
   /** The run engine; without it the /runs routes are absent. */
   runs?: PeergateRunEngine;
+  /** The server's own doctor checks (GET /doctor); without it the route is absent. */
+  doctor?: (query: unknown) => Promise<AdminResponse<"getDoctor">>;
   /** How often the event stream looks for changed runs (tests shorten it). */
   events?: AdminEventsDeps["options"];
 };
@@ -223,6 +225,8 @@ export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
     const input = await readJsonBody(c, { optional: true });
     return c.json(await write(c, (operator) => pruneTables({ ctx, input, actor, operator })));
   });
+  const doctor = deps.doctor;
+  if (doctor) serve("getDoctor", async (c) => c.json(await doctor(c.req.query())));
   serve("verifyAudit", async (c) => {
     const result = await verifyAudit({ ctx });
     return c.json(result, result.ok ? 200 : 409);
