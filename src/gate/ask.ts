@@ -104,7 +104,7 @@ export function plainApproval(deps: BatchDeps, plan: CallPlan): IndexedApproval 
       calledTool: plan.tool.name,
       risk,
       summary: `Run ${plan.tool.name} (risk: ${risk}) with the arguments shown.`,
-      reason: plan.decided.settled.reason,
+      reason: plan.decided.resolved.reason,
     }),
     index: plan.index,
   };
@@ -126,7 +126,7 @@ export function approvalFromProposal(
       calledTool: plan.tool.name,
       risk: plan.decided.record.risk ?? plan.tool.risk,
       summary: String(request.summary ?? ""),
-      reason: plan.decided.settled.reason,
+      reason: plan.decided.resolved.reason,
       previewDiff: request.previewDiff,
     }),
     index: plan.index,
@@ -146,7 +146,7 @@ export function holdPlan(deps: BatchDeps, plan: CallPlan): HeldCall {
       calledTool: plan.tool.name,
       risk,
       summary: `Run ${plan.tool.name} (risk: ${risk}) once the batch's approvals are answered.`,
-      reason: plan.decided.settled.reason,
+      reason: plan.decided.resolved.reason,
     }),
     index: plan.index,
     heldBy: "policy",
@@ -171,7 +171,7 @@ export function holdProposal(
       calledTool: plan.tool.name,
       risk: plan.decided.record.risk ?? plan.tool.risk,
       summary: `Run ${plan.tool.name}'s approved proposal once the batch's approvals are answered.`,
-      reason: plan.decided.settled.reason,
+      reason: plan.decided.resolved.reason,
     }),
     index: plan.index,
     heldBy: "policy",
@@ -219,14 +219,14 @@ export async function redirectOutOfGrants(
   reason: string,
 ): Promise<{ part: ToolResultPart } | { approval: IndexedApproval }> {
   const decided = decideRedirect(deps.controls.current, plan.tool, reason);
-  const settled = decided.settled;
-  if (settled.action === "decline") {
+  const resolved = decided.resolved;
+  if (resolved.action === "decline") {
     return {
       part: await closeWith(
         deps,
         { recordId: plan.recordId, shown: plan.tool.name, ref },
-        { status: "declined", code: settled.rule, decision: decided.record },
-        settled.modelMessage,
+        { status: "declined", code: resolved.rule, decision: decided.record },
+        resolved.modelMessage,
       ),
     };
   }
@@ -242,7 +242,7 @@ export async function redirectOutOfGrants(
         calledTool: plan.tool.name,
         risk: "unknown",
         summary: `Fetch with ${plan.tool.name}, following redirects.`,
-        reason: settled.reason,
+        reason: resolved.reason,
       }),
       index: plan.index,
     },
@@ -455,9 +455,9 @@ async function redecideHeld(
     return { kind: "ends", status: "failed", code: "invalid-input", text };
   }
   const decided = await decideToolCall({ ...deps.decide, controls }, check.tool, input.data);
-  const { settled, record } = decided;
+  const { resolved, record } = decided;
   const mode = deps.decide?.commandTools?.get(check.tool.name)?.mode;
-  if (settled.action === "run") {
+  if (resolved.action === "run") {
     return {
       kind: "runs",
       checks: { heldBy: "policy", ...(decided.checkRedirects ? { checkRedirects: true } : {}) },
@@ -466,15 +466,15 @@ async function redecideHeld(
   if (
     (mode === "chain" || mode === "script") &&
     record.rule === "policy-parks" &&
-    (settled.action === "park" || settled.action === "decline")
+    (resolved.action === "park" || resolved.action === "decline")
   ) {
     // As when planned: per stage, each one outside the allowlist asks (or is declined) on its own.
     return {
       kind: "runs",
-      checks: { heldBy: "policy", stages: { park: settled.action === "park" } },
+      checks: { heldBy: "policy", stages: { park: resolved.action === "park" } },
     };
   }
-  if (settled.action === "refuse") {
+  if (resolved.action === "refuse") {
     return {
       kind: "ends",
       status: "refused",
@@ -483,16 +483,16 @@ async function redecideHeld(
       decision: record,
     };
   }
-  if (settled.action === "decline") {
+  if (resolved.action === "decline") {
     return {
       kind: "ends",
       status: "declined",
-      code: settled.rule,
-      text: settled.modelMessage,
+      code: resolved.rule,
+      text: resolved.modelMessage,
       decision: record,
     };
   }
-  const reason = `the run's controls narrowed while its batch waited: ${settled.reason}`;
+  const reason = `the run's controls narrowed while its batch waited: ${resolved.reason}`;
   const ref = { toolCallId: approval.toolCallId, toolName: approval.toolName };
   return {
     kind: "asks",

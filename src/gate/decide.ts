@@ -13,7 +13,7 @@
 // 3. The classifier, for a tool of `unknown` risk, only when its verdict can change the outcome
 //    and the caller's budget has something left (src/gate/classifier-budget.ts); it never lowers
 //    the floor and every failure reads as high-risk.
-// 4. `decideCall` (overrides, URL grants, policy, coverage, safety) and `settleNobodyThere`.
+// 4. `decideCall` (overrides, URL grants, policy, coverage, safety) and `resolveNobodyThere`.
 import type { ToolCallDecisionRecord } from "../db/schema.ts";
 import { explainCoverage } from "../policy/command-key.ts";
 import { readToolOverride, resolveToolOverride, type ToolOverrides } from "../policy/overrides.ts";
@@ -24,7 +24,12 @@ import { argvKey } from "../tools/shell/command-keys.ts";
 import { assessArgvRisk } from "../tools/shell/shell-risk.ts";
 import { type ClassifierResult, combineRisk, needsClassifier } from "./command-classifier.ts";
 import type { RunControls } from "./controls.ts";
-import { decideCall, type SafetyOverride, type SettledCall, settleNobodyThere } from "./resolve.ts";
+import {
+  decideCall,
+  type ResolvedCall,
+  resolveNobodyThere,
+  type SafetyOverride,
+} from "./resolve.ts";
 
 /** A declared command tool as the floor needs it. */
 export type CommandToolShape =
@@ -49,7 +54,7 @@ export type DecisionDeps = {
 };
 
 export type CallDecisionOutcome = {
-  readonly settled: SettledCall;
+  readonly resolved: ResolvedCall;
   readonly record: ToolCallDecisionRecord;
   /** A fetch under a URL grant: every redirect hop must stay inside the grants too. */
   readonly checkRedirects: boolean;
@@ -211,16 +216,16 @@ export async function decideToolCall(
     coveredBy,
     outsideGrants,
   });
-  const settled = settleNobodyThere(decision, controls.whenNobody, tool.name);
+  const resolved = resolveNobodyThere(decision, controls.whenNobody, tool.name);
   return {
-    settled,
+    resolved,
     // Under every policy, `auto` included: a hop outside the grants asks like the URL would.
-    checkRedirects: checkRedirects && settled.action === "run",
+    checkRedirects: checkRedirects && resolved.action === "run",
     record: {
       ...record,
-      action: settled.action,
-      rule: settled.rule,
-      reason: settled.reason,
+      action: resolved.action,
+      rule: resolved.rule,
+      reason: resolved.reason,
       risk,
       ...(coveredBy === undefined ? {} : { coveredBy }),
     },
@@ -239,14 +244,14 @@ export function decideRedirect(
     risk: "unknown",
     outsideGrants: { reason },
   });
-  const settled = settleNobodyThere(decision, controls.whenNobody, tool.name);
+  const resolved = resolveNobodyThere(decision, controls.whenNobody, tool.name);
   return {
-    settled,
+    resolved,
     checkRedirects: false,
     record: {
-      action: settled.action,
-      rule: settled.rule,
-      reason: settled.reason,
+      action: resolved.action,
+      rule: resolved.rule,
+      reason: resolved.reason,
       urlReason: reason,
     },
   };

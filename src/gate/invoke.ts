@@ -25,7 +25,7 @@ import { notStartedText } from "./results.ts";
 import { traceToolCall } from "./trace-tool.ts";
 import type { BatchDeps, CallRef, IndexedApproval, RunnablePlan } from "./types.ts";
 
-export type RunOutcome = { part: ToolResultPart } | { approval: IndexedApproval };
+export type CallOutcome = { part: ToolResultPart } | { approval: IndexedApproval };
 
 /** A two-phase call whose proposal the policy approved: its hidden half, ready to run. */
 export type ReadyHalf = {
@@ -41,7 +41,7 @@ export type ReadyHalf = {
 export async function propose(
   deps: BatchDeps,
   plan: RunnablePlan,
-): Promise<RunOutcome | { ready: ReadyHalf }> {
+): Promise<CallOutcome | { ready: ReadyHalf }> {
   const ref = { toolCallId: plan.call.toolCallId, toolName: plan.call.toolName };
   const call = { recordId: plan.recordId, shown: plan.tool.name, ref };
   const notStarted = async () => ({
@@ -70,7 +70,7 @@ export async function propose(
       ),
     };
   }
-  if (plan.decided.settled.action === "run") {
+  if (plan.decided.resolved.action === "run") {
     return {
       ready: { plan, executeToolName: request.executeToolName, executeArgs: request.executeArgs },
     };
@@ -93,7 +93,7 @@ export async function runReady(deps: BatchDeps, ready: ReadyHalf): Promise<ToolR
 }
 
 /** Runs one planned call (not a proposal) to its result, or to the approval it must wait for. */
-export async function runPlanned(deps: BatchDeps, plan: RunnablePlan): Promise<RunOutcome> {
+export async function runPlanned(deps: BatchDeps, plan: RunnablePlan): Promise<CallOutcome> {
   const ref = { toolCallId: plan.call.toolCallId, toolName: plan.call.toolName };
   const call = { recordId: plan.recordId, shown: plan.tool.name, ref };
   if (deps.signal.aborted) {
@@ -275,10 +275,10 @@ export async function invokeTool(
         callId,
       });
     }
-    const settled =
+    const resolved =
       late?.end === "returned" && !isApprovalRequest(late.result) ? late.result : undefined;
-    if (deps.signal.aborted) return { end: "stopped", result: settled };
-    return { end: "timeout", timeoutMs: limitMs, result: settled };
+    if (deps.signal.aborted) return { end: "stopped", result: resolved };
+    return { end: "timeout", timeoutMs: limitMs, result: resolved };
   } finally {
     clearTimeout(timer);
     if (onAbort) signal.removeEventListener("abort", onAbort);

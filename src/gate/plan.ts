@@ -70,12 +70,12 @@ export async function planCall(
   const decided = await decideToolCall({ ...deps.decide, controls }, tool, parsed.data);
   const decision = decided.record;
   const plan: CallPlan = { index, call, recordId, tool, impl, args: parsed.data, decided };
-  const settled = decided.settled;
+  const resolved = decided.resolved;
   const mode = deps.decide?.commandTools?.get(tool.name)?.mode;
   if (
     (mode === "chain" || mode === "script") &&
     decided.record.rule === "policy-parks" &&
-    (settled.action === "park" || settled.action === "decline")
+    (resolved.action === "park" || resolved.action === "decline")
   ) {
     // Per stage, not per call: covered stages run, each other one asks when it is reached.
     const record: ToolCallDecisionRecord = {
@@ -83,7 +83,7 @@ export async function planCall(
       action: "run",
       rule: "stages",
       reason:
-        `each stage outside the command allowlist asks on its own (${settled.action === "park" ? "parks" : "declined: nobody there"}): ${settled.reason}`.slice(
+        `each stage outside the command allowlist asks on its own (${resolved.action === "park" ? "parks" : "declined: nobody there"}): ${resolved.reason}`.slice(
           0,
           2_000,
         ),
@@ -92,11 +92,11 @@ export async function planCall(
     return {
       ...plan,
       decided: { ...decided, record },
-      stages: { park: settled.action === "park" },
+      stages: { park: resolved.action === "park" },
       kind: "run",
     };
   }
-  if (settled.action === "refuse") {
+  if (resolved.action === "refuse") {
     rows.push({
       recordId,
       tool: tool.name,
@@ -107,19 +107,19 @@ export async function planCall(
     });
     return { kind: "done", index, part: errorResult(ref, unavailableMessage(call.toolName)) };
   }
-  if (settled.action === "decline") {
+  if (resolved.action === "decline") {
     rows.push({
       recordId,
       tool: tool.name,
       argsDigest,
       status: "declined",
-      code: settled.rule,
+      code: resolved.rule,
       decision,
     });
     deps.emit({ type: "tool-call", callId: recordId, tool: tool.name, state: "failed" });
-    return { kind: "done", index, part: errorResult(ref, settled.modelMessage) };
+    return { kind: "done", index, part: errorResult(ref, resolved.modelMessage) };
   }
-  if (!twoPhase && settled.action === "park") {
+  if (!twoPhase && resolved.action === "park") {
     rows.push({ recordId, tool: tool.name, argsDigest, status: "parked", decision });
     return { ...plan, kind: "approve" };
   }

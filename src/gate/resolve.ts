@@ -19,7 +19,7 @@
 // The overrides themselves (their values, the stricter of the caller's and the agent's) are read
 // in src/policy/overrides.ts. When a call would park, the caller's "nobody there" setting decides
 // whether it parks or is declined with a message to the model naming what would let it run
-// (`settleNobodyThere`).
+// (`resolveNobodyThere`).
 import {
   type ApprovalPolicy,
   type NobodyThere,
@@ -187,7 +187,7 @@ export function decideCall(input: CallDecisionInput): CallDecision {
   };
 }
 
-export type SettledCall =
+export type ResolvedCall =
   | {
       readonly action: "run" | "park" | "refuse";
       readonly rule: DecisionRule;
@@ -220,11 +220,11 @@ function whatWouldFix(decision: CallDecision, tool: string): string {
  * `decline`, becomes a refusal the model reads (naming what would let the call run) while the run
  * goes on. Decisions that run or refuse pass through unchanged.
  */
-export function settleNobodyThere(
+export function resolveNobodyThere(
   decision: CallDecision,
   mode: NobodyThere,
   tool: string,
-): SettledCall {
+): ResolvedCall {
   if (decision.action !== "park" || mode === "park") return decision;
   return {
     action: "decline",

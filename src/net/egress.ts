@@ -45,8 +45,8 @@ export type EgressOptions = {
    * addresses are never exempted.
    */
   readonly allowAddresses?: readonly string[];
-  /** Who connects, for refusal messages (default `web_fetch`). */
-  readonly purpose?: string;
+  /** Who connects, for refusal messages: a tool's name, "a push notification". */
+  readonly purpose: string;
 };
 
 function matchHost(host: string, entry: string): boolean {
@@ -81,13 +81,13 @@ export type EgressRequest = {
 };
 
 /**
- * The SSRF-safe egress of web_fetch (module comment), for any sender that must reach only public
+ * The SSRF-safe egress (module comment), for any sender that must reach only public
  * addresses: `planHop` checks one URL and resolves it; `fetchHop` connects to the address it
  * judged and checks the connected peer before reading. Both throw EgressError for
  * a refused target.
  */
-export function createEgress(options: EgressOptions = {}) {
-  const purpose = options.purpose ?? "web_fetch";
+export function createEgress(options: EgressOptions) {
+  const purpose = options.purpose;
   const maxBytes = options.maxBytes ?? defaultEgressMaxBytes;
   const resolve =
     options.resolve ?? ((hostname: string) => dnsLookup(hostname, { all: true, verbatim: true }));

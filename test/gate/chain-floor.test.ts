@@ -39,14 +39,14 @@ const decide = (command: string) =>
 describe("a chain tool under an allow override", () => {
   it("asks when a stage carries code the floor reads", async () => {
     const outcome = await decide("find . -name '*.md' -exec sh -c 'cat \"$1\" > $(mktemp)' _ {} ;");
-    expect(outcome.settled.action).toBe("park");
+    expect(outcome.resolved.action).toBe("park");
     expect(outcome.record.floorReasons?.length).toBeGreaterThan(0);
-    expect(outcome.settled.reason).toContain("risk floor");
+    expect(outcome.resolved.reason).toContain("risk floor");
   });
 
   it("runs a chain of plain programs, as the override says", async () => {
     const outcome = await decide("git status --short | head -n 5");
-    expect(outcome.settled.action).toBe("run");
+    expect(outcome.resolved.action).toBe("run");
     expect(outcome.record.floorReasons).toBeUndefined();
   });
 });

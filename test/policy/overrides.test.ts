@@ -7,7 +7,7 @@ import {
   type CallAction,
   type CallDecisionInput,
   decideCall,
-  settleNobodyThere,
+  resolveNobodyThere,
 } from "../../src/gate/resolve.ts";
 import {
   type ApprovalPolicy,
@@ -261,7 +261,7 @@ describe("nobody there: park or decline", () => {
 
   it("turns a parking call into a refusal naming what would fix it, under decline", () => {
     const decision = decideCall({ tool: "execute_command", policy: "read-only", risk: "unknown" });
-    const settled = settleNobodyThere(decision, "decline", "execute_command");
+    const settled = resolveNobodyThere(decision, "decline", "execute_command");
     expect(settled.action).toBe("decline");
     if (settled.action !== "decline") throw new Error("unreachable");
     expect(settled.modelMessage).toContain('"execute_command" was not run');
@@ -278,7 +278,7 @@ describe("nobody there: park or decline", () => {
       risk: "read-only",
       safety,
     });
-    const settled = settleNobodyThere(decision, "decline", "execute_command");
+    const settled = resolveNobodyThere(decision, "decline", "execute_command");
     if (settled.action !== "decline") throw new Error("expected a decline");
     expect(settled.modelMessage).toContain(safety.reason);
     expect(settled.modelMessage).toContain("no allowlist entry or override lifts this check");
@@ -291,7 +291,7 @@ describe("nobody there: park or decline", () => {
       risk: "read-only",
       overrides: { caller: "prompt" },
     });
-    const settled = settleNobodyThere(decision, "decline", "web_fetch");
+    const settled = resolveNobodyThere(decision, "decline", "web_fetch");
     if (settled.action !== "decline") throw new Error("expected a decline");
     expect(settled.modelMessage).toContain('removing the prompt override for "web_fetch"');
   });
@@ -305,9 +305,9 @@ describe("nobody there: park or decline", () => {
       overrides: { agent: "deny" },
     });
     const park = decideCall({ tool: "write_file", policy: "read-only", risk: "high-risk" });
-    expect(settleNobodyThere(run, "decline", "read_file")).toBe(run);
-    expect(settleNobodyThere(refuse, "decline", "read_file")).toBe(refuse);
-    expect(settleNobodyThere(park, "park", "write_file")).toBe(park);
+    expect(resolveNobodyThere(run, "decline", "read_file")).toBe(run);
+    expect(resolveNobodyThere(refuse, "decline", "read_file")).toBe(refuse);
+    expect(resolveNobodyThere(park, "park", "write_file")).toBe(park);
   });
 });
 
@@ -408,7 +408,7 @@ describe("decideCall: invariants", () => {
         (i, mode) => {
           const d = decideCall(i);
           expect(d.reason.length).toBeGreaterThan(10);
-          const settled = settleNobodyThere(d, mode, i.tool);
+          const settled = resolveNobodyThere(d, mode, i.tool);
           if (d.action !== "run") expect(settled.action).not.toBe("run");
           if (mode === "park") expect(settled).toBe(d);
         },

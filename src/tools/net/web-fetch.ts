@@ -38,7 +38,7 @@ function readUrlArgument(args: unknown): string {
   return typeof url === "string" ? url : "";
 }
 
-export type WebFetchOptions = EgressOptions & {
+export type WebFetchOptions = Omit<EgressOptions, "purpose"> & {
   /** Whole call, redirects included (default 15 s). */
   readonly timeoutMs?: number;
 };
@@ -64,7 +64,7 @@ function refuse(message: string): ToolCallError {
 
 export function createWebFetchTool(options: WebFetchOptions = {}): ToolImplementation {
   const timeoutMs = options.timeoutMs ?? webFetchDefaults.timeoutMs;
-  const { planHop, fetchHop } = createEgress(options);
+  const { planHop, fetchHop } = createEgress({ ...options, purpose: webFetchTool.descriptor.name });
 
   return {
     name: "web_fetch",
