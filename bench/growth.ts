@@ -27,10 +27,10 @@
 // Prints a markdown table (each figure per size, the ratio largest/smallest, its target and a
 // verdict) and `<!-- growth-result {json} -->` for bench/run-all.ts. `--sizes 300 --repeats 1
 // --tasks 5` is the smoke run (seconds).
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { chown, cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
@@ -47,7 +47,7 @@ import {
 import { type Db, openDatabase, selectRows } from "../src/db/client.ts";
 import { migrateDatabase } from "../src/db/migrate.ts";
 import { createOpenAiStub } from "../test/support/openai-stub.ts";
-import { startPostgresCluster } from "../test/support/postgres-cluster.ts";
+import { findPostgres, startPostgresCluster } from "../test/support/postgres-cluster.ts";
 import { type ServeChild, spawnServeChild } from "../test/support/serve-process.ts";
 
 const { values } = parseArgs({
@@ -128,8 +128,51 @@ async function seedCallers(db: Db): Promise<void> {
       from generate_series(1, ${jwtPeers}::int) n`);
 }
 
-/** Rows `from`..`size` of every grown table, in SQL. Row g: run g, its tool call, task, event… */
+const grownTables = [
+  "runs",
+  "tool_calls",
+  "a2a_tasks",
+  "a2a_task_events",
+  "push_configs",
+  "push_deliveries",
+  "webhook_deliveries",
+  "jwt_replays",
+  "audit_events",
+  "audit_chain",
+];
+
+/**
+ * Rows `from`..`size` of every grown table, in SQL, in one transaction. Bulk-load style: the
+ * grown tables' secondary indexes are dropped first and built again after (their definitions as
+ * the migrations made them, read from pg_indexes), and foreign-key and audit triggers are off for
+ * the load (session_replication_role = replica): every seeded reference points at a seeded row.
+ */
 async function topUp(db: Db, from: number, size: number): Promise<void> {
+  const indexes = await selectRows<{ name: string; definition: string }>(
+    db,
+    sql`select i.indexname as name, i.indexdef as definition from pg_indexes i
+         where i.schemaname = 'public'
+           and i.tablename in (${sql.join(
+             grownTables.map((t) => sql`${t}`),
+             sql`, `,
+           )})
+           and not exists (select 1 from pg_constraint c where c.conname = i.indexname)`,
+  );
+  await db.transaction(async (tx) => {
+    await tx.execute(sql`set local session_replication_role = replica`);
+    await tx.execute(sql`set local maintenance_work_mem = '256MB'`);
+    for (const index of indexes) await tx.execute(sql.raw(`drop index "${index.name}"`));
+    await insertRows(tx as unknown as Db, from, size);
+    const t0 = performance.now();
+    for (const index of indexes) await tx.execute(sql.raw(index.definition));
+    progress(
+      `  ${indexes.length} secondary indexes built in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+    );
+  });
+}
+
+/** Row g of each grown table: run g, its tool call, task, event, push delivery, audit event… */
+async function insertRows(db: Db, from: number, size: number): Promise<void> {
   const range = sql`generate_series(${from}::int, ${size}::int) g`;
   const at = sql`(${epoch}::timestamptz + g * interval '1 second')`;
   const caller = sql`(case when g % 10 = 0 then ${bigCaller}::uuid
@@ -440,7 +483,9 @@ const median = (list: number[]): number => {
 };
 const percentile = (list: number[], p: number): number => {
   const sorted = [...list].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
+  return (
+    sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN
+  );
 };
 
 /** The median wall time (ms) of `repeats` calls, after one unmeasured. */
@@ -522,8 +567,20 @@ async function measure(
   const { server, wallS, cpuS } = await startServe(env);
   try {
     figures.push(
-      { name: "start-up: spawn → listening (wall)", value: wallS, unit: "s", kind: "flat", better: "lower" },
-      { name: "start-up: server CPU until listening", value: cpuS, unit: "s", kind: "flat", better: "lower" },
+      {
+        name: "start-up: spawn → listening (wall)",
+        value: wallS,
+        unit: "s",
+        kind: "flat",
+        better: "lower",
+      },
+      {
+        name: "start-up: server CPU until listening",
+        value: cpuS,
+        unit: "s",
+        kind: "flat",
+        better: "lower",
+      },
     );
     const url = server.url;
     progress("SendMessage");
@@ -532,9 +589,27 @@ async function measure(
     const latencies = await sendMessages(url, tasksPerSize);
     const cpuPerTask = ((cpuSeconds(server.child.pid) - cpu0) / tasksPerSize) * 1000;
     figures.push(
-      { name: `SendMessage p50 (${concurrency} connections)`, value: percentile(latencies, 50), unit: "ms", kind: "flat", better: "lower" },
-      { name: `SendMessage p99 (${concurrency} connections)`, value: percentile(latencies, 99), unit: "ms", kind: "flat", better: "lower" },
-      { name: "SendMessage server CPU per task", value: cpuPerTask, unit: "ms", kind: "flat", better: "lower" },
+      {
+        name: `SendMessage p50 (${concurrency} connections)`,
+        value: percentile(latencies, 50),
+        unit: "ms",
+        kind: "flat",
+        better: "lower",
+      },
+      {
+        name: `SendMessage p99 (${concurrency} connections)`,
+        value: percentile(latencies, 99),
+        unit: "ms",
+        kind: "flat",
+        better: "lower",
+      },
+      {
+        name: "SendMessage server CPU per task",
+        value: cpuPerTask,
+        unit: "ms",
+        kind: "flat",
+        better: "lower",
+      },
     );
 
     progress("ListTasks, JWT, admin lists");
@@ -574,7 +649,10 @@ async function measure(
     });
     const issuer = `https://peer-${jwtPeer}.example`;
     const taskId = (
-      await selectRows<{ id: string }>(db, sql`select md5('task' || ${jwtPeerTask}::int)::uuid::text as id`)
+      await selectRows<{ id: string }>(
+        db,
+        sql`select md5('task' || ${jwtPeerTask}::int)::uuid::text as id`,
+      )
     )[0]?.id;
     const jwtLookup = sql`select * from callers where jwt is not null and jwt->>'issuer' = ${issuer}`;
     figures.push({
@@ -668,14 +746,48 @@ async function measure(
   if (!walked.ok) throw new Error(`the chain does not verify: ${walked.problem}`);
   const verify = await auditVerify(env);
   figures.push(
-    { name: "audit verify: events per second (the walk)", value: walked.count / walkS, unit: "/s", kind: "linear", better: "higher" },
-    { name: "audit verify: the CLI's wall time", value: verify.wallS, unit: "s", kind: "info", better: "lower" },
-    { name: "audit verify: peak RSS of the CLI", value: verify.maxRssMiB, unit: "MiB", kind: "linear", better: "lower" },
-    { name: "audit verify: progress lines printed", value: verify.progressLines, unit: "", kind: "info", better: "higher" },
+    {
+      name: "audit verify: events per second (the walk)",
+      value: walked.count / walkS,
+      unit: "/s",
+      kind: "linear",
+      better: "higher",
+    },
+    {
+      name: "audit verify: the CLI's wall time",
+      value: verify.wallS,
+      unit: "s",
+      kind: "info",
+      better: "lower",
+    },
+    {
+      name: "audit verify: peak RSS of the CLI",
+      value: verify.maxRssMiB,
+      unit: "MiB",
+      kind: "linear",
+      better: "lower",
+    },
+    {
+      name: "audit verify: progress lines printed",
+      value: verify.progressLines,
+      unit: "",
+      kind: "info",
+      better: "higher",
+    },
   );
 
   const disk: Record<string, number> = {};
-  for (const table of ["a2a_tasks", "a2a_task_events", "runs", "tool_calls", "push_deliveries", "audit_events", "audit_chain", "webhook_deliveries", "jwt_replays"]) {
+  for (const table of [
+    "a2a_tasks",
+    "a2a_task_events",
+    "runs",
+    "tool_calls",
+    "push_deliveries",
+    "audit_events",
+    "audit_chain",
+    "webhook_deliveries",
+    "jwt_replays",
+  ]) {
     const [row] = await selectRows<{ bytes: unknown }>(
       db,
       sql`select pg_total_relation_size(${table}::regclass) as bytes`,
@@ -696,10 +808,14 @@ process.on("exit", () => writeFileSync(process.env.BENCH_RSS_FILE, String(proces
 `,
   );
   const t0 = performance.now();
-  const child = spawn(process.execPath, ["--import", hook, mainScript, "audit", "verify", "--json"], {
-    env: { ...env, BENCH_RSS_FILE: rssFile },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    ["--import", hook, mainScript, "audit", "verify", "--json"],
+    {
+      env: { ...env, BENCH_RSS_FILE: rssFile },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (chunk: Buffer) => {
@@ -719,7 +835,10 @@ process.on("exit", () => writeFileSync(process.env.BENCH_RSS_FILE, String(proces
 
 // ---------------------------------------------------------------- main
 
+// The database lives on disk (a tablespace under the temporary directory), not in the cluster's
+// /dev/shm: a million rows per table is several GiB, which a shared machine's memory should not hold.
 const cluster = await startPostgresCluster();
+const tablespace = await mkdtemp(path.join(os.tmpdir(), "peergate-bench-growth-pg-"));
 const stub = createOpenAiStub({ record: false });
 stub.respondWith(() => ({ text: answerText, usage: { prompt: 40, completion: 1 } }));
 const modelUrl = await stub.listen();
@@ -731,15 +850,27 @@ const results: {
   chainS: number;
 }[] = [];
 try {
+  const installation = findPostgres();
+  const runAs = "unavailable" in installation ? undefined : installation.runAs;
+  if (runAs) {
+    const id = (flag: string) =>
+      Number(spawnSync("id", [flag, runAs], { encoding: "utf8" }).stdout.trim());
+    await chown(tablespace, id("-u"), id("-g"));
+  }
+  const bootstrap = await openDatabase({ kind: "postgres", url: cluster.adminUrl });
+  await bootstrap.db.execute(sql.raw(`create tablespace growth location '${tablespace}'`));
+  await bootstrap.db.execute(sql.raw("create database peergate_growth tablespace growth"));
+  await bootstrap.close();
+  const databaseUrl = cluster.adminUrl.replace(/\/postgres$/, "/peergate_growth");
   const database = await openDatabase({
     kind: "postgres",
-    url: cluster.adminUrl,
+    url: databaseUrl,
     statementTimeoutMs: 3_600_000,
   });
   const db = database.db;
   await migrateDatabase(database);
   await seedCallers(db);
-  const env = await serverEnv(cluster.adminUrl, modelUrl);
+  const env = await serverEnv(databaseUrl, modelUrl);
   let seeded = 0;
   for (const size of sizes) {
     progress(`seeding to ${size.toLocaleString("en")} rows per table`);
@@ -754,7 +885,9 @@ try {
     await db.execute(sql`vacuum analyze`);
     const seedS = (t1 - t0) / 1000;
     const chainS = (t2 - t1) / 1000;
-    progress(`seeded in ${seedS.toFixed(1)} s, ${chained} events chained in ${chainS.toFixed(1)} s`);
+    progress(
+      `seeded in ${seedS.toFixed(1)} s, ${chained} events chained in ${chainS.toFixed(1)} s`,
+    );
     results.push({ size, seedS, chainS, ...(await measure(db, env, size)) });
   }
   await database.close();
@@ -763,6 +896,7 @@ try {
   await stub.close();
   cluster.remove();
   await rm(scratch, { recursive: true, force: true });
+  await rm(tablespace, { recursive: true, force: true });
 }
 
 // ---------------------------------------------------------------- the table
@@ -771,7 +905,13 @@ const firstSize = results[0];
 const lastSize = results.at(-1);
 if (!firstSize || !lastSize) throw new Error("no sizes");
 const fmt = (n: number) =>
-  !Number.isFinite(n) ? "-" : n >= 100 ? Math.round(n).toLocaleString("en") : n >= 10 ? n.toFixed(1) : n.toFixed(2);
+  !Number.isFinite(n)
+    ? "-"
+    : n >= 100
+      ? Math.round(n).toLocaleString("en")
+      : n >= 10
+        ? n.toFixed(1)
+        : n.toFixed(2);
 const rows = firstSize.figures.map((figure, i) => {
   const values = results.map((r) => r.figures[i]?.value ?? Number.NaN);
   const end = values.at(-1) as number;
@@ -808,7 +948,9 @@ console.log(
     .join(" ")})`,
 );
 console.log("");
-console.log(`| measure | unit | ${header.join(" | ")} | ratio | target | verdict | seq scans (EXPLAIN) |`);
+console.log(
+  `| measure | unit | ${header.join(" | ")} | ratio | target | verdict | seq scans (EXPLAIN) |`,
+);
 console.log(`|---|---|${header.map(() => "---:").join("|")}|---:|---|---|---|`);
 for (const r of rows) {
   console.log(
