@@ -1,8 +1,8 @@
 // Growth: does peergate stay flat as its tables grow? `npm exec -- node bench/growth.ts
 // [--sizes 10000,1000000] [--repeats 7] [--tasks 200] [--concurrency 4]`.
 //
-// A throwaway PostgreSQL cluster (test/support/postgres-cluster.ts), migrated. At each size the
-// tables are topped up in SQL (INSERT … SELECT FROM generate_series: no round trip per row) to
+// A throwaway PostgreSQL cluster (test/support/postgres-cluster.ts), its database in a tablespace
+// on disk, migrated. At each size the tables are topped up in SQL (INSERT … SELECT FROM generate_series: no round trip per row) to
 // that many rows each — runs, tool calls, A2A tasks and their events, push configs (one per 100
 // tasks) and deliveries, webhook claims, JWT ids, audit events — beside 1 000 JWT peers and one
 // bearer-token caller holding a tenth of everything (100 000 tasks at 1 M). The seeded audit
@@ -916,7 +916,12 @@ const rows = firstSize.figures.map((figure, i) => {
   const values = results.map((r) => r.figures[i]?.value ?? Number.NaN);
   const end = values.at(-1) as number;
   // The ratio says how much worse the largest size is: time over time, or rate under rate.
-  const ratio = figure.better === "lower" ? end / figure.value : figure.value / end;
+  const ratio =
+    figure.kind === "info"
+      ? Number.NaN
+      : figure.better === "lower"
+        ? end / figure.value
+        : figure.value / end;
   const bound = figure.kind === "linear" ? linearBound : flatBound;
   const target =
     figure.kind === "info"
@@ -954,7 +959,7 @@ console.log(
 console.log(`|---|---|${header.map(() => "---:").join("|")}|---:|---|---|---|`);
 for (const r of rows) {
   console.log(
-    `| ${r.name} | ${r.unit} | ${r.values.map(fmt).join(" | ")} | ${results.length < 2 ? "-" : r.ratio.toFixed(2)} | ${r.target} | ${r.verdict} | ${r.scans.length ? r.scans.join("; ") : "none"} |`,
+    `| ${r.name} | ${r.unit} | ${r.values.map(fmt).join(" | ")} | ${results.length < 2 || Number.isNaN(r.ratio) ? "-" : r.ratio.toFixed(2)} | ${r.target} | ${r.verdict} | ${r.scans.length ? r.scans.join("; ") : "none"} |`,
   );
 }
 console.log("");
