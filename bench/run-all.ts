@@ -1,11 +1,11 @@
 // Every benchmark, and BENCHMARKS.md from what they print: `npm run bench` (a short run, ~8 min
 // on 2 CPUs, plus the growth bench's million rows per table: minutes to seed on a quiet machine,
-// ~30 min at a load average of 25), `npm run bench -- --full` (the issues' full sizes: a 10-minute soak and 50 000 A2A
-// tasks per server). Options: `--out FILE` (default BENCHMARKS.md), `--soak-minutes N`,
-// `--a2a-tasks N`, `--growth-sizes LIST` (rows per table of the growth table, default
-// 10000,1000000),
-// `--smoke` (tiny sizes, one run each: what CI runs so the benches cannot rot;
-// it checks every table is printed and writes nothing unless `--out` is given).
+// ~30 min at a load average of 25), `npm run bench -- --full` (the issues' full sizes: a
+// 10-minute soak and 50 000 A2A tasks per server). Options: `--out FILE` (default BENCHMARKS.md),
+// `--soak-minutes N`, `--a2a-tasks N`, `--growth-sizes LIST` (rows per table of the growth table,
+// default 10000,1000000), `--only NAME,…` (those benches alone), `--smoke` (tiny sizes, one run
+// each: what CI runs so the benches cannot rot; it checks every table is printed and writes
+// nothing unless `--out` is given).
 //
 // Each benchmark runs as its own process, the way its header comment says to run it; the report
 // gives that exact command next to each figure. The quick ones are repeated and reported as the
@@ -29,6 +29,7 @@ const { values } = parseArgs({
     "soak-minutes": { type: "string" },
     "a2a-tasks": { type: "string" },
     "growth-sizes": { type: "string", default: "10000,1000000" },
+    only: { type: "string" },
   },
 });
 const repoRoot = path.resolve(import.meta.dirname, "..");
@@ -736,7 +737,9 @@ const sections: string[] = [];
 const skipped: string[] = [];
 const machine = describeMachine();
 
-for (const bench of benches) {
+// `--only a,b`: those benches alone (by name), e.g. to check a report's shape quickly.
+const only = values.only?.split(",").map((name) => name.trim());
+for (const bench of benches.filter((b) => !only || only.includes(b.name))) {
   if (!existsSync(path.join(repoRoot, bench.file))) {
     skipped.push(`${bench.file} does not exist yet: skipped.`);
     sections.push(`## ${bench.name}\n\n${bench.file} does not exist in this checkout: not run.`);
