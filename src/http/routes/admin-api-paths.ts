@@ -36,4 +36,5 @@ export const adminPaths = {
   cancelRun: { method: "post", path: "/runs/{id}/cancel" },
   retryRun: { method: "post", path: "/runs/{id}/retry" },
   rotateAdminToken: { method: "post", path: "/admin-token/rotate" },
+  getOverview: { method: "get", path: "/overview" },
 } as const satisfies Record<AdminOperation, AdminPath>;
