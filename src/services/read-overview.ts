@@ -94,8 +94,12 @@ export async function readOverview({
   const since = new Date(end - q.buckets * bucketMs);
   const until = new Date(end);
   const bucketSeconds = bucketMs / 1000;
+  // The same expression in SELECT and GROUP BY must be the same text, so its two numbers are
+  // written in, not bound (they are integers computed here, never the request's text).
+  const sinceSeconds = sql.raw(String(Math.trunc(since.getTime() / 1000)));
+  const bucketSize = sql.raw(String(Math.trunc(bucketSeconds)));
   const bucketOf = (column: unknown) =>
-    sql<number>`floor(extract(epoch from (${column} - ${since.toISOString()}::timestamptz)) / ${bucketSeconds})::int`;
+    sql<number>`floor((extract(epoch from ${column}) - ${sinceSeconds}) / ${bucketSize})::int`;
   const empty = () => Array.from({ length: q.buckets }, () => 0);
   const db = ctx.db;
 
