@@ -111,9 +111,14 @@ function showProblem(form, error) {
 
 /** The browser's time zone, named on the page once and in every time shown. */
 const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+// (dateStyle and timeStyle cannot be combined with timeZoneName: the parts are named one by one.)
 const timeFormat = new Intl.DateTimeFormat(undefined, {
-  dateStyle: "medium",
-  timeStyle: "medium",
+  year: "numeric",
+  month: "short",
+  day: "numeric",
+  hour: "2-digit",
+  minute: "2-digit",
+  second: "2-digit",
   timeZoneName: "short",
 });
 /** A time as a <time> element: local, with its zone; the exact UTC time on hover. */
