@@ -309,27 +309,38 @@ describe.skipIf(missing !== undefined)(
     }, 120_000);
 
     it("pages through callers and the audit trail", async () => {
-      for (let i = 0; i < 55; i++) {
+      for (let i = 0; i < 110; i++) {
         const made = await peergate.admin("POST", "/callers", {
-          name: `bulk-${String(i).padStart(2, "0")}`,
+          name: `bulk-${String(i).padStart(3, "0")}`,
           kind: "peer",
         });
         expect(made.status).toBe(201);
       }
       await page.goto(`${peergate.url}/console#/callers`);
-      await page.getByText(/callers · page 1 of 2/).waitFor();
+      await page.getByText(/callers · page 1 of 3/).waitFor();
       expect(await page.locator("tbody tr").count()).toBe(50);
-      await page.getByRole("link", { name: "Next page →" }).click();
-      await page.getByText(/callers · page 2 of 2/).waitFor();
+      await page.getByRole("link", { name: "Next page →" }).press("Enter");
+      await page.getByText(/callers · page 2 of 3/).waitFor();
       expect(await page.locator("tbody tr").count()).toBeGreaterThan(0);
 
       await page.goto(`${peergate.url}/console#/audit`);
       await page.locator("#audit-verify").waitFor();
       const firstPage = await page.locator("tbody tr td:first-child").allTextContents();
       expect(firstPage.length).toBeGreaterThan(0);
-      await page.getByRole("link", { name: "Older events →" }).click();
+      await page
+        .getByRole("link", { name: "Older events →" })
+        .press("Enter", { timeout: 10_000 })
+        .catch(async (error) => {
+          throw new Error(
+            `${error}; the page says: ${(await page.locator("main").textContent())?.slice(0, 400)}`,
+          );
+        });
       await page.waitForURL(/after=/);
-      await page.locator("#audit-verify").waitFor();
+      await page.waitForFunction(
+        (newest) =>
+          (globalThis as any).document.querySelector("tbody tr td")?.textContent !== newest,
+        firstPage[0],
+      );
       const older = await page.locator("tbody tr td:first-child").allTextContents();
       expect(Math.max(...older.map(Number))).toBeLessThan(
         Math.min(...firstPage.map(Number).filter(Number.isFinite)),

@@ -1601,7 +1601,9 @@ async function auditPage(params) {
     : filtered
       ? 0
       : Math.max(0, chained - perPage);
-  const q = new URLSearchParams({ limit: String(perPage), after: String(after) });
+  // An older page ends where the page before it started: its limit may be less than a page.
+  const limit = Math.min(perPage, Math.max(1, Number(params.get("limit")) || perPage));
+  const q = new URLSearchParams({ limit: String(limit), after: String(after) });
   if (params.get("kind")) q.set("kind", params.get("kind"));
   const wanted = params.get("subject");
   if (wanted) q.set("subject", ids.get(wanted) ?? wanted);
@@ -1628,9 +1630,11 @@ async function auditPage(params) {
         h("td", {}, h("details", {}, h("summary", {}, "data"), json(ev.data))),
       ),
     );
-  const pageLink = (to) => {
+  const pageLink = (to, size = perPage) => {
     const p = new URLSearchParams(params);
     p.set("after", String(to));
+    if (size === perPage) p.delete("limit");
+    else p.set("limit", String(size));
     return `#/audit?${p}`;
   };
   const verdict = verify.ok
@@ -1644,7 +1648,11 @@ async function auditPage(params) {
     table(["#", "When", "Actor", "Kind", "Subject", "Data"], rows),
     pager("Pages of the audit trail", [
       next !== null && ["← Newer events", pageLink(next)],
-      !filtered && after > 0 && ["Older events →", pageLink(Math.max(0, after - perPage))],
+      !filtered &&
+        after > 0 && [
+          "Older events →",
+          pageLink(Math.max(0, after - perPage), Math.min(perPage, after)),
+        ],
       filtered && after > 0 && ["From the start", pageLink(0)],
     ]),
   );
