@@ -105,7 +105,6 @@ describe.skipIf(missing !== undefined)(
       await removeTempDirs();
     });
 
-    const op = { "x-peergate-operator-token": operatorToken };
     const addCaller = async (body: Record<string, unknown>) => {
       const made = await peergate.admin("POST", "/callers", body, {
         "x-peergate-operator-token": operatorToken,
@@ -125,7 +124,6 @@ describe.skipIf(missing !== undefined)(
       page.screenshot({ path: path.join(docShots, `${name}.png`), fullPage });
 
     it("signs in behind a hidden nav, draws the overview from its own server, names time zones", async () => {
-      void op;
       const alpha = await addCaller({
         name: "alpha",
         kind: "peer",
