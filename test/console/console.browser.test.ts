@@ -90,6 +90,7 @@ describe.skipIf(missing !== undefined)(
         permissions: ["clipboard-read", "clipboard-write"],
       });
       page = await context.newPage();
+      page.on("pageerror", (e) => console.log("PAGEERROR", e.message));
       page.on("dialog", (dialog) => {
         throw new Error(`a dialog opened: ${dialog.message()}`);
       });
@@ -112,6 +113,8 @@ describe.skipIf(missing !== undefined)(
       await page.getByLabel("Admin token").fill(peergate.adminToken);
       await shot("01-sign-in");
       await page.getByRole("button", { name: "Sign in" }).click();
+      await page.getByRole("heading", { name: "Overview" }).waitFor();
+      await page.getByRole("link", { name: "Callers" }).click();
       await page.getByRole("heading", { name: "Callers" }).waitFor();
       expect(
         await page.evaluate(
@@ -153,8 +156,16 @@ describe.skipIf(missing !== undefined)(
       await shot("03-created");
 
       // Its ceiling: write_file is admitted.
-      await page.getByRole("link", { name: "Open console-peer" }).click();
-      await page.getByRole("heading", { name: "Ceiling" }).waitFor();
+      // By keyboard: the link is focusable and Enter follows it.
+      await page.getByRole("link", { name: "Open console-peer" }).press("Enter");
+      await page
+        .getByRole("heading", { name: "Ceiling" })
+        .waitFor()
+        .catch(async (error) => {
+          throw new Error(
+            `${error}; at ${page.url()} the page says: ${await page.locator("main").textContent()}`,
+          );
+        });
       const writeRow = page.locator("#ceiling tr", { hasText: "write_file" });
       expect(await writeRow.locator("td").nth(1).textContent()).toBe("admitted");
       // What if it were public with no allow list: write_file is not admitted.
@@ -176,14 +187,15 @@ describe.skipIf(missing !== undefined)(
       );
       expect(parked.status?.state).toBe(TaskState.TASK_STATE_WORKING);
       const runId = readTaskRunId(parked);
-      const row = page.locator("tr", { hasText: "console-peer" });
+      const row = page.locator("section.approval", { hasText: "console-peer" });
       await row.waitFor({ timeout: 60_000 });
       await shot("05-approvals");
 
       // Open it: the hostile arguments are text. Approve with the operator token.
-      await row.getByRole("link").click();
+      await row.getByRole("link", { name: runId.slice(0, 8) }).click();
+      await page.locator("#run-status").waitFor();
       await page.getByRole("heading", { name: /Waiting for approval/ }).waitFor();
-      expect(await page.locator("section pre").first().textContent()).toContain(
+      expect(await page.locator(".pending-call pre").first().textContent()).toContain(
         JSON.stringify(hostileArgs).slice(1, -1),
       );
       const diff = page.locator("pre.diff");
@@ -228,7 +240,8 @@ describe.skipIf(missing !== undefined)(
           throw new Error(`${error}; the page says: ${await page.locator("main").textContent()}`);
         });
       await page.locator("form", { hasText: "Revoke" }).getByLabel("Reason").fill("done");
-      await page.getByRole("button", { name: "Revoke" }).click();
+      await page.getByRole("button", { name: "Revoke…" }).click();
+      await page.getByRole("button", { name: "Yes, revoke console-peer" }).click();
       await page.getByText(/revoked · approval/).waitFor();
       expect(await page.locator("#ceiling p").first().textContent()).toBe("Admitted: nothing");
       await shot("09-revoked");

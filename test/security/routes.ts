@@ -320,6 +320,13 @@ export const authenticatedRoutes: readonly AuthenticatedRoute[] = [
   },
   {
     method: "GET",
+    pattern: "/admin/v1/overview",
+    credential: "admin",
+    accepted: [200],
+    build: async () => ({ method: "GET", path: "/admin/v1/overview?hours=1", headers: {} }),
+  },
+  {
+    method: "GET",
     pattern: "/admin/v1/audit",
     credential: "admin",
     accepted: [200],
@@ -511,4 +518,7 @@ export const publicRoutes: readonly { method: string; pattern: string }[] = [
   { method: "GET", pattern: "/console" },
   { method: "GET", pattern: "/console/console.js" },
   { method: "GET", pattern: "/console/console.css" },
+  // uPlot (MIT), the console's charting library, served by peergate itself: no CDN.
+  { method: "GET", pattern: "/console/uplot.js" },
+  { method: "GET", pattern: "/console/uplot.css" },
 ];

@@ -5,12 +5,20 @@
 // through only with that header). Everything the API returns is put on the page as text, never
 // as markup; the Content-Security-Policy allows no inline script and no other origin.
 import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { Hono } from "hono";
 import { html } from "hono/html";
 
 const asset = (name: string) => readFileSync(new URL(name, import.meta.url), "utf8");
 const script = asset("./console.js");
 const styles = asset("./console.css");
+// uPlot (MIT, a small canvas chart library) draws the overview's pictures. It is served from here,
+// read from the installed package as it is, so the page needs no other origin and the CSP stays
+// `script-src 'self'`; it writes labels with textContent and styles through the CSSOM only.
+const installed = (file: string) =>
+  readFileSync(createRequire(import.meta.url).resolve(`uplot/dist/${file}`), "utf8");
+const uplotScript = installed("uPlot.esm.js");
+const uplotStyles = installed("uPlot.min.css");
 
 const securityHeaders = {
   "content-security-policy":
@@ -27,6 +35,7 @@ const page = html`<!doctype html>
     <meta charset="utf-8" />
     <meta name="viewport" content="width=device-width, initial-scale=1" />
     <title>peergate console</title>
+    <link rel="stylesheet" href="/console/uplot.css" />
     <link rel="stylesheet" href="/console/console.css" />
     <script type="module" src="/console/console.js"></script>
   </head>
@@ -35,6 +44,7 @@ const page = html`<!doctype html>
     <header>
       <h1>peergate</h1>
       <nav aria-label="Sections" id="nav" hidden>
+        <a href="#/overview">Overview</a>
         <a href="#/callers">Callers</a>
         <a href="#/runs">Runs</a>
         <a href="#/approvals">Approvals</a>
@@ -57,6 +67,15 @@ export function consoleRoutes(): Hono {
   );
   app.get("/console.css", (c) =>
     c.body(styles, 200, { ...securityHeaders, "content-type": "text/css; charset=utf-8" }),
+  );
+  app.get("/uplot.js", (c) =>
+    c.body(uplotScript, 200, {
+      ...securityHeaders,
+      "content-type": "text/javascript; charset=utf-8",
+    }),
+  );
+  app.get("/uplot.css", (c) =>
+    c.body(uplotStyles, 200, { ...securityHeaders, "content-type": "text/css; charset=utf-8" }),
   );
   return app;
 }

@@ -37,4 +37,5 @@ export const adminPaths = {
   retryRun: { method: "post", path: "/runs/{id}/retry" },
   rotateAdminToken: { method: "post", path: "/admin-token/rotate" },
   getDoctor: { method: "get", path: "/doctor" },
+  getOverview: { method: "get", path: "/overview" },
 } as const satisfies Record<AdminOperation, AdminPath>;

@@ -4,7 +4,7 @@
 // inferred from it (src/cli/admin-client.ts). Request schemas are the services' own, so a field a
 // service accepts is documented and typed without being copied here.
 // The routes are declared per resource in admin-api-callers.ts, admin-api-audit.ts and
-// admin-api-runs.ts and admin-api-operator.ts (shared pieces in admin-api-shared.ts); this table joins them, in the order
+// admin-api-runs.ts, admin-api-operator.ts and admin-api-overview.ts (shared pieces in admin-api-shared.ts); this table joins them, in the order
 // the OpenAPI document lists them.
 import type { RouteConfig } from "@hono/zod-openapi";
 import type { z } from "zod";
@@ -12,6 +12,7 @@ import { auditRoutes } from "./admin-api-audit.ts";
 import { callerRoutes } from "./admin-api-callers.ts";
 import { doctorRoutes } from "./admin-api-doctor.ts";
 import { operatorRoutes } from "./admin-api-operator.ts";
+import { overviewRoutes } from "./admin-api-overview.ts";
 import { runRoutes } from "./admin-api-runs.ts";
 
 export { auditEventSchema, auditVerificationSchema } from "./admin-api-audit.ts";
@@ -30,6 +31,7 @@ export const adminApi = {
   ...runRoutes,
   ...operatorRoutes,
   ...doctorRoutes,
+  ...overviewRoutes,
 } as const satisfies Record<string, RouteConfig>;
 
 /** Routes served only when the server has a run engine. */

@@ -27,6 +27,7 @@ import { getCaller, listCallers } from "../../services/find-caller.ts";
 import { previewCeiling } from "../../services/preview-ceiling.ts";
 import { pruneTables } from "../../services/prune-tables.ts";
 import { listAuditCheckpoints, listAuditEvents, verifyAudit } from "../../services/read-audit.ts";
+import { readOverview } from "../../services/read-overview.ts";
 import { restoreCaller } from "../../services/restore-caller.ts";
 import { retryRun } from "../../services/retry-run.ts";
 import { revokeCaller } from "../../services/revoke-caller.ts";
@@ -220,6 +221,7 @@ export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
     );
     serveRoute(eventsRouteConfig, adminEventsRoute({ engine, options: deps.events }));
   }
+  serve("getOverview", async (c) => c.json(await readOverview({ ctx, query: c.req.query() })));
   serve("listAuditCheckpoints", async (c) => c.json(await listAuditCheckpoints({ ctx })));
   serve("prune", async (c) => {
     const input = await readJsonBody(c, { optional: true });
