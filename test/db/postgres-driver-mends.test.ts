@@ -10,7 +10,7 @@
 // statement it interrupted, outlived the connection and failed the reconnected session's first
 // statement.
 import postgres from "postgres";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { withStatementDeadline } from "../../src/db/statement-deadline.ts";
 import { UnavailableError } from "../../src/errors.ts";
 import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
@@ -40,12 +40,19 @@ describe.skipIf(skip !== undefined)(
     let sql: postgres.Sql;
     beforeAll(async () => {
       created = await createPostgresTestDatabase();
-      // One connection, so every query below shares it.
+    });
+    // One connection, so every query of a test shares it; a new one (a new server process) for
+    // each test, because a CancelRequest names a process, not a statement: one that lands late —
+    // the server takes it whenever it reads it, later still on a loaded machine — would cancel
+    // whatever the next test runs on the same process.
+    beforeEach(async () => {
       sql = postgres(created.url, { max: 1, onnotice: () => {} });
       await sql`select 1`;
     });
-    afterAll(async () => {
+    afterEach(async () => {
       await sql?.end({ timeout: 5 });
+    });
+    afterAll(async () => {
       await created?.drop();
     });
 
@@ -136,27 +143,32 @@ describe.skipIf(skip !== undefined)(
       });
     }, 60_000);
 
-    it("the statement deadline cancels what the server runs, not a statement waiting behind it, so the statement after that is not hit", async () => {
+    const toldOf = (query: PromiseLike<unknown>) =>
+      Promise.resolve(query).then(
+        (rows) => ({ rows: [...(rows as postgres.Row[])] }),
+        (error: { code?: string }) => ({
+          error: error instanceof UnavailableError ? "deadline" : error.code,
+        }),
+      );
+
+    it("the statement deadline cancels a stuck statement the server runs", async () => {
       const guarded = withStatementDeadline(sql as never, 150);
       const raw = sql as unknown as postgres.Sql<Record<string, never>>;
-      const told = (query: PromiseLike<unknown>) =>
-        Promise.resolve(query).then(
-          (rows) => ({ rows: [...(rows as postgres.Row[])] }),
-          (error: { code?: string }) => ({
-            error: error instanceof UnavailableError ? "deadline" : error.code,
-          }),
-        );
-      // A stuck statement the server runs is cancelled at its deadline: the connection is free
-      // long before the statement's 30 s.
-      expect(await told(guarded.unsafe(longSleep))).toEqual({ error: "deadline" });
+      // Cancelled at its deadline: the connection is free long before the statement's 30 s.
+      expect(await toldOf(guarded.unsafe(longSleep))).toEqual({ error: "deadline" });
       expect(await within(outcome(raw.unsafe("select 'free' as x")), 20_000)).toEqual({
         rows: [{ x: "free" }],
       });
+    }, 60_000);
+
+    it("the statement deadline leaves a statement waiting behind another alone, so the statement after that is not hit", async () => {
+      const guarded = withStatementDeadline(sql as never, 150);
+      const raw = sql as unknown as postgres.Sql<Record<string, never>>;
       // `behind` waits behind `running` (no deadline of its own) past its deadline.
       // In this order on the wire (postgres.js sends each on the tick after it is asked for).
-      const running = told(raw.unsafe("select pg_sleep(2), 'running' as x"));
-      const behind = told(guarded.unsafe("select 'behind' as x"));
-      const after = told(raw.unsafe("select pg_sleep(1), 'after' as x"));
+      const running = toldOf(raw.unsafe("select pg_sleep(2), 'running' as x"));
+      const behind = toldOf(guarded.unsafe("select 'behind' as x"));
+      const after = toldOf(raw.unsafe("select pg_sleep(1), 'after' as x"));
       const [a, b, c] = await Promise.all([running, behind, after]);
       expect(a).toEqual({ rows: [{ pg_sleep: "", x: "running" }] });
       expect(b).toEqual({ error: "deadline" });
