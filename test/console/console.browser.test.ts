@@ -217,6 +217,12 @@ describe.skipIf(missing !== undefined)(
         { "x-peergate-operator-token": operatorToken },
       );
       expect(first.status).toBe(202);
+      // The page hears of it (announced, not redrawn: the operator is typing in its form), and
+      // is not redrawn either once the click moved the focus to the form's button.
+      await page
+        .getByRole("status")
+        .filter({ hasText: `Run ${runId.slice(0, 8)} moved on` })
+        .waitFor({ timeout: 60_000 });
       await page.getByRole("button", { name: "Approve" }).click();
       const stale = page.getByRole("alert");
       await stale.waitFor();

@@ -1705,10 +1705,13 @@ function onEvent(event, data) {
     page === "" ||
     (page === "runs" && (!shown || shown === (data.id ?? data.runId)));
   if (!relevant || refreshing) return;
-  // A form being filled in is not replaced under the operator's hands.
+  // A form being filled in or sent is not replaced under the operator's hands: a focused field,
+  // or a focused button of a form (the one just clicked; its answer, an error included, is shown
+  // in that form, which a redraw would throw away).
+  const focused = document.activeElement;
   if (
-    document.activeElement &&
-    ["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement.tagName)
+    focused &&
+    (["INPUT", "TEXTAREA", "SELECT"].includes(focused.tagName) || focused.closest("form"))
   )
     return;
   refreshing = true;
