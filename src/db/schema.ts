@@ -515,7 +515,10 @@ export const auditEvents = pgTable(
     data: jsonb("data").notNull(),
   },
   (t) => [
-    index("audit_events_subject_idx").on(t.subject),
+    // A subject's or a kind's events by transaction, the chain's order: the admin's filtered
+    // pages of the trail (readAuditPage) read only their own rows. The kind's by time serves the overview's counts.
+    index("audit_events_subject_idx").on(t.subject, t.xactId),
+    index("audit_events_kind_chain_order_idx").on(t.kind, t.xactId),
     index("audit_events_kind_idx").on(t.kind, t.createdAt),
     // The chain order: the chainer reads what follows the head's event in it.
     index("audit_events_chain_order_idx").on(t.xactId, t.id),

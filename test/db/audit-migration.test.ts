@@ -21,6 +21,7 @@ import {
   computeAuditHash,
   flushAuditChain,
   genesisHash,
+  readAuditPage,
   verifyAuditChain,
 } from "../../src/db/audit.ts";
 import { type Database, type Schema, selectRows } from "../../src/db/client.ts";
@@ -211,6 +212,14 @@ describeEachDatabase(
       expect(await flushAuditChain(ctx.db)).toEqual({ chained: 2, remaining: 0 });
       const links = await linksNow(ctx.database);
       expect(links.map((l) => l.seq)).toEqual([1, 2, 3, 4, 5, 6]);
+      // The admin's filtered pages walk the old chain in seq order too, not in its id order.
+      for (const after of [0, 1, 2, 3, 4]) {
+        const page = await readAuditPage(ctx.db, { after, limit: 2, kind: "test.event" });
+        expect({ after, seqs: page.map((r) => r.seq) }).toEqual({
+          after,
+          seqs: [after + 1, after + 2].filter((s) => s <= 6),
+        });
+      }
       expect(links[4]?.prevHash).toBe(prevHash);
       expect(await verifyAuditChain(ctx.db)).toMatchObject({
         ok: true,
