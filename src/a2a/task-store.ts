@@ -98,16 +98,25 @@ function decodeTask(row: StoredRow): Task {
   return Task.fromJSON(row.task);
 }
 
-function encodePageToken(updatedAt: Date, id: string): string {
-  return Buffer.from(JSON.stringify([updatedAt.toISOString(), id])).toString("base64url");
+// A page token names where the next page starts (the last task's updated_at and id) and carries
+// the listing's total as its first page counted it: counting a caller's tasks reads every one of
+// them, so a page deep in 100 000 tasks would cost what the whole list does (bench/growth.ts).
+// `totalSize` on later pages is therefore the total when the listing began. A token from before
+// the total was carried (two elements) is still read; that page counts again.
+function encodePageToken(updatedAt: Date, id: string, total: number): string {
+  return Buffer.from(JSON.stringify([updatedAt.toISOString(), id, total])).toString("base64url");
 }
 
-function decodePageToken(token: string): { updatedAt: Date; id: string } {
+function decodePageToken(token: string): { updatedAt: Date; id: string; total?: number } {
   try {
     const value = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as unknown;
     if (Array.isArray(value) && typeof value[0] === "string" && typeof value[1] === "string") {
       const updatedAt = new Date(value[0]);
-      if (!Number.isNaN(updatedAt.getTime())) return { updatedAt, id: value[1] };
+      const total = value[2];
+      const counted = Number.isSafeInteger(total) && (total as number) >= 0;
+      if (!Number.isNaN(updatedAt.getTime()) && (value.length === 2 || counted)) {
+        return { updatedAt, id: value[1], ...(counted ? { total: total as number } : {}) };
+      }
     }
   } catch {
     // reported below
@@ -411,24 +420,26 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
       );
     }
     const pageFilters = [...filters];
-    if (params.pageToken) {
-      const cursor = decodePageToken(params.pageToken);
+    const cursor = params.pageToken ? decodePageToken(params.pageToken) : undefined;
+    if (cursor) {
       pageFilters.push(
         sql`(${a2aTasks.updatedAt}, ${a2aTasks.id}) < (${cursor.updatedAt.toISOString()}::timestamptz, ${cursor.id})`,
       );
     }
     return guard(context, async () => {
-      const [rows, totals] = await Promise.all([
+      const [rows, total] = await Promise.all([
         db
           .select({ task: a2aTasks.task, id: a2aTasks.id, updatedAt: a2aTasks.updatedAt })
           .from(a2aTasks)
           .where(and(...pageFilters))
           .orderBy(desc(a2aTasks.updatedAt), desc(a2aTasks.id))
           .limit(pageSize + 1),
-        db
-          .select({ total: count() })
-          .from(a2aTasks)
-          .where(and(...filters)),
+        cursor?.total ??
+          db
+            .select({ total: count() })
+            .from(a2aTasks)
+            .where(and(...filters))
+            .then((totals) => totals[0]?.total ?? 0),
       ]);
       const page = rows.slice(0, pageSize);
       const last = page.at(-1);
@@ -440,9 +451,9 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
       return {
         tasks,
         nextPageToken:
-          rows.length > pageSize && last ? encodePageToken(last.updatedAt, last.id) : "",
+          rows.length > pageSize && last ? encodePageToken(last.updatedAt, last.id, total) : "",
         pageSize,
-        totalSize: totals[0]?.total ?? 0,
+        totalSize: total,
       };
     });
   }

@@ -176,4 +176,42 @@ describeEachDatabase("A2A task store", (ctx) => {
     );
     await store.close();
   });
+
+  it("counts a listing once: later pages carry the first page's total in their token", async () => {
+    const store = createTaskStore(ctx.db);
+    for (const id of ["p1", "p2", "p3"]) {
+      await store.save(task(id, TaskState.TASK_STATE_COMPLETED), alice);
+    }
+    const list = (pageToken: string) =>
+      store.list(
+        {
+          tenant: "",
+          contextId: "",
+          status: 0,
+          pageToken,
+          pageSize: 2,
+          statusTimestampAfter: undefined,
+        },
+        alice,
+      );
+    const first = await list("");
+    expect({ tasks: first.tasks.length, total: first.totalSize }).toEqual({ tasks: 2, total: 3 });
+    // A task added meanwhile is not counted again: the total is the listing's as it began.
+    await store.save(task("p4", TaskState.TASK_STATE_COMPLETED), alice);
+    const second = await list(first.nextPageToken);
+    expect(second.totalSize).toBe(3);
+    // A token of the earlier shape (no total) still pages, and counts.
+    const [updatedAt, id] = JSON.parse(
+      Buffer.from(first.nextPageToken, "base64url").toString("utf8"),
+    ) as [string, string, number];
+    const old = Buffer.from(JSON.stringify([updatedAt, id])).toString("base64url");
+    const fromOld = await list(old);
+    expect(fromOld.tasks.map((t) => t.id)).toEqual(second.tasks.map((t) => t.id));
+    expect(fromOld.totalSize).toBe(4);
+    // A total that is not a count is no token of ours.
+    for (const total of [-1, 1.5, "3", null]) {
+      const forged = Buffer.from(JSON.stringify([updatedAt, id, total])).toString("base64url");
+      await expect(list(forged)).rejects.toThrow(/pageToken is not a token this server issued/);
+    }
+  });
 });
