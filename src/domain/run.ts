@@ -179,3 +179,17 @@ const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 export function isUuid(text: string): boolean {
   return typeof text === "string" && uuidPattern.test(text);
 }
+
+/** Progress a surface may relay (A2A streams it as status and artifact updates). */
+export type RunEvent =
+  | { type: "status"; status: RunStatus; message?: string }
+  /** A tool call the caller may see: only tools in its effective set are ever named. */
+  | {
+      type: "tool-call";
+      callId: string;
+      tool: string;
+      state: "started" | "completed" | "failed" | "refused" | "parked";
+    }
+  | { type: "text-delta"; delta: string }
+  /** Bounded, sanitized live output of a `stream: sanitized` declared tool. */
+  | { type: "tool-progress"; callId: string; text: string };

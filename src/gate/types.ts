@@ -2,10 +2,9 @@
 // the gate needs from the run (BatchDeps), and what a batch comes back as.
 import type { ToolResultPart } from "ai";
 import type { QueuedApproval, ToolCallDecisionRecord, ToolCallStatus } from "../db/schema.ts";
-import type { HeldCall } from "../domain/run.ts";
+import type { HeldCall, RunEvent } from "../domain/run.ts";
 import type { Logger } from "../log.ts";
 import type { ToolDescriptor } from "../policy/tools.ts";
-import type { RunEvent } from "../runs/types.ts";
 import type { Redactor } from "../sandbox/redact.ts";
 import type { CallOwner, StageEvent, ToolImplementation } from "../tools/types.ts";
 import type { RunControlsHolder } from "./controls.ts";

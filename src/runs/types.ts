@@ -5,6 +5,7 @@
 import type { ModelMessage } from "ai";
 import type { DbTransaction } from "../db/client.ts";
 import type { Caller, RunError, RunStatus } from "../db/schema.ts";
+import type { RunEvent } from "../domain/run.ts";
 
 export type StartRunRequest = {
   caller: Caller;
@@ -51,19 +52,8 @@ export type AnswerRunInputRequest = {
   stream?: boolean;
 };
 
-/** Progress a surface may relay (A2A streams it as status and artifact updates). */
-export type RunEvent =
-  | { type: "status"; status: RunStatus; message?: string }
-  /** A tool call the caller may see: only tools in its effective set are ever named. */
-  | {
-      type: "tool-call";
-      callId: string;
-      tool: string;
-      state: "started" | "completed" | "failed" | "refused" | "parked";
-    }
-  | { type: "text-delta"; delta: string }
-  /** Bounded, sanitized live output of a `stream: sanitized` declared tool. */
-  | { type: "tool-progress"; callId: string; text: string };
+// The run's events are domain words (src/domain/run.ts): the gate tells them too.
+export type { RunEvent };
 
 export type RunOutcome = {
   runId: string;

@@ -106,7 +106,6 @@ export const exceptions: Record<string, string> = {
   // The gate was cut out of runs/: two run-level words it still reads from there.
   "src/gate/classifier-budget.ts → runs":
     "the budget meters belong in a leaf both gate and runs read",
-  "src/gate/types.ts → runs": "RunEvent belongs in domain/ (the run's events are domain words)",
   // Which tools start processes is the tools' own knowledge; the sandbox asks for a name.
   "src/sandbox/prepare-sandbox.ts → tools": "take startsProcesses from tools/ (a descriptor flag)",
 };
