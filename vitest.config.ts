@@ -15,6 +15,7 @@ const unit = [
   "test/policy/**/*.test.ts",
   "test/tools/shell/**/*.test.ts",
   "test/architecture/**/*.test.ts",
+  "test/support/**/*.test.ts",
 ];
 
 const system = [
