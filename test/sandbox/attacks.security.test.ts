@@ -176,7 +176,7 @@ describeWithBwrap("the bwrap sandbox, attacked from inside", () => {
       ["through doubled slashes and /./", () => `echo pwned > ${base}//./outside/new.txt`],
       ["through a symlink in the workspace", () => "echo pwned > outside-link/victim.txt"],
       // Spelled through variables where the denylist would see the literal text: here the sandbox
-      // alone must stop it (test/tools/shell/ pins what the denylist refuses).
+      // alone must stop it (test/shell/ pins what the denylist refuses).
       ["through /proc/self/cwd", () => "c=/proc/self/cwd; echo pwned > $c/../outside/victim.txt"],
       ["into the data dir", () => `echo pwned > ${dataDir}/admin-token`],
       ["into the data dir through a symlink", () => "echo pwned > data-link/admin-token"],
