@@ -21,6 +21,8 @@ export type StubStep = {
   calls?: StubCall[];
   /** Wait this long before answering (a slow model). */
   delayMs?: number;
+  /** Answer only once this settles: a model that answers when the test says (after a fault). */
+  until?: () => Promise<unknown>;
   /** Start the answer, then never finish it: ends when the client goes away (an aborted call). */
   hang?: boolean;
   usage?: { prompt: number; completion: number };
@@ -95,6 +97,7 @@ export function createOpenAiStub(options: { record?: boolean } = {}): OpenAiStub
     if (record) requests.push({ body, authorization: req.headers.authorization });
     const step = await script(body, index);
     if (step.delayMs) await sleep(step.delayMs);
+    if (step.until) await step.until();
     if (step.error) {
       res.writeHead(step.error.status, { "content-type": "application/json" });
       res.end(JSON.stringify({ error: { message: step.error.message, type: "server_error" } }));
