@@ -24,6 +24,7 @@ import { createRedactor } from "../../src/sandbox/redact.ts";
 import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
 import { createToolRuntime } from "../../src/tools/runtime.ts";
 import type { ToolRuntime } from "../../src/tools/types.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   buildPolicies,
   callTool,
@@ -36,7 +37,6 @@ import {
 import {
   bwrapBackend,
   describeWithBwrap,
-  eventually,
   giveToSandboxUser,
   hostProcessesWith,
   snapshotTree,
@@ -342,8 +342,9 @@ describeWithBwrap("the bwrap sandbox, attacked from inside", () => {
           `disown -a; echo started`,
       );
       expect(out.stdout).toBe("started\n");
-      expect(await eventually(async () => (await hostProcessesWith(marker)).length === 0)).toBe(
-        true,
+      await eventually(
+        "no process of the command to be left",
+        async () => (await hostProcessesWith(marker)).length === 0,
       );
     });
 
@@ -359,16 +360,15 @@ describeWithBwrap("the bwrap sandbox, attacked from inside", () => {
         },
         controller.signal,
       );
-      expect(
-        await eventually(
-          async () => (await hostProcessesWith(`sleep ${marker}`)).length === 3,
-          20_000,
-        ),
-      ).toBe(true);
+      await eventually(
+        "the three sleeps to be running",
+        async () => (await hostProcessesWith(`sleep ${marker}`)).length === 3,
+      );
       controller.abort();
       expectFailure(await running, "interrupted");
-      expect(await eventually(async () => (await hostProcessesWith(marker)).length === 0)).toBe(
-        true,
+      await eventually(
+        "no process of the command to be left",
+        async () => (await hostProcessesWith(marker)).length === 0,
       );
     });
 
