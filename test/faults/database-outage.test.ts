@@ -9,6 +9,7 @@ import { rm } from "node:fs/promises";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { defaultStatementTimeoutMs } from "../../src/db/client.ts";
+import type { Notifications } from "../../src/db/notifications.ts";
 import { postgresSkipReason } from "../support/databases.ts";
 import { eventually } from "../support/eventually.ts";
 import { type PostgresCluster, startPostgresCluster } from "../support/postgres-cluster.ts";
@@ -42,6 +43,7 @@ describe.skipIf(skip !== undefined)(
     let webhookToken: string;
     /** Settled by the mid-run tests once the database is down or frozen. */
     let faultInPlace = Promise.withResolvers<void>();
+    let notifications: Notifications | undefined;
 
     beforeAll(async () => {
       cluster = await startPostgresCluster({ crashSafe: true });
@@ -55,6 +57,13 @@ describe.skipIf(skip !== undefined)(
         policiesDir,
         modelBaseUrl: model.baseUrl,
         ...createSharedSecrets(),
+        // Kept to read whether the instance still trusts its caller cache (it does while healthy).
+        serverOptions: {
+          wrapNotifications: (hub) => {
+            notifications = hub;
+            return hub;
+          },
+        },
       });
       sql = postgres(cluster.adminUrl, { max: 2, onnotice: () => {} });
       peerToken = (await addCaller(instance, { name: "alice", kind: "peer" })).credential.secret;
@@ -156,7 +165,10 @@ describe.skipIf(skip !== undefined)(
       expectFailedClosed(await askEverything("crash-early"));
       const ready = await call(`${instance.url}/readyz`);
       expect(ready.status).toBe(503);
-      await new Promise((resolve) => setTimeout(resolve, 1_200));
+      await eventually(
+        "the instance's caller cache to stop trusting itself",
+        () => notifications?.healthy === false,
+      );
       expectFailedClosed(await askEverything("crash-late"));
       expect(model.stub.requests.length).toBe(modelCalls);
 
