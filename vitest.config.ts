@@ -1,10 +1,10 @@
 // The suite in three layers, by folder (docs/testing.md):
-// - unit: no database, no process, no network — the pure rooms (policy, the shell parser) and
-//   test/unit, milliseconds each;
+// - unit: no database, no process, no network — the pure rooms (policy, the shell reader), the
+//   test helpers' own tests and test/unit, milliseconds each;
 // - db: one module or the in-process app against a database, PGlite and (when present) a real
 //   PostgreSQL; every folder not named below lands here, so a new folder is never left out;
-// - system: real processes, faults, end-to-end runs, the browser, the executed docs, the bench
-//   smoke test — minutes.
+// - system: real processes, the whole server on a port (test/server), faults, end-to-end runs, the
+//   browser, the executed docs, the bench smoke test — minutes.
 // Each file is in exactly one layer: db is everything, minus unit and system. `npm test` runs all
 // three (one PostgreSQL for the whole run: globalSetup is the root's, run once); `npm run
 // test:fast` runs unit and db on PGlite for the inner loop.
@@ -13,8 +13,9 @@ import { defineConfig } from "vitest/config";
 const unit = [
   "test/unit/**/*.test.ts",
   "test/policy/**/*.test.ts",
-  "test/tools/shell/**/*.test.ts",
+  "test/shell/**/*.test.ts",
   "test/architecture/**/*.test.ts",
+  "test/support/**/*.test.ts",
 ];
 
 const system = [
@@ -26,15 +27,12 @@ const system = [
   "test/console/**/*.test.ts",
   "test/notify/**/*.test.ts",
   "test/cli/**/*.test.ts",
+  "test/server/**/*.test.ts",
   "test/bench-smoke.test.ts",
   // By kind, wherever they are: end-to-end runs, browser suites, executed docs.
   "test/**/*.e2e.test.ts",
   "test/**/*.browser.test.ts",
   "test/**/*-doc.test.ts",
-  // In test/unit but not pure: they start the server on a port. They belong beside the modules
-  // they test (src/metrics.ts, src/policy-reload.ts) once tests mirror src/.
-  "test/unit/metrics.test.ts",
-  "test/unit/policy-reload.test.ts",
 ];
 
 export default defineConfig({

@@ -149,6 +149,15 @@ const benches: Bench[] = [
     repeat: 1,
     mustPrint: /<!-- idle-result /,
   },
+  // How long the database client takes to give up against its deadlines (the tests assert only
+  // that it does, with the deadline's error).
+  {
+    name: "deadlines",
+    file: "bench/deadlines.ts",
+    args: smoke ? ["--runs", "1"] : [],
+    repeat: 1,
+    mustPrint: /<!-- deadlines-result /,
+  },
   {
     name: "soak",
     file: "bench/soak.ts",

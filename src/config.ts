@@ -258,6 +258,14 @@ const envSchema = z.object({
     .min(10, { error: "milliseconds, a whole number from 10 to 60000" })
     .max(60_000, { error: "milliseconds, a whole number from 10 to 60000" })
     .default(1_000),
+  // One push attempt's time limit; it is kept below the lease whatever is set, so an attempt
+  // always ends before another instance may retake its delivery.
+  PEERGATE_PUSH_TIMEOUT_MS: z.coerce
+    .number({ error: "milliseconds, a whole number from 100 to 600000" })
+    .int({ error: "milliseconds, a whole number from 100 to 600000" })
+    .min(100, { error: "milliseconds, a whole number from 100 to 600000" })
+    .max(600_000, { error: "milliseconds, a whole number from 100 to 600000" })
+    .default(10_000),
   // Retention (docs/operating.md): how often the server prunes; 0 never (only `peergate prune`).
   PEERGATE_PRUNE_INTERVAL_MINUTES: z.coerce
     .number({ error: "minutes, a whole number from 0 (never) to 10080" })
@@ -327,7 +335,7 @@ export type Config = {
   /** Count statements and round trips (`Database.roundTrips`); set by the bench, never from the environment. */
   countRoundTrips?: boolean;
   /** Push notifications: exempted addresses, the delivery lease, the first retry delay. */
-  push: { allowAddresses: string[]; leaseMs: number; retryBaseMs: number };
+  push: { allowAddresses: string[]; leaseMs: number; retryBaseMs: number; timeoutMs: number };
   /** The A2A gRPC binding: absent unless PEERGATE_GRPC_PORT is set. */
   grpc: GrpcConfig | undefined;
   /** Notices about parked runs: absent unless PEERGATE_NOTIFY_URL is set. */
@@ -441,6 +449,7 @@ export function loadConfig(env: Readonly<Record<string, string | undefined>>, cw
       allowAddresses: e.PEERGATE_PUSH_ALLOW_ADDRESSES,
       leaseMs: e.PEERGATE_PUSH_LEASE_MS,
       retryBaseMs: e.PEERGATE_PUSH_RETRY_MS,
+      timeoutMs: e.PEERGATE_PUSH_TIMEOUT_MS,
     },
     grpc:
       e.PEERGATE_GRPC_PORT === undefined

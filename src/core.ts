@@ -378,6 +378,7 @@ export async function openCore(
       logger,
       leaseMs: config.push.leaseMs,
       retryBaseMs: config.push.retryBaseMs,
+      timeoutMs: config.push.timeoutMs,
     });
     opened.push(() => pushWorker.stop());
     const unwire = wireReactions(

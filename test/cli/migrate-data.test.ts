@@ -17,6 +17,7 @@ import { silentLogger } from "../../src/log.ts";
 import { startServer } from "../../src/server.ts";
 import { copiedTables, schemaTableNames } from "../../src/services/migrate-data.ts";
 import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 import { createOpenAiStub, type OpenAiStub } from "../support/openai-stub.ts";
 import { type CliResult, type CliServer, startCliServer } from "./cli-server.ts";
 
@@ -36,16 +37,6 @@ async function cli(
     signal: new AbortController().signal,
   });
   return { code, out: out.join("\n"), err: err.join("\n") };
-}
-
-/** Polls `check` until it returns a value (no fixed sleeps: the machine is loaded). */
-async function eventually<T>(check: () => Promise<T | undefined>, what: string): Promise<T> {
-  for (let i = 0; i < 600; i++) {
-    const value = await check();
-    if (value !== undefined) return value;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 describe("migrate-data's table list", () => {
@@ -142,13 +133,13 @@ describe.skipIf(skip !== undefined)("peergate migrate-data (embedded ⇄ Postgre
     const answer = (await sent.json()) as { result: { task?: { id: string } } };
     taskId = String(answer.result.task?.id);
     // The stub model is unpriced, so the default cost budget may end the run failed: any end will do.
-    runStatus = await eventually(async () => {
+    runStatus = await eventually("the run to end", async () => {
       const runs = (await s.json("runs", "list", "--caller", "peer-a")).runs as {
         status: string;
       }[];
       const status = runs[0]?.status;
       return status && !["submitted", "working"].includes(status) ? status : undefined;
-    }, "the run to end");
+    });
     await s.server.stop();
     const verified = await cli(env(), s.dir, "audit", "verify", "--json");
     expect(verified.code, verified.err).toBe(0);

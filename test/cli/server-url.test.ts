@@ -9,16 +9,7 @@ import { commands } from "../../src/cli/commands.ts";
 import { runCli } from "../../src/cli/run-cli.ts";
 import { serverUrlFile } from "../../src/cli/server-url.ts";
 import { repoPoliciesDir } from "../support/app.ts";
-
-async function waitForFile(file: string): Promise<string> {
-  for (;;) {
-    try {
-      return await readFile(file, "utf8");
-    } catch {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-}
+import { eventually } from "../support/eventually.ts";
 
 describe("the CLI finds a server on another port (pglite)", () => {
   let dir: string;
@@ -52,7 +43,12 @@ describe("the CLI finds a server on another port (pglite)", () => {
 
   it("reaches the server with neither PEERGATE_URL nor PEERGATE_PORT, and forgets it at stop", async () => {
     const file = path.join(dataDir, serverUrlFile);
-    const recorded = (await waitForFile(file)).trim();
+    const recorded = (
+      await eventually(
+        "the server URL file",
+        async () => (await readFile(file, "utf8")) || undefined,
+      )
+    ).trim();
     expect(recorded).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect(recorded).not.toBe("http://127.0.0.1:8080");
     expect((await stat(file)).mode & 0o077).toBe(0);

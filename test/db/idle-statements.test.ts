@@ -6,13 +6,14 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { afterAll, describe, expect, it, vi } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
 import type { RecordedStatement } from "../../src/db/round-trips.ts";
 import { silentLogger } from "../../src/log.ts";
 import { type RunningServer, startServer } from "../../src/server.ts";
 import { copyPolicies, createSharedSecrets, instanceEnv } from "../faults/support.ts";
 import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { eventuallyValue } from "../support/eventually.ts";
 
 /** The sweeper's period (src/runs/core.ts default), in seconds. */
 const beatSeconds = 5;
@@ -57,11 +58,11 @@ async function countIdleBeats(server: RunningServer) {
   const stopRecording = counter.record();
   const beats = () => stopRecording.peek().filter(isBeat).length;
   // Polled, not timed: the window ends when the sweeper has beaten often enough.
-  await vi.waitFor(
-    () => {
-      if (beats() < settleBeats + measuredBeats) throw new Error(`${beats()} beats so far`);
-    },
-    { timeout: 120_000, interval: 200 },
+  await eventuallyValue(
+    `${settleBeats + measuredBeats} sweeper beats`,
+    beats,
+    (n) => n >= settleBeats + measuredBeats,
+    { withinMs: 120_000, everyMs: 200 },
   );
   const all = stopRecording();
   const beatIndexes = all.flatMap((s, i) => (isBeat(s) ? [i] : []));

@@ -2,10 +2,11 @@
 // that says whether notifications arrive, and a gap reported whenever messages may have been lost.
 import { sql } from "drizzle-orm";
 import { expect, it } from "vitest";
-import { type Database, openDatabase } from "../../src/db/client.ts";
+import { type Database, openDatabase, selectRows } from "../../src/db/client.ts";
 import { type Channel, openNotifications } from "../../src/db/notifications.ts";
 import { silentLogger } from "../../src/log.ts";
 import { describeEachDatabase } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 
 const numbers: Channel<{ n: number }> = {
   name: "peergate_test_numbers",
@@ -15,14 +16,6 @@ const numbers: Channel<{ n: number }> = {
   },
   format: (message) => String(message.n),
 };
-
-async function eventually(check: () => boolean, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error("timed out waiting");
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 function countingListens(database: Database): { database: Database; channels: string[] } {
   const channels: string[] = [];
@@ -50,15 +43,15 @@ describeEachDatabase("notification hub", (ctx) => {
       await hub.publish(numbers, { n: 1 });
       await ctx.database.notify(numbers.name, "not a number");
       await hub.publish(numbers, { n: 2 });
-      await eventually(() => second.length === 2);
+      await eventually("the second subscriber to get two messages", () => second.length === 2);
       expect(first).toEqual([1, 2]);
       expect(second).toEqual([1, 2]);
       await stopFirst();
       await hub.publish(numbers, { n: 3 });
-      await eventually(() => second.length === 3);
+      await eventually("the second subscriber to get the third message", () => second.length === 3);
       expect(first).toEqual([1, 2]);
       expect(counted.channels.sort()).toEqual(["peergate_heartbeat", numbers.name].sort());
-      await eventually(() => hub.healthy);
+      await eventually("the hub to be healthy", () => hub.healthy);
     } finally {
       await hub.close();
     }
@@ -79,11 +72,11 @@ describeEachDatabase("notification hub", (ctx) => {
       hub.onGap(() => {
         gaps += 1;
       });
-      await eventually(() => hub.healthy);
+      await eventually("the hub to be healthy", () => hub.healthy);
       // Heartbeats keep being sent, but as far as the hub can tell none came back in time.
       now += 10_000;
       expect(hub.healthy).toBe(false);
-      await eventually(() => gaps > 0);
+      await eventually("a gap to be reported", () => gaps > 0);
     } finally {
       await hub.close();
     }
@@ -103,7 +96,7 @@ describeEachDatabase("notification hub", (ctx) => {
       staleAfterMs: 1_000,
     });
     try {
-      await eventually(() => sent >= 3);
+      await eventually("three messages to be sent", () => sent >= 3);
       expect(hub.healthy).toBe(false);
     } finally {
       await hub.close();
@@ -131,12 +124,19 @@ describeEachDatabase("notification hub", (ctx) => {
             `select pg_terminate_backend(pid) from pg_stat_activity where datname = '${name}'`,
           ),
         );
-        await new Promise((r) => setTimeout(r, 300));
+        // Refused until every old connection is gone, as a restart would: then allowed again.
+        await eventually("every connection to the database to be cut", async () => {
+          const [left] = await selectRows<{ n: number }>(
+            server.db,
+            sql`select count(*)::int as n from pg_stat_activity where datname = ${name}`,
+          );
+          return left?.n === 0;
+        });
         await server.db.execute(sql.raw(`alter database "${name}" allow_connections true`));
-        await eventually(() => gaps > 0);
-        await eventually(() => hub.healthy);
+        await eventually("a gap to be reported", () => gaps > 0);
+        await eventually("the hub to be healthy", () => hub.healthy);
         await hub.publish(numbers, { n: 7 });
-        await eventually(() => received.includes(7));
+        await eventually("message 7 to arrive", () => received.includes(7));
       } finally {
         await hub.close();
         await server.close();

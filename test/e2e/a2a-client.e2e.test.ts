@@ -5,6 +5,7 @@
 // and a blocking client gets its task's state, not an empty reply, when the server stops.
 import { type StreamResponse, TaskState } from "@a2a-js/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventually } from "../support/eventually.ts";
 import {
   addCaller,
   asTask,
@@ -19,7 +20,6 @@ import {
   startScriptedModel,
   textOf,
   userMessage,
-  waitFor,
   waitForRun,
 } from "./support.ts";
 
@@ -197,7 +197,11 @@ describe("a graceful stop", () => {
         (result) => ({ result }),
         (error: unknown) => ({ error }),
       );
-      await waitFor(() => (model.requestsOf("hang").length > 0 ? true : undefined), 30_000);
+      await eventually(
+        "the model call that hangs",
+        () => (model.requestsOf("hang").length > 0 ? true : undefined),
+        { withinMs: 30_000 },
+      );
       await peergate.stop();
       const got = await outcome;
       expect("error" in got ? String(got.error) : "no error").toBe("no error");

@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { selectRows } from "../../src/db/client.ts";
 import { runs } from "../../src/db/schema.ts";
 import { postgresSkipReason } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   addCaller,
   copyPolicies,
@@ -24,7 +25,6 @@ import {
   type ScriptedModel,
   startPeergateOn,
   startScriptedModel,
-  waitFor,
   waitForRun,
 } from "./support.ts";
 
@@ -123,7 +123,8 @@ for (const kind of ["pglite", "postgres"] as const) {
         );
         if (kind === "postgres") {
           // Every answer is past its checks and waits for the run's row.
-          await waitFor(
+          await eventually(
+            "every answer to wait for the run's row",
             async () => {
               const [row] = await selectRows<{ n: number }>(
                 db,
@@ -132,8 +133,7 @@ for (const kind of ["pglite", "postgres"] as const) {
               );
               return Number(row?.n) >= answers ? true : undefined;
             },
-            60_000,
-            "every answer to wait for the run's row",
+            { withinMs: 60_000 },
           );
         }
         release();

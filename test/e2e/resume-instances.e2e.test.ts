@@ -6,6 +6,7 @@
 // with the whole answer. The same on one instance (A alone) as a control.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postgresSkipReason } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 import { countAssistantTurns, createOpenAiStub, type OpenAiStub } from "../support/openai-stub.ts";
 import { readSseEvents } from "../support/sse-events.ts";
 import {
@@ -14,7 +15,6 @@ import {
   type Peergate,
   removeTempDirs,
   startTwoInstances,
-  waitFor,
 } from "./support.ts";
 
 const narration = "Let me look at the clock first.";
@@ -179,19 +179,15 @@ describe.skipIf(skip !== undefined)(
     it("resumed on B after the task finished on A: the rest, replayed", async () => {
       const { taskId, seen } = await streamThenCut(a, "later");
       release("later");
-      await waitFor(
-        async () => {
-          const response = await post(
-            b,
-            { jsonrpc: "2.0", id: 3, method: "GetTask", params: { id: taskId } },
-            { Accept: "application/json" },
-          );
-          const body = (await response.json()) as { result?: { status?: { state?: string } } };
-          return body.result?.status?.state === "TASK_STATE_COMPLETED" ? true : undefined;
-        },
-        20_000,
-        "the task to complete",
-      );
+      await eventually("the task to complete", async () => {
+        const response = await post(
+          b,
+          { jsonrpc: "2.0", id: 3, method: "GetTask", params: { id: taskId } },
+          { Accept: "application/json" },
+        );
+        const body = (await response.json()) as { result?: { status?: { state?: string } } };
+        return body.result?.status?.state === "TASK_STATE_COMPLETED" ? true : undefined;
+      });
       const rest = await resumeOn(b, taskId, seen.at(-1)?.id ?? 0, "later");
       expectEveryEventOnce([...seen, ...rest]);
     });

@@ -20,6 +20,7 @@ import { revokedTaskMessage } from "../../src/a2a/run-executor.ts";
 import type { Notifications } from "../../src/db/notifications.ts";
 import { a2aTasks } from "../../src/db/schema.ts";
 import { postgresSkipReason } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   addCaller,
   asTask,
@@ -34,7 +35,6 @@ import {
   startTwoInstances,
   textOf,
   userMessage,
-  waitFor,
   waitForRun,
 } from "./support.ts";
 
@@ -148,13 +148,13 @@ async function readStoredTask(peergate: Peergate, taskId: string): Promise<Task 
 }
 
 async function waitForTaskState(peergate: Peergate, taskId: string, state: TaskState) {
-  return waitFor(
+  return eventually(
+    `task ${taskId} to be ${TaskState[state]}`,
     async () => {
       const task = await readStoredTask(peergate, taskId);
       return task?.status?.state === state ? task : undefined;
     },
-    30_000,
-    `task ${taskId} to be ${TaskState[state]}`,
+    { withinMs: 30_000 },
   );
 }
 
@@ -173,10 +173,10 @@ async function startStreaming(peergate: Peergate, secret: string, scenario: stri
     },
     120_000,
   );
-  const ids = await waitFor(
-    () => (taskId && runId ? { taskId, runId } : undefined),
-    30_000,
+  const ids = await eventually(
     `the ${scenario} run to start`,
+    () => (taskId && runId ? { taskId, runId } : undefined),
+    { withinMs: 30_000 },
   );
   return { ...ids, stream };
 }
@@ -227,10 +227,10 @@ describe.skipIf(skipPostgres !== undefined)(
       });
       const { taskId, runId, stream } = await startStreaming(b, peer.secret, "wait-b");
       // The command runs on B: the run is in the middle of a tool call that would last an hour.
-      await waitFor(
-        async () => ((await sleepPids(sleepArgs.b)).length > 0 ? true : undefined),
-        30_000,
+      await eventually(
         "the command to start on B",
+        async () => ((await sleepPids(sleepArgs.b)).length > 0 ? true : undefined),
+        { withinMs: 30_000 },
       );
       const running = await waitForRun(a, runId, ["working"]);
       expect(running.toolCalls).toEqual([
@@ -248,10 +248,10 @@ describe.skipIf(skipPostgres !== undefined)(
         run.toolCalls.map((c: { callId: string; status: string }) => [c.callId, c.status]),
       ).toEqual([["call_wait", "interrupted"]]);
       // The call's AbortSignal fired: the command is gone, long before its hour.
-      await waitFor(
-        async () => ((await sleepPids(sleepArgs.b)).length === 0 ? true : undefined),
-        30_000,
+      await eventually(
         "the command to be killed",
+        async () => ((await sleepPids(sleepArgs.b)).length === 0 ? true : undefined),
+        { withinMs: 30_000 },
       );
       // B never heard of the revocation: the stop came from the record, at B's heartbeat.
       expect(lossy.lost.some((l) => JSON.stringify(l.message).includes('"revoked"'))).toBe(true);
@@ -318,10 +318,10 @@ for (const kind of ["pglite", "postgres"] as const) {
         );
         expect(asked.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
         const working = await startStreaming(peergate, peer.secret, `wait-${kind}`);
-        await waitFor(
-          async () => ((await sleepPids(sleepArgs[kind])).length > 0 ? true : undefined),
-          30_000,
+        await eventually(
           "the command to start",
+          async () => ((await sleepPids(sleepArgs[kind])).length > 0 ? true : undefined),
+          { withinMs: 30_000 },
         );
 
         const revoked = await peergate.admin("POST", `/callers/${name}/revoke`, {});
@@ -334,11 +334,11 @@ for (const kind of ["pglite", "postgres"] as const) {
 
         const runIds = [readTaskRunId(parked), readTaskRunId(asked), working.runId];
         // The instance revoked the caller itself: it acts on the commit, not on its own NOTIFY.
-        await waitFor(
+        await eventually(
+          "the revocation's notification to be lost",
           () =>
             lossy.lost.some((l) => JSON.stringify(l.message).includes('"revoked"')) ? 1 : undefined,
-          30_000,
-          "the revocation's notification to be lost",
+          { withinMs: 30_000 },
         );
         for (const runId of runIds) {
           const run = await waitForRun(peergate, runId, ["revoked"], 30_000);
@@ -348,10 +348,10 @@ for (const kind of ["pglite", "postgres"] as const) {
           const task = await waitForTaskState(peergate, taskId, TaskState.TASK_STATE_REJECTED);
           expect(textOf(task.status?.message?.parts)).toBe(revokedTaskMessage);
         }
-        await waitFor(
-          async () => ((await sleepPids(sleepArgs[kind])).length === 0 ? true : undefined),
-          30_000,
+        await eventually(
           "the command to be killed",
+          async () => ((await sleepPids(sleepArgs[kind])).length === 0 ? true : undefined),
+          { withinMs: 30_000 },
         );
         // The admin API lists them under the one status.
         const listed = await peergate.admin("GET", "/runs?status=revoked&limit=50");

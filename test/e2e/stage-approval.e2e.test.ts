@@ -11,6 +11,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
 import { postgresSkipReason } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 import { createOpenAiStub, readScenario, type StubStep } from "../support/openai-stub.ts";
 import {
   addCaller,
@@ -22,7 +23,6 @@ import {
   removeTempDirs,
   startPeergateOn,
   userMessage,
-  waitFor,
   waitForRun,
 } from "./support.ts";
 
@@ -211,14 +211,10 @@ for (const kind of ["pglite", "postgres"] as const) {
         const first = await waitForRun(peergate, runId, ["parked"]);
         expect(first.pending.stage.argv).toEqual(["mark", "three"]);
         await answer(runId, first.pending, "approve");
-        const second = await waitFor(
-          async () => {
-            const got = await peergate.admin("GET", `/runs/${runId}`);
-            return got.body?.run?.pending?.stage?.argv?.[1] === "four" ? got.body.run : undefined;
-          },
-          10_000,
-          "the run parked on the second stage",
-        );
+        const second = await eventually("the run parked on the second stage", async () => {
+          const got = await peergate.admin("GET", `/runs/${runId}`);
+          return got.body?.run?.pending?.stage?.argv?.[1] === "four" ? got.body.run : undefined;
+        });
         expect(second.pending.stage.argv).toEqual(["mark", "four"]);
         expect(second.pending.stage.approved).toEqual([first.pending.stage.fingerprint]);
         expect(second.pending.argsDigest).not.toBe(first.pending.argsDigest);

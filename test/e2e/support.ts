@@ -27,6 +27,7 @@ import { type RunningServer, type StartServerOptions, startServer } from "../../
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
 import { repoPoliciesDir } from "../support/app.ts";
 import { createPostgresTestDatabase } from "../support/databases.ts";
+import { eventually, eventuallyValue } from "../support/eventually.ts";
 import {
   type ChatRequest,
   countAssistantTurns,
@@ -428,19 +429,16 @@ export async function collectStream(
   }
 }
 
-/** Polls until `check` returns a value (or throws after `timeoutMs`). */
-export async function waitFor<T>(
+/**
+ * `eventually` (test/support/eventually.ts) in the argument order test/console/ still calls it
+ * with; everything else calls `eventually` itself. The deadline is never shorter than its own.
+ */
+export function waitFor<T>(
   check: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 10_000,
+  timeoutMs = 25_000,
   what = "a condition",
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  return eventually(what, check, { withinMs: Math.max(timeoutMs, 25_000) }) as Promise<T>;
 }
 
 /** Waits until the admin API shows the run in one of `statuses`; returns the run. */
@@ -448,24 +446,18 @@ export async function waitForRun(
   peergate: Peergate,
   runId: string,
   statuses: readonly string[],
-  timeoutMs = 10_000,
+  timeoutMs?: number,
   /** A further condition on the run (e.g. which call it is parked on). */
   accept: (run: any) => boolean = () => true,
 ): Promise<any> {
-  let last: unknown;
-  try {
-    return await waitFor(
-      async () => {
-        const got = await peergate.admin("GET", `/runs/${runId}`);
-        last = got.body?.run?.status ?? got.body;
-        return got.status === 200 && statuses.includes(got.body.run.status) && accept(got.body.run)
-          ? got.body.run
-          : undefined;
-      },
-      timeoutMs,
-      `run ${runId} to be ${statuses.join(" or ")}`,
-    );
-  } catch (error) {
-    throw new Error(`${(error as Error).message}; last seen: ${JSON.stringify(last)}`);
-  }
+  const got = await eventuallyValue(
+    `run ${runId} to be ${statuses.join(" or ")}`,
+    async () => {
+      const got = await peergate.admin("GET", `/runs/${runId}`);
+      return { status: got.status, run: got.body?.run ?? got.body };
+    },
+    (got) => got.status === 200 && statuses.includes(got.run.status) && accept(got.run),
+    timeoutMs === undefined ? {} : { withinMs: timeoutMs },
+  );
+  return got.run;
 }

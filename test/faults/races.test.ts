@@ -15,6 +15,7 @@ import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createOperatorToken } from "../../src/services/admin-credentials.ts";
 import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 import type { StubStep } from "../support/openai-stub.ts";
 import {
   a2a,
@@ -30,7 +31,6 @@ import {
   startScriptedModel,
   taskRunId,
   verifyAudit,
-  waitFor,
 } from "./support.ts";
 
 const rounds = 20;
@@ -76,7 +76,8 @@ describe.skipIf(skip !== undefined)(
       sql = postgres(database.url, { max: 2, onnotice: () => {} });
       model = await startScriptedModel({
         ...parkScenarios,
-        slow: [{ text: "a slow answer", delayMs: 300 }],
+        // Never answers: a run that got in is ended by the revocation or not at all.
+        slow: [{ text: "never sent", hang: true }],
       });
       policiesDir = await copyPolicies();
       workspace = await mkdtemp(path.join(os.tmpdir(), "peergate-faults-races-"));
@@ -202,14 +203,10 @@ describe.skipIf(skip !== undefined)(
       }
 
       for (const [i, runId] of runIds.entries()) {
-        const run = await waitFor(
-          async () => {
-            const r = await a.admin("GET", `/runs/${runId}`);
-            return r.body.run.status === "completed" ? r.body.run : undefined;
-          },
-          15_000,
-          `run ${i} to complete`,
-        );
+        const run = await eventually(`run ${i} to complete`, async () => {
+          const r = await a.admin("GET", `/runs/${runId}`);
+          return r.body.run.status === "completed" ? r.body.run : undefined;
+        });
         // The approved call ran once: one record, completed, and one file with its content.
         expect(
           run.toolCalls.filter((c: { status: string }) => c.status === "completed"),
@@ -238,16 +235,20 @@ describe.skipIf(skip !== undefined)(
         });
         expect(warm.status).toBe(200);
 
-        // The request goes a little before, with, or after the revocation, so both can win.
-        const offsetMs = (i % 5) * 10 - 5;
-        const sleep = (ms: number) =>
-          new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
-        const request = sleep(offsetMs).then(() =>
-          a2a(b.url, token, sendMessageBody(`scenario:slow round ${i}`)),
-        );
-        const revoked = await sleep(-offsetMs).then(() =>
-          a.admin("POST", `/callers/${name}/revoke`, { reason: "race" }),
-        );
+        // Both at once, each started first in turn: either may win, and both outcomes are held
+        // to the rules below.
+        const sendRequest = () => a2a(b.url, token, sendMessageBody(`scenario:slow round ${i}`));
+        const revoke = () => a.admin("POST", `/callers/${name}/revoke`, { reason: "race" });
+        let request: ReturnType<typeof sendRequest>;
+        let revoking: ReturnType<typeof revoke>;
+        if (i % 2 === 0) {
+          request = sendRequest();
+          revoking = revoke();
+        } else {
+          revoking = revoke();
+          request = sendRequest();
+        }
+        const revoked = await revoking;
         expect(revoked.status).toBe(200);
         // Once the revocation has returned, B refuses the caller: no run can start.
         const after = await a2a(b.url, token, sendMessageBody(`after round ${i}`));
@@ -260,7 +261,7 @@ describe.skipIf(skip !== undefined)(
           seen.refused += 1;
           expect(runs).toHaveLength(0);
         } else {
-          // The request got in first; the revocation stopped its run (the model takes 300 ms).
+          // The request got in first; the revocation stopped its run (the model never answers).
           seen.requestFirst += 1;
           expect(raced.status).toBe(200);
           expect(runs).toHaveLength(1);

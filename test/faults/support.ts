@@ -186,28 +186,6 @@ export function taskRunId(task: any): string | undefined {
   return typeof runId === "string" ? runId : undefined;
 }
 
-/** Polls until `check` returns a value, or throws after `timeoutMs`. */
-export async function waitFor<T>(
-  check: () => Promise<T | undefined> | T | undefined,
-  timeoutMs: number,
-  what: string,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${last})` : ""}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 // ---------------------------------------------------------------- instances
 
 export type Instance = {

@@ -25,9 +25,9 @@ import {
   sendMessageBody,
   startScriptedModel,
   taskRunId,
-  waitFor,
 } from "../faults/support.ts";
 import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 
 type Received = { path: string; headers: IncomingHttpHeaders; body: string };
 
@@ -143,10 +143,10 @@ describe("notices for parked runs (pglite, a real server)", () => {
     const runId = taskRunId(sent.body.result.task) as string;
 
     // The first POST is answered 500; the retry gets 200.
-    const audited = await waitFor(
-      async () => (await auditOf("run.notified")).find((e) => e.data.notice === "parked"),
-      60_000,
+    const audited = await eventually(
       "the parked notice in the audit trail",
+      async () => (await auditOf("run.notified")).find((e) => e.data.notice === "parked"),
+      { withinMs: 60_000 },
     );
     expect(audited.data).toMatchObject({
       runId,
@@ -174,16 +174,16 @@ describe("notices for parked runs (pglite, a real server)", () => {
     await server.database.db.execute(
       sql`update runs set parked_until = now() + interval '10 minutes' where id = ${runId}`,
     );
-    const expiring = await waitFor(
-      () => receiver.received.find((r) => r.headers["x-peergate-event"] === "run.expiring"),
-      60_000,
+    const expiring = await eventually(
       "the expiring notice",
+      () => receiver.received.find((r) => r.headers["x-peergate-event"] === "run.expiring"),
+      { withinMs: 60_000 },
     );
     expect(JSON.parse(expiring.body).peergate).toMatchObject({ event: "run.expiring", runId });
-    await waitFor(
-      async () => (await auditOf("run.notified")).find((e) => e.data.notice === "expiring"),
-      60_000,
+    await eventually(
       "the expiring notice in the audit trail",
+      async () => (await auditOf("run.notified")).find((e) => e.data.notice === "expiring"),
+      { withinMs: 60_000 },
     );
     // Never a second parked notice for the same call.
     expect(
@@ -356,7 +356,8 @@ describe.skipIf(postgresSkipReason() !== undefined)(
         expect(sent.body.result?.task?.status?.state).toBe("TASK_STATE_WORKING");
         runIds.push(taskRunId(sent.body.result.task) as string);
       }
-      const audited = await waitFor(
+      const audited = await eventually(
+        "a notice for every parked run",
         async () => {
           const res = await fetch(`${a.url}/admin/v1/audit?kind=run.notified&limit=100`, {
             headers: { authorization: `Bearer ${shared.adminToken}` },
@@ -364,8 +365,7 @@ describe.skipIf(postgresSkipReason() !== undefined)(
           const events = ((await res.json()) as { events: { data: any }[] }).events;
           return events.length >= rounds ? events : undefined;
         },
-        60_000,
-        "a notice for every parked run",
+        { withinMs: 60_000 },
       );
       expect(audited.map((e) => e.data.runId).sort()).toEqual([...runIds].sort());
       // Both instances looked at every run; each delivery reached the receiver once.

@@ -20,8 +20,8 @@ import {
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { eventually } from "../sandbox/support.ts";
 import { repoPoliciesDir } from "../support/app.ts";
+import { eventually } from "../support/eventually.ts";
 import { giveToSandboxUser } from "../support/sandbox-workspace.ts";
 import { spawnServeChild } from "../support/serve-process.ts";
 
@@ -181,9 +181,10 @@ describe("on SIGHUP", () => {
     try {
       const refusedWith = async (pattern: RegExp) =>
         eventually(
+          `the reload to be refused with ${pattern}`,
           async () =>
             child.logs.some((l) => l.includes("policies not reloaded") && pattern.test(l)),
-          30_000,
+          { withinMs: 30_000 },
         );
 
       // A program in the workspace through a symlinked directory, without a pin.

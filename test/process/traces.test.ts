@@ -24,8 +24,8 @@ import {
   sendMessageBody,
   spawnServe,
   startScriptedModel,
-  waitFor,
 } from "../faults/support.ts";
+import { eventually } from "../support/eventually.ts";
 
 type OtlpSpan = {
   traceId: string;
@@ -167,13 +167,13 @@ describe("traces from a real server", () => {
         });
         expect(fired.status, JSON.stringify(fired.body)).toBe(202);
         hookRunId = fired.body.runId;
-        await waitFor(
+        await eventually(
+          "the webhook's run to complete",
           async () => {
             const run = await server.admin("GET", `/runs/${hookRunId}`);
             return run.body?.run?.status === "completed" ? true : undefined;
           },
-          120_000,
-          "the webhook's run to complete",
+          { withinMs: 120_000 },
         );
       },
     );

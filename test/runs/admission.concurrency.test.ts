@@ -8,14 +8,8 @@ import { callerSlots, dailyUsage, runs } from "../../src/db/schema.ts";
 import { RateLimitedError } from "../../src/errors.ts";
 import { readRunningSlots } from "../../src/runs/run-queries.ts";
 import { describeEachDatabase } from "../support/databases.ts";
-import {
-  insertCaller,
-  scriptModel,
-  startEngine,
-  stopEngines,
-  userMessage,
-  waitUntil,
-} from "./support.ts";
+import { eventually } from "../support/eventually.ts";
+import { insertCaller, scriptModel, startEngine, stopEngines, userMessage } from "./support.ts";
 
 describeEachDatabase("admission under concurrency", (ctx) => {
   afterEach(stopEngines);
@@ -70,7 +64,10 @@ describeEachDatabase("admission under concurrency", (ctx) => {
     expect(starts.filter((s) => s instanceof RateLimitedError)).toHaveLength(10 - limit);
     expect(await readRunningSlots(ctx.db, caller.id)).toBe(limit);
     for (const run of admitted) expect(await engine.cancel(run.runId, "enough")).toBe(true);
-    await waitUntil(async () => (await readRunningSlots(ctx.db, caller.id)) === 0, 20_000);
+    await eventually(
+      "the caller's running slots to be freed",
+      async () => (await readRunningSlots(ctx.db, caller.id)) === 0,
+    );
     const [slot] = await ctx.db
       .select()
       .from(callerSlots)
@@ -79,7 +76,10 @@ describeEachDatabase("admission under concurrency", (ctx) => {
     // The slots are free again: the next start is admitted.
     const again = await engine.start({ caller, origin: "a2a", messages: userMessage("again") });
     await engine.cancel(again.runId, "done");
-    await waitUntil(async () => (await readRunningSlots(ctx.db, caller.id)) === 0, 20_000);
+    await eventually(
+      "the caller's running slots to be freed",
+      async () => (await readRunningSlots(ctx.db, caller.id)) === 0,
+    );
   });
 
   it("keeps concurrent runs within the day's tokens but one step each", async () => {

@@ -132,9 +132,7 @@ describeEachDatabase("run budgets", (ctx) => {
     });
     const model = scriptModel([{ calls: [{ id: "slow", name: "ls", input: {} }] }]);
     const { engine, tools } = await startEngine(ctx.database, { model });
-    const started = performance.now();
     const { runId, outcome } = await runToEnd(engine, caller);
-    expect(performance.now() - started).toBeLessThan(3_000);
     expect(outcome).toMatchObject({
       status: "failed",
       error: { code: "budget-exceeded", budget: "durationMs" },

@@ -7,6 +7,7 @@ import { afterEach, expect, it } from "vitest";
 import type { Database } from "../../src/db/client.ts";
 import { auditEvents } from "../../src/db/schema.ts";
 import { describeEachDatabase } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   createFakeTools,
   insertCaller,
@@ -16,7 +17,6 @@ import {
   startEngine,
   stopEngines,
   userMessage,
-  waitUntil,
 } from "./support.ts";
 
 /** The database as an instance whose NOTIFYs never leave it sees it. */
@@ -58,7 +58,7 @@ describeEachDatabase("durable cancel", (ctx) => {
     const b = await startEngine(silent.database, { instanceId: "instance-b" });
 
     const handle = await a.engine.start({ caller, origin: "a2a", messages: userMessage("go") });
-    await waitUntil(() => tools.log.executed.includes("get_time({})"));
+    await eventually("get_time to have run", () => tools.log.executed.includes("get_time({})"));
 
     // Answered true only once recorded; the notification that would tell A never goes out.
     expect(await b.engine.cancel(handle.runId, "canceled from B")).toBe(true);
@@ -110,7 +110,7 @@ describeEachDatabase("durable cancel", (ctx) => {
     const silent = droppingNotifications(ctx.database);
     const b = await startEngine(silent.database, { instanceId: "instance-b" });
     const handle = await a.engine.start({ caller, origin: "a2a", messages: userMessage("go") });
-    await waitUntil(() => a.tools.log.signals.has("slow"));
+    await eventually("the slow tool to be running", () => a.tools.log.signals.has("slow"));
     expect(await b.engine.cancel(handle.runId, "stop it")).toBe(true);
     expect(a.tools.log.signals.get("slow")?.aborted).toBe(false);
     await a.engine.sweep();

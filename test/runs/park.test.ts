@@ -9,6 +9,7 @@ import { digestArgs } from "../../src/gate/args-digest.ts";
 import { closeParkedRuns, lockParkedRunsOfCaller } from "../../src/runs/run-state.ts";
 import type { SettledRun } from "../../src/services/runs/engine.ts";
 import { describeEachDatabase } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   createFakeTools,
   insertCaller,
@@ -18,7 +19,6 @@ import {
   scriptModel,
   startEngine,
   stopEngines,
-  waitUntil,
 } from "./support.ts";
 
 const writeCall = { id: "w1", name: "write_file", input: { path: "a.txt", content: "hi" } };
@@ -273,7 +273,7 @@ describeEachDatabase("parked runs", (ctx) => {
     });
     expect(closedRunIds).toEqual([runId]);
     events.fire({ callerId: caller.id, change: "revoked", closedRunIds });
-    await waitUntil(() => settled.length > 0);
+    await eventually("the run to settle", () => settled.length > 0);
     expect(settled).toMatchObject([{ runId, outcome: { status: "rejected" } }]);
   });
 

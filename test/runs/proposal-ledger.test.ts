@@ -5,6 +5,7 @@ import { afterEach, expect, it } from "vitest";
 import { z } from "zod";
 import type { ToolImplementation } from "../../src/tools/types.ts";
 import { describeEachDatabase } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   createFakeTools,
   insertCaller,
@@ -14,7 +15,6 @@ import {
   stopEngines,
   userMessage,
   waitForAbort,
-  waitUntil,
 } from "./support.ts";
 
 describeEachDatabase("the tool-call ledger", (ctx) => {
@@ -23,7 +23,11 @@ describeEachDatabase("the tool-call ledger", (ctx) => {
   it("a call stopped during its proposal is reported as not started, not as partly done", async () => {
     const caller = await insertCaller(ctx.database, { allow: ["write_file"] });
     const model = scriptModel([
-      { calls: [{ id: "proposing", name: "write_file", input: { path: "a.txt" } }] },
+      {
+        calls: [
+          { id: "the proposal to be under way", name: "write_file", input: { path: "a.txt" } },
+        ],
+      },
     ]);
     const tools = createFakeTools();
     let proposing = false;
@@ -49,13 +53,13 @@ describeEachDatabase("the tool-call ledger", (ctx) => {
     (tools.runtime.tools as Map<string, ToolImplementation>).set("write_file", slowProposal);
     const { engine } = await startEngine(ctx.database, { model, tools });
     const handle = await engine.start({ caller, origin: "a2a", messages: userMessage("go") });
-    await waitUntil(() => proposing, 120_000);
+    await eventually("the proposal to be under way", () => proposing, { withinMs: 120_000 });
     expect(await engine.cancel(handle.runId, "stop")).toBe(true);
     const outcome = await handle.outcome;
     expect(outcome.status).toBe("canceled");
     const rows = await readToolCalls(ctx.database, handle.runId);
-    expect(rows.get("proposing")?.status).toBe("not-started");
-    expect(rows.get("proposing")?.startedAt).toBeNull();
+    expect(rows.get("the proposal to be under way")?.status).toBe("not-started");
+    expect(rows.get("the proposal to be under way")?.startedAt).toBeNull();
     const text = JSON.stringify(outcome.messages.at(-1));
     expect(text).toContain("it changed nothing");
     expect(text).not.toContain("may have made part of its changes");

@@ -10,6 +10,7 @@ import { silentLogger } from "../../src/log.ts";
 import type { ServiceContext } from "../../src/services/context.ts";
 import { revokeCaller } from "../../src/services/revoke-caller.ts";
 import { describeEachDatabase } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   createFakeTools,
   insertCaller,
@@ -19,7 +20,6 @@ import {
   startEngine,
   stopEngines,
   userMessage,
-  waitUntil,
 } from "./support.ts";
 
 const longCall = { calls: [{ id: "long", name: "ls", input: {} }] };
@@ -41,7 +41,7 @@ describeEachDatabase("a revocation recorded on the run", (ctx) => {
       model: scriptModel([longCall, { text: "never" }]),
     });
     const handle = await engine.start({ caller, origin: "a2a", messages: userMessage("go") });
-    await waitUntil(() => tools.log.signals.has("long"));
+    await eventually("the long tool to be running", () => tools.log.signals.has("long"));
 
     const revoked = await revokeCaller({ ctx: services(), name: caller.name, actor: "admin" });
     expect(revoked).toMatchObject({ workingRunsStopped: 1, waitingRunsRevoked: 0 });
@@ -82,7 +82,7 @@ describeEachDatabase("a revocation recorded on the run", (ctx) => {
       model: scriptModel([longCall, { text: "never" }]),
     });
     const handle = await engine.start({ caller, origin: "a2a", messages: userMessage("go") });
-    await waitUntil(() => tools.log.signals.has("long"));
+    await eventually("the long tool to be running", () => tools.log.signals.has("long"));
     await revokeCaller({ ctx: services(), name: caller.name, actor: "admin" });
     // Restored at once (as restoreCaller sets it): the run that was stopped stays stopped.
     await ctx.db
@@ -101,7 +101,7 @@ describeEachDatabase("a revocation recorded on the run", (ctx) => {
     const model = scriptModel([{ text: "thinking…", hang: true }]);
     const { engine } = await startEngine(ctx.database, { model });
     const handle = await engine.start({ caller, origin: "a2a", messages: userMessage("go") });
-    await waitUntil(() => model.calls.length === 1);
+    await eventually("the first model call", () => model.calls.length === 1);
     await ctx.db
       .update(callers)
       .set({ tier: "none", revokedAt: new Date(), version: sql`${callers.version} + 1` })

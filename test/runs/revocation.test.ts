@@ -11,6 +11,7 @@ import type { ServiceContext } from "../../src/services/context.ts";
 import { revokeCaller } from "../../src/services/revoke-caller.ts";
 import type { SettledRun } from "../../src/services/runs/engine.ts";
 import { describeEachDatabase } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   insertCaller,
   readRunRow,
@@ -19,7 +20,6 @@ import {
   scriptModel,
   startEngine,
   stopEngines,
-  waitUntil,
 } from "./support.ts";
 
 const writeCall = { id: "w1", name: "write_file", input: { path: "a.txt", content: "hi" } };
@@ -75,7 +75,7 @@ describeEachDatabase("revoking a caller with a parked run", (ctx) => {
       expect(callerEvent?.data).toMatchObject({ waitingRunsRevoked: [runId] });
 
       // The caller event carried the run's id: the surface hears the run settled.
-      await waitUntil(() => settled.some((s) => s.runId === runId));
+      await eventually("the run to settle", () => settled.some((s) => s.runId === runId));
       expect(settled.find((s) => s.runId === runId)).toMatchObject({
         callerId: caller.id,
         outcome: { status: "revoked", error: { code: "caller-revoked" } },

@@ -4,6 +4,7 @@ import { and, eq } from "drizzle-orm";
 import { afterEach, expect, it } from "vitest";
 import { auditEvents, callers, runs, toolCalls } from "../../src/db/schema.ts";
 import { describeEachDatabase } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   createFakeTools,
   insertCaller,
@@ -14,7 +15,6 @@ import {
   startEngine,
   stopEngines,
   userMessage,
-  waitUntil,
 } from "./support.ts";
 
 const slowBatch = {
@@ -32,7 +32,7 @@ describeEachDatabase("stopping runs", (ctx) => {
     const model = scriptModel([slowBatch]);
     const { engine, tools } = await startEngine(ctx.database, { model });
     const handle = await engine.start({ caller, origin: "a2a", messages: userMessage("go") });
-    await waitUntil(() => tools.log.signals.has("slow"));
+    await eventually("the slow tool to be running", () => tools.log.signals.has("slow"));
 
     expect(await engine.cancel(handle.runId, "the caller canceled")).toBe(true);
     const outcome = await handle.outcome;
@@ -67,7 +67,7 @@ describeEachDatabase("stopping runs", (ctx) => {
       options: { maxToolConcurrency: 1 },
     });
     const handle = await engine.start({ caller, origin: "a2a", messages: userMessage("go") });
-    await waitUntil(() => tools.log.signals.has("slow"));
+    await eventually("the slow tool to be running", () => tools.log.signals.has("slow"));
     await engine.cancel(handle.runId, "stop");
     expect((await handle.outcome).status).toBe("canceled");
     const rows = await readToolCalls(ctx.database, handle.runId);
@@ -104,7 +104,7 @@ describeEachDatabase("stopping runs", (ctx) => {
     const model = scriptModel([{ text: "thinking…", hang: true }]);
     const { engine } = await startEngine(ctx.database, { model });
     const handle = await engine.start({ caller, origin: "a2a", messages: userMessage("go") });
-    await waitUntil(() => model.calls.length === 1);
+    await eventually("the first model call", () => model.calls.length === 1);
     await engine.cancel(handle.runId, "stop");
     expect((await handle.outcome).status).toBe("canceled");
     expect(model.calls[0]?.abortSignal?.aborted).toBe(true);
@@ -117,7 +117,10 @@ describeEachDatabase("stopping runs", (ctx) => {
     const { engine, tools, events } = await startEngine(ctx.database, { model });
     const mine = await engine.start({ caller: revoked, origin: "a2a", messages: userMessage("a") });
     const theirs = await engine.start({ caller: other, origin: "a2a", messages: userMessage("b") });
-    await waitUntil(() => tools.log.executed.filter((e) => e.startsWith("ls")).length === 2);
+    await eventually(
+      "both ls calls to have run",
+      () => tools.log.executed.filter((e) => e.startsWith("ls")).length === 2,
+    );
 
     events.fire({ callerId: revoked.id, change: "updated" });
     events.fire({ callerId: revoked.id, change: "revoked" });
@@ -160,7 +163,7 @@ describeEachDatabase("stopping runs", (ctx) => {
     const model = scriptModel([slowBatch]);
     const { engine, tools } = await startEngine(ctx.database, { model });
     const handle = await engine.start({ caller, origin: "a2a", messages: userMessage("go") });
-    await waitUntil(() => tools.log.signals.has("slow"));
+    await eventually("the slow tool to be running", () => tools.log.signals.has("slow"));
     await engine.stop();
     const row = await readRunRow(ctx.database, handle.runId);
     expect(row).toMatchObject({ status: "interrupted", error: { code: "shutdown" } });
@@ -240,7 +243,7 @@ describeEachDatabase("stopping runs", (ctx) => {
       const second = await ctx.openSecondConnection();
       const b = await startEngine(second, { instanceId: "b" });
       const handle = await a.engine.start({ caller, origin: "a2a", messages: userMessage("go") });
-      await waitUntil(() => a.tools.log.signals.has("slow"));
+      await eventually("the slow tool to be running", () => a.tools.log.signals.has("slow"));
 
       expect(await b.engine.cancel(handle.runId, "from B")).toBe(true);
       expect(await handle.outcome).toMatchObject({
@@ -261,7 +264,7 @@ describeEachDatabase("stopping runs", (ctx) => {
         instanceId: "a",
       });
       const handle = await a.engine.start({ caller, origin: "a2a", messages: userMessage("go") });
-      await waitUntil(() => a.tools.log.signals.has("slow"));
+      await eventually("the slow tool to be running", () => a.tools.log.signals.has("slow"));
 
       const second = await ctx.openSecondConnection();
       const b = await startEngine(second, {

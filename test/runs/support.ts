@@ -419,12 +419,3 @@ export async function readRunRow(database: Database, runId: string) {
   if (!row) throw new Error(`no run ${runId}`);
   return row;
 }
-
-/** Polls until `check` passes or `ms` elapse. */
-export async function waitUntil(check: () => boolean | Promise<boolean>, ms = 5_000) {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error("timed out waiting");
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}

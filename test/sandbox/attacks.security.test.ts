@@ -24,6 +24,7 @@ import { createRedactor } from "../../src/sandbox/redact.ts";
 import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
 import { createToolRuntime } from "../../src/tools/runtime.ts";
 import type { ToolRuntime } from "../../src/tools/types.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   buildPolicies,
   callTool,
@@ -36,7 +37,6 @@ import {
 import {
   bwrapBackend,
   describeWithBwrap,
-  eventually,
   giveToSandboxUser,
   hostProcessesWith,
   snapshotTree,
@@ -176,7 +176,7 @@ describeWithBwrap("the bwrap sandbox, attacked from inside", () => {
       ["through doubled slashes and /./", () => `echo pwned > ${base}//./outside/new.txt`],
       ["through a symlink in the workspace", () => "echo pwned > outside-link/victim.txt"],
       // Spelled through variables where the denylist would see the literal text: here the sandbox
-      // alone must stop it (test/tools/shell/ pins what the denylist refuses).
+      // alone must stop it (test/shell/ pins what the denylist refuses).
       ["through /proc/self/cwd", () => "c=/proc/self/cwd; echo pwned > $c/../outside/victim.txt"],
       ["into the data dir", () => `echo pwned > ${dataDir}/admin-token`],
       ["into the data dir through a symlink", () => "echo pwned > data-link/admin-token"],
@@ -342,8 +342,9 @@ describeWithBwrap("the bwrap sandbox, attacked from inside", () => {
           `disown -a; echo started`,
       );
       expect(out.stdout).toBe("started\n");
-      expect(await eventually(async () => (await hostProcessesWith(marker)).length === 0)).toBe(
-        true,
+      await eventually(
+        "no process of the command to be left",
+        async () => (await hostProcessesWith(marker)).length === 0,
       );
     });
 
@@ -359,16 +360,15 @@ describeWithBwrap("the bwrap sandbox, attacked from inside", () => {
         },
         controller.signal,
       );
-      expect(
-        await eventually(
-          async () => (await hostProcessesWith(`sleep ${marker}`)).length === 3,
-          20_000,
-        ),
-      ).toBe(true);
+      await eventually(
+        "the three sleeps to be running",
+        async () => (await hostProcessesWith(`sleep ${marker}`)).length === 3,
+      );
       controller.abort();
       expectFailure(await running, "interrupted");
-      expect(await eventually(async () => (await hostProcessesWith(marker)).length === 0)).toBe(
-        true,
+      await eventually(
+        "no process of the command to be left",
+        async () => (await hostProcessesWith(marker)).length === 0,
       );
     });
 

@@ -16,6 +16,7 @@ import { buildSeccompFilter, refusedSyscalls } from "../../src/sandbox/seccomp.t
 import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
 import { createToolRuntime } from "../../src/tools/runtime.ts";
 import type { ToolRuntime } from "../../src/tools/types.ts";
+import { eventually } from "../support/eventually.ts";
 import {
   approveAndRun,
   buildPolicies,
@@ -26,7 +27,6 @@ import {
 import {
   bwrapBackend,
   describeWithBwrap,
-  eventually,
   hostProcessesWith,
   makeSandboxWorkspace,
   runsAsRoot,
@@ -144,12 +144,10 @@ describeWithBwrap("a root server's sandbox is not root on the host", () => {
     const isCommand = async (pid: number) =>
       (await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "")).startsWith(`${marker}\0`);
     let command: number | undefined;
-    expect(
-      await eventually(async () => {
-        for (const pid of await find()) if (await isCommand(pid)) command = pid;
-        return command !== undefined;
-      }),
-    ).toBe(true);
+    await eventually("the command's process", async () => {
+      for (const pid of await find()) if (await isCommand(pid)) command = pid;
+      return command !== undefined;
+    });
     const owner = await stat(workspace);
     expect(owner.uid).not.toBe(0);
     const pids = await find();

@@ -24,7 +24,8 @@ import {
   startScriptedModel,
   userMessage,
 } from "../e2e/support.ts";
-import { describeWithBwrap, eventually } from "./support.ts";
+import { eventually } from "../support/eventually.ts";
+import { describeWithBwrap } from "./support.ts";
 
 const fixture = fileURLToPath(new URL("./fixtures/memory-mcp-server.mjs", import.meta.url));
 const tag = String(Math.floor(Math.random() * 1e9));
@@ -155,8 +156,9 @@ ${server("mem", "")}${server("memrun", "    scope: run\n")}${server("memidle", "
     const inRun = recallOf(await runAs(c, "run-both"));
     // Within one run the instance keeps what it was given.
     expect(inRun.values).toEqual(["kept-in-run"]);
-    expect(await eventually(async () => (await instancesOf(markers.memrun)).length === 0)).toBe(
-      true,
+    await eventually(
+      "the run's memory server instance to be closed",
+      async () => (await instancesOf(markers.memrun)).length === 0,
     );
     const nextRun = recallOf(await runAs(c, "run-recall"));
     expect(nextRun.text).not.toContain("kept-in-run");
@@ -168,8 +170,9 @@ ${server("mem", "")}${server("memrun", "    scope: run\n")}${server("memidle", "
     const d = await addPeer("caller-d");
     const first = recallOf(await runAs(d, "idle-recall"));
     expect(first.instance).not.toBe("none");
-    expect(await eventually(async () => (await instancesOf(markers.memidle)).length === 0)).toBe(
-      true,
+    await eventually(
+      "the idle memory server instance to be closed",
+      async () => (await instancesOf(markers.memidle)).length === 0,
     );
     const second = recallOf(await runAs(d, "idle-recall"));
     expect(second.instance).not.toBe("none");
@@ -185,8 +188,9 @@ ${server("mem", "")}${server("memrun", "    scope: run\n")}${server("memidle", "
     expect(live).toBeGreaterThanOrEqual(2);
     const revoked = await peergate.admin("POST", "/callers/caller-e/revoke", { reason: "test" });
     expect(revoked.status).toBe(200);
-    expect(await eventually(async () => (await instancesOf(markers.mem)).length === live - 1)).toBe(
-      true,
+    await eventually(
+      "one memory server instance to be closed",
+      async () => (await instancesOf(markers.mem)).length === live - 1,
     );
     // The other caller's instance was not the one closed: it answers as the same instance.
     expect(recallOf(await runAs(f, "recall")).instance).toBe(before.instance);

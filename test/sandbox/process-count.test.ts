@@ -17,8 +17,9 @@ import {
 import { probeSandbox } from "../../src/sandbox/probe.ts";
 import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
 import { createToolRuntime } from "../../src/tools/runtime.ts";
+import { eventually } from "../support/eventually.ts";
 import { buildPolicies, callTool, silentLogger } from "../tools/support.ts";
-import { describeWithBwrap, eventually, makeSandboxWorkspace } from "./support.ts";
+import { describeWithBwrap, makeSandboxWorkspace } from "./support.ts";
 
 const v1Mountinfo = [
   "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755",
@@ -137,7 +138,7 @@ describeWithBwrap("the sandboxes' pids cgroups", () => {
       const probe = await probeSandbox(backend, { workspace });
       await rm(workspace, { recursive: true, force: true });
       expect(probe.ok).toBe(true);
-      expect(await eventually(async () => existsSync(counting.parent))).toBe(true);
+      await eventually("the counting command to start", async () => existsSync(counting.parent));
     },
   );
 

@@ -25,7 +25,8 @@ import {
   startScriptedModel,
   userMessage,
 } from "../e2e/support.ts";
-import { describeWithBwrap, eventually, hostProcessesWith, snapshotTree } from "./support.ts";
+import { eventually } from "../support/eventually.ts";
+import { describeWithBwrap, hostProcessesWith, snapshotTree } from "./support.ts";
 
 const scenarios: Scenarios = {};
 const marker = String(7_900_000 + Math.floor(Math.random() * 99_999));
@@ -158,9 +159,10 @@ describeWithBwrap("the sandbox through the real server", () => {
 
     expect(await snapshotTree(workspace)).toEqual(workspaceBefore);
     expect(await dataFiles()).toEqual(dataBefore);
-    expect(
-      await eventually(async () => (await hostProcessesWith(`sleep ${marker}`)).length === 0),
-    ).toBe(true);
+    await eventually(
+      "no sleep of the command to be left",
+      async () => (await hostProcessesWith(`sleep ${marker}`)).length === 0,
+    );
     expect((await fetch(`${peergate.url}/healthz`)).status).toBe(200);
   });
 });

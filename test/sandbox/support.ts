@@ -81,16 +81,3 @@ export async function hostProcessesWith(marker: string): Promise<number[]> {
   }
   return found;
 }
-
-/** Polls `check` until it holds or `timeoutMs` passes; returns whether it held. */
-export async function eventually(
-  check: () => Promise<boolean>,
-  timeoutMs = 10_000,
-): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return true;
-    if (Date.now() > deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}

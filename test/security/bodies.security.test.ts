@@ -277,11 +277,11 @@ describe("slow clients", () => {
       ["slow body", body],
       ["slow headers", headers],
     ] as const) {
-      // 1.5 s limit + 0.1 s checks; far below the 60 s the trickle would take to finish.
-      const held = !ex.closedByServer || ex.ms > 20_000;
+      // The server ended it with 408 (its 1.5 s limit), long before the trickle (60 s) could
+      // finish: a request it waited out would have been answered by the handler instead.
+      const held = !ex.closedByServer || ex.status !== 408;
       recordCase("bodies", `${name}: closed after ${Math.round(ex.ms)} ms`, held);
       expect(ex.closedByServer, name).toBe(true);
-      expect(ex.ms, name).toBeLessThan(20_000);
       expect(ex.status, name).toBe(408);
     }
     expect((await send(s.port, { method: "GET", path: "/healthz" })).status).toBe(200);

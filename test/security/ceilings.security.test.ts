@@ -31,9 +31,10 @@ import { updateCaller } from "../../src/services/update-caller.ts";
 import { createToolRuntime } from "../../src/tools/runtime.ts";
 import type { ToolRuntime } from "../../src/tools/types.ts";
 import { snapshotTree } from "../e2e/support.ts";
-import { readRunRow, readToolCalls, type Step, scriptModel, waitUntil } from "../runs/support.ts";
+import { readRunRow, readToolCalls, type Step, scriptModel } from "../runs/support.ts";
 import { createTestApp, operatorProof, repoPoliciesDir, type TestApp } from "../support/app.ts";
 import { describeEachDatabase } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 import { expectRefused, recordCase } from "./cases.ts";
 
 const agentYaml = (denied: string) => `name: ceilings
@@ -271,7 +272,7 @@ describeEachDatabase("ceilings under attack", (db) => {
         1: async () => {
           if (!harness || !peer) throw new Error("not started");
           await revokeCaller({ ctx: harness.app.services, name: peer.name, actor: "admin" });
-          await waitUntil(() => revokedSeen.length > 0);
+          await eventually("the revocation to be seen", () => revokedSeen.length > 0);
         },
       },
     );
@@ -311,7 +312,7 @@ describeEachDatabase("ceilings under attack", (db) => {
     const model = hookedModel([
       {
         calls: [
-          call("c1", "execute_command", { program: "sleep", args: ["3"] }),
+          call("c1", "execute_command", { program: "sleep", args: ["600"] }),
           call("c2", "write_file", { path: "queued.txt", content: "queued\n" }),
         ],
       },
@@ -325,7 +326,6 @@ describeEachDatabase("ceilings under attack", (db) => {
     });
     const events: RunEvent[] = [];
     let revoking: Promise<unknown> | undefined;
-    const started = performance.now();
     const handle = await harness.engine.start(
       { caller: peer, origin: "a2a", messages: [{ role: "user", content: "sleep then write" }] },
       (event) => {
@@ -342,12 +342,11 @@ describeEachDatabase("ceilings under attack", (db) => {
     const outcome = await handle.outcome;
     await revoking;
     expect(outcome).toMatchObject({ status: "revoked", error: { code: "caller-revoked" } });
-    // The sleep was interrupted, not waited out.
-    expect(performance.now() - started).toBeLessThan(2_900);
     const rows = await readToolCalls(db.database, handle.runId);
     const files = await snapshotTree(harness.workspace);
     const executed = "queued.txt" in files || rows.get("c2")?.status !== "not-started";
     expectRefused("ceilings", "queued write_file after revocation (same batch)", executed);
+    // The sleep was interrupted, not waited out (it would outlast the test).
     expect(rows.get("c1")?.status).toBe("interrupted");
     expect((await runAudit(handle.runId)).at(-1)).toBe("run.revoked");
   });

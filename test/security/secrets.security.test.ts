@@ -7,6 +7,7 @@
 import { randomBytes } from "node:crypto";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eventuallyValue } from "../support/eventually.ts";
 import {
   countAssistantTurns,
   createOpenAiStub,
@@ -15,7 +16,7 @@ import {
 } from "../support/openai-stub.ts";
 import { recordCase } from "./cases.ts";
 import { signGithub } from "./routes.ts";
-import { type Reply, type SecurityServer, send, sleep, startSecurityServer } from "./support.ts";
+import { type Reply, type SecurityServer, send, startSecurityServer } from "./support.ts";
 
 const modelId = "openai-compatible:stub";
 const modelApiKey = `sk-stub-${randomBytes(24).toString("base64url")}`;
@@ -86,13 +87,12 @@ function a2a(authorization: string, text: string, method = "SendMessage"): Promi
   });
 }
 
-async function waitForRuns(status: string, count: number): Promise<any[]> {
-  for (let i = 0; i < 200; i++) {
-    const runs = (await s.admin("GET", `/runs?status=${status}&limit=100`)).json.runs as any[];
-    if (runs.length >= count) return runs;
-    await sleep(25);
-  }
-  throw new Error(`fewer than ${count} ${status} runs`);
+function waitForRuns(status: string, count: number): Promise<any[]> {
+  return eventuallyValue(
+    `${count} ${status} runs`,
+    async () => (await s.admin("GET", `/runs?status=${status}&limit=100`)).json.runs as any[],
+    (runs) => runs.length >= count,
+  );
 }
 
 describe("secrets in logs, metrics and the audit trail", () => {

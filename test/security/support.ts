@@ -320,8 +320,6 @@ export function withoutRequestId(text: string): string {
   }
 }
 
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 // ---------------------------------------------------------------- timing
 
 export type TimingComparison = {

@@ -19,8 +19,11 @@ export type StubCall = { id: string; name: string; arguments: string };
 export type StubStep = {
   text?: string;
   calls?: StubCall[];
-  /** Wait this long before answering (a slow model). */
-  delayMs?: number;
+  /**
+   * Answer only once this settles: a slow model that answers when the test says (after a fault),
+   * never after a fixed delay.
+   */
+  until?: () => Promise<unknown>;
   /** Start the answer, then never finish it: ends when the client goes away (an aborted call). */
   hang?: boolean;
   usage?: { prompt: number; completion: number };
@@ -75,8 +78,6 @@ export function countAssistantTurns(request: ChatRequest): number {
   return request.messages.filter((m) => m.role === "assistant").length;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 export function createOpenAiStub(options: { record?: boolean } = {}): OpenAiStub {
   const record = options.record ?? true;
   let script: StubScript = () => ({ text: "nothing more to say" });
@@ -94,7 +95,7 @@ export function createOpenAiStub(options: { record?: boolean } = {}): OpenAiStub
     const index = served++;
     if (record) requests.push({ body, authorization: req.headers.authorization });
     const step = await script(body, index);
-    if (step.delayMs) await sleep(step.delayMs);
+    if (step.until) await step.until();
     if (step.error) {
       res.writeHead(step.error.status, { "content-type": "application/json" });
       res.end(JSON.stringify({ error: { message: step.error.message, type: "server_error" } }));

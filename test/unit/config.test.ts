@@ -33,7 +33,7 @@ describe("loadConfig", () => {
       modelBaseUrl: undefined,
       modelApiKey: undefined,
       allowUnmendedDriver: false,
-      push: { allowAddresses: [], leaseMs: 30_000, retryBaseMs: 1_000 },
+      push: { allowAddresses: [], leaseMs: 30_000, retryBaseMs: 1_000, timeoutMs: 10_000 },
       grpc: undefined,
       tracing: undefined,
       retention: {
@@ -136,6 +136,7 @@ describe("loadConfig", () => {
       allowAddresses: ["127.0.0.1", "::1"],
       leaseMs: 1500,
       retryBaseMs: 1_000,
+      timeoutMs: 10_000,
     });
     expect(() => loadConfig({ PEERGATE_PUSH_ALLOW_ADDRESSES: "localhost" }, "/srv/app")).toThrow(
       /PEERGATE_PUSH_ALLOW_ADDRESSES/,

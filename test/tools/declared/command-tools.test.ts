@@ -103,9 +103,7 @@ describe("fixed command tools", () => {
     const rt = await start(`commands:
   - {name: slow, description: d, mode: fixed, program: slow, timeoutMs: 300}
 `);
-    const started = Date.now();
     expectFailure(await callTool(rt, "slow", {}), "timeout");
-    expect(Date.now() - started).toBeLessThan(3000);
   });
 
   it("runs with the scrubbed environment in the workspace", async () => {

@@ -13,7 +13,7 @@ import {
   type McpServerSlot,
 } from "../../../src/tools/declared/mcp-instances.ts";
 import { ToolCallError } from "../../../src/tools/tool-call-error.ts";
-import { eventually } from "../../sandbox/support.ts";
+import { eventually } from "../../support/eventually.ts";
 import { silentLogger } from "../support.ts";
 
 type Started = { id: number; closed: boolean; exit: () => void };
@@ -99,7 +99,7 @@ describe("MCP server instances", () => {
       owner("a"),
       () => new Promise<void>((resolve) => (release = resolve)),
     );
-    await eventually(async () => started.length === 1);
+    await eventually("the instance to start", async () => started.length === 1);
     const refused = await instances
       .use(slot, generation, owner("b"), async () => "ran")
       .catch((error: unknown) => error);
@@ -118,7 +118,7 @@ describe("MCP server instances", () => {
     const { instances, generation } = setUp();
     const { slot, started } = fakeSlot({ idleTimeoutMs: 5 });
     await instances.use(slot, generation, owner("a"), async () => {});
-    expect(await eventually(async () => started[0]?.closed === true)).toBe(true);
+    await eventually("the idle instance to be closed", async () => started[0]?.closed === true);
     expect(instances.live).toBe(0);
     await instances.use(slot, generation, owner("a"), async () => {});
     expect(started).toHaveLength(2);

@@ -14,6 +14,7 @@ import { z } from "zod";
 import { parseToolsPolicy } from "../../../src/policy/policy-files.ts";
 import { builtinDescriptors } from "../../../src/tools/builtin-tools.ts";
 import type { ToolRuntime } from "../../../src/tools/types.ts";
+import { eventually } from "../../support/eventually.ts";
 import {
   baseEnv,
   buildPolicies,
@@ -141,10 +142,8 @@ describe("an MCP server over stdio", () => {
     expect(pid !== undefined && isAlive(pid)).toBe(true);
     await runtime.close();
     await runtime.close();
-    const until = Date.now() + 5000;
-    while (pid !== undefined && isAlive(pid) && Date.now() < until)
-      await new Promise((r) => setTimeout(r, 50));
-    expect(pid !== undefined && isAlive(pid)).toBe(false);
+    expect(pid).toBeDefined();
+    await eventually("the MCP server process to be gone", () => !isAlive(pid as number));
     expectFailure(await callTool(runtime, "fixture.echo", { text: "x" }), "failed");
   });
 });

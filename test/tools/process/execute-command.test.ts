@@ -7,6 +7,7 @@ import { readdir, readFile, stat } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ToolRuntime } from "../../../src/tools/types.ts";
+import { eventually } from "../../support/eventually.ts";
 import {
   approveAndRun,
   baseEnv,
@@ -68,13 +69,8 @@ function isAlive(pid: number): boolean {
   }
 }
 
-async function waitGone(pid: number, ms = 2000): Promise<boolean> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (!isAlive(pid)) return true;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  return !isAlive(pid);
+function waitGone(pid: number): Promise<boolean> {
+  return eventually(`process ${pid} to be gone`, () => !isAlive(pid));
 }
 
 describe("proposal and execution", () => {
@@ -191,20 +187,18 @@ describe("bounds and stopping", () => {
     expect(content.stderr as string).toContain("[output truncated: 37856 more bytes not shown]");
   });
 
-  it("kills a command that ignores SIGTERM with SIGKILL after 3 s", async () => {
+  it("kills a command that ignores SIGTERM with SIGKILL after its grace", async () => {
+    // It says when SIGTERM came: the kill came after, to a process that outlived the SIGTERM.
     const stubborn =
-      "process.on('SIGTERM', () => {}); console.log(process.pid); setInterval(() => {}, 1000)";
-    const started = Date.now();
+      "process.on('SIGTERM', () => console.log('got SIGTERM')); console.log(process.pid); setInterval(() => {}, 1000)";
     const result = await approveAndRun(runtime, "execute_command", {
       program: node,
       args: ["-e", stubborn],
       timeoutMs: 1000,
     });
-    const elapsed = Date.now() - started;
     const error = expectFailure(result, "timeout");
     expect(error).toContain("SIGTERM, then SIGKILL");
-    expect(elapsed).toBeGreaterThanOrEqual(3900);
-    expect(elapsed).toBeLessThan(6000);
+    expect(error).toContain("got SIGTERM");
     const pid = Number(/stdout \(end\): (\d+)/.exec(error)?.[1]);
     expect(pid).toBeGreaterThan(0);
     expect(await waitGone(pid)).toBe(true);
@@ -220,8 +214,7 @@ describe("bounds and stopping", () => {
     const controller = new AbortController();
     const pending = runHalf(runtime, "execute_command", request, controller.signal);
     const pidFile = path.join(sandbox.workspace, "grandchild.pid");
-    while (!(await stat(pidFile).catch(() => undefined))?.size)
-      await new Promise((r) => setTimeout(r, 20));
+    await eventually("the grandchild's pid file", async () => (await stat(pidFile)).size > 0);
     const pid = Number((await readFile(pidFile, "utf8")).trim());
     expect(isAlive(pid)).toBe(true);
     controller.abort();

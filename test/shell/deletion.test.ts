@@ -5,7 +5,7 @@
 // or with `..` in it, still refuses. Each refusal says what to do instead. Every row of the
 // refused table ran under `auto` before this rule.
 import { describe, expect, it } from "vitest";
-import { checkCommandDenylist } from "../../../src/shell/denylist.ts";
+import { checkCommandDenylist } from "../../src/shell/denylist.ts";
 
 function verdict(argv: readonly string[]) {
   const [program, ...args] = argv as [string, ...string[]];

@@ -10,8 +10,8 @@
 // quotes as the shell does, so command-denylist.test.ts refuses those. If a row here starts being
 // refused, the denylist got sharper: move it there.
 import { describe, expect, it } from "vitest";
-import { checkCommandDenylist } from "../../../src/shell/denylist.ts";
-import { assessArgvRisk } from "../../../src/shell/risk.ts";
+import { checkCommandDenylist } from "../../src/shell/denylist.ts";
+import { assessArgvRisk } from "../../src/shell/risk.ts";
 
 type Bypass = {
   readonly argv: readonly string[];

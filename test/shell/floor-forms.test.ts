@@ -7,8 +7,8 @@
 // or the denylist let it through); each is now high-risk, and the denylist reads the same places.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { checkCommandDenylist } from "../../../src/tools/shell/command-denylist.ts";
-import { assessArgvRisk, assessShellRisk } from "../../../src/tools/shell/shell-risk.ts";
+import { checkCommandDenylist } from "../../src/shell/denylist.ts";
+import { assessArgvRisk, assessShellRisk } from "../../src/shell/risk.ts";
 
 const hazard = "echo $(id)"; // a command substitution: the floor's own rule
 

@@ -2,7 +2,7 @@
 // behind any wrapper; an interpreter given inline code is high-risk (the floor cannot read it);
 // anything else keeps its declared level. The floor never lowers.
 import { describe, expect, it } from "vitest";
-import { assessArgvRisk } from "../../../src/shell/risk.ts";
+import { assessArgvRisk } from "../../src/shell/risk.ts";
 
 describe("assessArgvRisk", () => {
   it.each([

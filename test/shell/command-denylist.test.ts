@@ -5,7 +5,7 @@
 // authority — each also at every place the shell runs a program, and beside near misses that
 // must still run.
 import { describe, expect, it } from "vitest";
-import { checkCommandDenylist } from "../../../src/shell/denylist.ts";
+import { checkCommandDenylist } from "../../src/shell/denylist.ts";
 
 function verdict(argv: readonly string[]) {
   const [program, ...args] = argv as [string, ...string[]];

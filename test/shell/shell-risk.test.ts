@@ -2,10 +2,10 @@
 // The deterministic risk floor and the command denylist, table-driven. The floor only raises:
 // a declared level above `high-risk` stays, one below is lifted when the syntax is hazardous.
 import { describe, expect, it } from "vitest";
-import { checkCommandDenylist } from "../../../src/shell/denylist.ts";
-import { assessShellRisk } from "../../../src/shell/risk.ts";
-import { scanShell } from "../../../src/shell/scan.ts";
-import { isSecretName, scrubEnvironment } from "../../../src/tools/scrub-environment.ts";
+import { checkCommandDenylist } from "../../src/shell/denylist.ts";
+import { assessShellRisk } from "../../src/shell/risk.ts";
+import { scanShell } from "../../src/shell/scan.ts";
+import { isSecretName, scrubEnvironment } from "../../src/tools/scrub-environment.ts";
 
 describe("assessShellRisk", () => {
   it.each([

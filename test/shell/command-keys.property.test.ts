@@ -4,7 +4,7 @@
 // their first word, plus the second when it is not a flag.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { commandKey } from "../../../src/shell/keys.ts";
+import { commandKey } from "../../src/shell/keys.ts";
 
 const plainWord = fc.stringMatching(/^[a-z][a-z0-9._/-]{0,8}$/);
 const flag = fc.stringMatching(/^--?[a-z][a-z0-9-]{0,6}$/);

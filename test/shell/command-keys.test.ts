@@ -8,8 +8,8 @@ import {
   entryCoversKey,
   explainCoverage,
   parseAllowEntry,
-} from "../../../src/shell/command-key.ts";
-import { argvKey, commandKey } from "../../../src/shell/keys.ts";
+} from "../../src/shell/command-key.ts";
+import { argvKey, commandKey } from "../../src/shell/keys.ts";
 
 function entry(text: string): AllowEntry {
   const parsed = parseAllowEntry(text);
