@@ -46,7 +46,6 @@ import { A2A_ERROR_CODE } from "@a2a-js/sdk/errors";
 import {
   AgentEvent,
   type AgentExecutionEvent,
-  DefaultExecutionEventBusManager,
   JsonRpcTransportHandler,
   ResultManager,
   type ServerCallContext,
@@ -108,7 +107,12 @@ import {
 } from "./json-rpc.ts";
 import { createPushStore } from "./push-store.ts";
 import { checkPushTarget, type PushEgress } from "./push-targets.ts";
-import { isTerminal, PeergateRequestHandler, toStreamResponse } from "./request-handler.ts";
+import {
+  isTerminal,
+  PeergateRequestHandler,
+  RecordingBusManager,
+  toStreamResponse,
+} from "./request-handler.ts";
 import { answerArtifact, createRunExecutor, describeOutcome } from "./run-executor.ts";
 import { createTaskEventLog } from "./task-events.ts";
 import { createTaskStore } from "./task-store.ts";
@@ -240,7 +244,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     events.prune().catch((error: unknown) => logger.warn("pruning task events failed", { error }));
   }, 3_600_000);
   pruner.unref();
-  const buses = new DefaultExecutionEventBusManager();
+  const buses = new RecordingBusManager();
   const executor = createRunExecutor({
     runs: deps.runs,
     store,
