@@ -98,7 +98,7 @@ export type RunOutcome = {
   error?: RunError;
   /** The full conversation after the run, for multi-turn continuation. */
   messages: ModelMessage[];
-  /** When a terminal end was recorded by this instance (the instant `atEnd` was given). */
+  /** When a terminal end was recorded (the instant `atEnd` was given). */
   endedAt?: Date;
   /** True when this instance recorded the end with the request's `atEnd` writes beside it. */
   endWritten?: true;
