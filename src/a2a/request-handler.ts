@@ -37,10 +37,12 @@
 // is parked, or runs on another instance), the engine is asked to cancel it by the run id stored
 // in the task's metadata before the SDK marks the task canceled.
 //
+// The event log hears a request's events through the bus manager the SDK takes in its
+// constructor (`RecordingBusManager`, at the bottom): nothing of the SDK's own loop is replaced.
+//
 // Over 700 lines, as one file: the list above is checked in one place before the SDK stores
-// anything, and a reader checks it whole; the event log's resubscribe and the usage extension grew
-// it this stop. The thin bridge of issue 24 is what will shrink it (resubscribe first: it reads
-// only task-events.ts and could move beside it).
+// anything, and a reader checks it whole. Resubscribe is what could move out next (it reads only
+// task-events.ts and could live beside it).
 
 import type { AgentCard, TaskPushNotificationConfig } from "@a2a-js/sdk";
 import {

@@ -16,8 +16,9 @@ import { sendBody, startHarness, waitFor } from "./support.ts";
  * PEERGATE_PRINT_ROUND_TRIPS=1 to print the statements): the start 2 (BEGIN with the caller's
  * re-read and the admission; the run, its audit event and the SUBMITTED task with the COMMIT
  * behind them), the finish 2 (BEGIN with the one statement — run, slot, day, audit event — and the
- * COMPLETED task; COMMIT). The SDK's own save of the COMPLETED task is then already written. An
- * exact pin: more fails as a regression, fewer asks for the pin (and the docs) to be lowered.
+ * task's end written from the run's end; COMMIT). The SDK's own save of the COMPLETED task is not
+ * written again. An exact pin: more fails as a regression, fewer asks for the pin (and the docs)
+ * to be lowered.
  */
 const sendMessageRoundTrips = 4;
 
@@ -108,8 +109,8 @@ describeEachCountedDatabase("SQL round trips", (ctx) => {
         const list = stop();
         const isLogWrite = (s: { sql: string }) => s.sql.trimStart().startsWith("with bump as");
         const isPoll = (s: { sql: string }) => s.sql.includes("from a2a_task_events");
-        // The task the caller was answered is the one stored: written with the run's end, the
-        // SDK's own save of it skipped as already done.
+        // The task the caller was answered is the one stored: written from the run's end, with
+        // it; the SDK's own save of it is not written again.
         const [stored] = await selectRows<{ task: { status?: { state?: string } } }>(
           ctx.db,
           sql`select task from a2a_tasks where id = ${answered?.id ?? ""}`,
