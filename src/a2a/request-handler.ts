@@ -272,7 +272,10 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
         last ??= this.#store.whenStored(taskId);
         const recording = this.recordEvent(response, context, event.data, last);
         last = recording;
-        if (event.kind === "task") this.#taskRecords.set(event.data.id, recording);
+        // Only a stream takes it (and deletes it); a blocking request's would be kept forever.
+        if (event.kind === "task" && isStreaming(context)) {
+          this.#taskRecords.set(event.data.id, recording);
+        }
       };
     });
     this.#runs = deps.runs;
