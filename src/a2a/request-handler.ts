@@ -95,10 +95,11 @@ import {
   holdClaimedAnswer,
   readClaimedAnswer,
   readRunId,
+  taskEndOf,
   waitingRunId,
 } from "./run-executor.ts";
 import { endsStream, parseLastEventId, type TaskEventLog, withEventId } from "./task-events.ts";
-import { type PostgresTaskStore, terminalStateNames } from "./task-store.ts";
+import { endTaskStatement, type PostgresTaskStore, terminalStateNames } from "./task-store.ts";
 import { isUsageActive, type UsageReader, usageExtensionUri } from "./usage-extension.ts";
 
 const terminalStates = new Set<TaskState>([
@@ -455,6 +456,15 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
           runId,
           answer: describeParts(message.parts),
           ...(isStreaming(context) ? {} : { stream: false }),
+          // The task's end, written with the run's end (as for a new task: run-executor.ts).
+          atEnd: (end) => [
+            endTaskStatement(
+              taskEndOf(
+                { taskId: task.id, contextId: task.contextId, callerId: readCallerId(context) },
+                end,
+              ),
+            ),
+          ],
         },
         events.emit,
       );

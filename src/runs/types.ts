@@ -50,8 +50,8 @@ export type StartRunRequest = {
    * their values bound, sent behind the end's own statement in the transaction that records it,
    * so they commit exactly when the end does (a run another instance ended first rolls them
    * back). Used for a terminal end recorded by the segment this request started; not for a park
-   * or a wait for input, nor after the run resumes (a new request then). The A2A bridge writes
-   * its task's end here.
+   * or a wait for input (a resumed run's end comes with the answer's own `atEnd`, or without a
+   * request at all). The A2A bridge writes its task's end here.
    */
   atEnd?: (end: RunEnd) => readonly RunWrite[];
   /**
@@ -70,6 +70,8 @@ export type AnswerRunInputRequest = {
   answer: string;
   /** As for StartRunRequest. */
   stream?: boolean;
+  /** As for StartRunRequest: the end of the run, once resumed, with the request's writes. */
+  atEnd?: StartRunRequest["atEnd"];
 };
 
 /** Progress a surface may relay (A2A streams it as status and artifact updates). */
