@@ -15,6 +15,9 @@
 //   waits until that transaction's COMMIT or ROLLBACK has been posted;
 // - a transaction waits for the one before it in the same way, posts BEGIN, its statements, and
 //   COMMIT (ROLLBACK when its function throws). The worker runs messages in arrival order.
+// Every method waits with `while (this.#transaction) await this.#transaction` and then posts
+// without awaiting anything else: the check and the post must be one synchronous step, or another
+// transaction could begin between them (when one transaction ends, every waiter wakes).
 // Errors come back with their fields (`code`, `detail`, `constraint`, …) as PGlite's
 // `DatabaseError`. When the worker dies, every pending and later call fails with UnavailableError.
 import { Worker } from "node:worker_threads";
@@ -110,17 +113,17 @@ class Thread implements PgliteThread {
   }
 
   async query<T>(sql: string, params?: unknown[], options?: QueryOptions): Promise<Results<T>> {
-    await this.#outsideTransactions();
+    while (this.#transaction) await this.#transaction;
     return this.#query<T>(sql, params, options);
   }
 
   async exec(sql: string, options?: QueryOptions): Promise<Results[]> {
-    await this.#outsideTransactions();
+    while (this.#transaction) await this.#transaction;
     return this.#exec(sql, options);
   }
 
   async transaction<T>(work: (tx: PgliteThreadTransaction) => Promise<T>): Promise<T> {
-    await this.#outsideTransactions();
+    while (this.#transaction) await this.#transaction;
     let endTransaction = () => {};
     this.#transaction = new Promise<void>((resolve) => {
       endTransaction = () => {
@@ -178,7 +181,7 @@ class Thread implements PgliteThread {
     if (!listeners) {
       listeners = new Set();
       this.#listeners.set(channel, listeners);
-      await this.#outsideTransactions();
+      while (this.#transaction) await this.#transaction;
       await this.#call({ op: "listen", channel });
     }
     listeners.add(onPayload);
@@ -187,20 +190,20 @@ class Thread implements PgliteThread {
       if (!current?.delete(onPayload) || current.size > 0) return;
       this.#listeners.delete(channel);
       if (this.closed) return;
-      await this.#outsideTransactions();
+      while (this.#transaction) await this.#transaction;
       await this.#call({ op: "unlisten", channel });
     };
   }
 
   async dumpDataDir(compression: "none" | "gzip" | "auto" = "auto"): Promise<Blob> {
-    await this.#outsideTransactions();
+    while (this.#transaction) await this.#transaction;
     return new Blob([(await this.#call({ op: "dump", compression })) as ArrayBuffer]);
   }
 
   close(): Promise<void> {
     this.#closing ??= (async () => {
       if (this.#ended) return;
-      await this.#outsideTransactions();
+      while (this.#transaction) await this.#transaction;
       try {
         await this.#call({ op: "close" });
       } finally {
@@ -214,12 +217,6 @@ class Thread implements PgliteThread {
   async terminate(): Promise<void> {
     await this.#worker.terminate();
     this.#end("the database worker was stopped");
-  }
-
-  /** Waits while a transaction is open (it has the session until its end is posted). */
-  async #outsideTransactions(): Promise<void> {
-    // A loop: when one transaction ends, the next waiter may have begun another.
-    while (this.#transaction) await this.#transaction;
   }
 
   async #query<T>(sql: string, params?: unknown[], options?: QueryOptions): Promise<Results<T>> {
