@@ -20,10 +20,19 @@
 // transaction could begin between them (when one transaction ends, every waiter wakes).
 // Errors come back with their fields (`code`, `detail`, `constraint`, …) as PGlite's
 // `DatabaseError`. When the worker dies, every pending and later call fails with UnavailableError.
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import { messages, type QueryOptions, type Results } from "@electric-sql/pglite";
 import { UnavailableError } from "../errors.ts";
-import type { PgliteReply, PgliteRequest, WireError, WireOptions } from "./pglite-worker.ts";
+import type {
+  PgliteReply,
+  PgliteRequest,
+  PgliteWorkerData,
+  WireError,
+  WireOptions,
+} from "./pglite-worker.ts";
 
 /** The statements a transaction's function runs, as PGlite's `Transaction` offers them. */
 export type PgliteThreadTransaction = {
@@ -57,8 +66,10 @@ export async function openPgliteThread(options: {
   loadDataDir: Blob | undefined;
 }): Promise<PgliteThread> {
   const loadDataDir = options.loadDataDir ? await options.loadDataDir.arrayBuffer() : undefined;
+  const modules = await compiledModules();
+  const workerData: PgliteWorkerData = { dataDir: options.dataDir, loadDataDir, ...modules };
   const worker = new Worker(workerUrl, {
-    workerData: { dataDir: options.dataDir, loadDataDir },
+    workerData,
     transferList: loadDataDir ? [loadDataDir] : [],
     // The worker runs plain TypeScript through Node's type stripping, whatever loaded this file.
     execArgv: [],
@@ -66,6 +77,40 @@ export async function openPgliteThread(options: {
   const thread = new Thread(worker);
   await thread.ready;
   return thread;
+}
+
+/** The global WebAssembly object, which the project's type libraries declare only as types. */
+const wasm = (
+  globalThis as unknown as {
+    WebAssembly: { compile(bytes: Uint8Array): Promise<WebAssembly.Module> };
+  }
+).WebAssembly;
+
+let compiling: Promise<Pick<PgliteWorkerData, "pgliteWasmModule" | "initdbWasmModule">> | undefined;
+
+/**
+ * PostgreSQL's and initdb's WebAssembly, compiled once for the process and shared with every
+ * worker (a compiled module crosses to a worker without a copy). Each worker compiling its own
+ * added half again to every open (0.4 s on a loaded machine), and the tests open many. Undefined
+ * when the files are not where PGlite 0.5 keeps them: each worker then compiles its own.
+ */
+function compiledModules(): Promise<
+  Pick<PgliteWorkerData, "pgliteWasmModule" | "initdbWasmModule">
+> {
+  compiling ??= (async () => {
+    try {
+      const dist = path.dirname(fileURLToPath(import.meta.resolve("@electric-sql/pglite")));
+      const [pgliteWasmModule, initdbWasmModule] = await Promise.all(
+        ["pglite.wasm", "initdb.wasm"].map(async (name) =>
+          wasm.compile(await readFile(path.join(dist, name))),
+        ),
+      );
+      return { pgliteWasmModule, initdbWasmModule };
+    } catch {
+      return { pgliteWasmModule: undefined, initdbWasmModule: undefined };
+    }
+  })();
+  return compiling;
 }
 
 type Pending = { resolve(value: unknown): void; reject(error: Error): void };

@@ -14,6 +14,9 @@ export type PgliteWorkerData = {
   dataDir: string | undefined;
   /** A `dumpDataDir()` tarball to start from. */
   loadDataDir: ArrayBuffer | undefined;
+  /** PostgreSQL's WebAssembly, compiled once per process (pglite-thread.ts). */
+  pgliteWasmModule: WebAssembly.Module | undefined;
+  initdbWasmModule: WebAssembly.Module | undefined;
 };
 
 /** One call; the worker answers each with a `PgliteReply` of the same `id`. */
@@ -87,6 +90,8 @@ async function serve(port: NonNullable<typeof parentPort>, data: PgliteWorkerDat
     pg = await PGlite.create({
       dataDir: data.dataDir,
       loadDataDir: data.loadDataDir ? new Blob([data.loadDataDir]) : undefined,
+      ...(data.pgliteWasmModule ? { pgliteWasmModule: data.pgliteWasmModule } : {}),
+      ...(data.initdbWasmModule ? { initdbWasmModule: data.initdbWasmModule } : {}),
     });
   } catch (error) {
     port.postMessage({ type: "failed", error: toWireError(error) } satisfies PgliteReply);
