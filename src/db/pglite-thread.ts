@@ -227,7 +227,12 @@ class Thread implements PgliteThread {
       listeners = new Set();
       this.#listeners.set(channel, listeners);
       while (this.#transaction) await this.#transaction;
-      await this.#call({ op: "listen", channel });
+      try {
+        await this.#call({ op: "listen", channel });
+      } catch (error) {
+        this.#listeners.delete(channel);
+        throw error;
+      }
     }
     listeners.add(onPayload);
     return async () => {
