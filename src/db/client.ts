@@ -6,7 +6,7 @@
 // prefer the query builder, or read rows through `selectRows`.
 import fs from "node:fs";
 import path from "node:path";
-import { PGlite } from "@electric-sql/pglite";
+import type { PGlite } from "@electric-sql/pglite";
 import type { ExtractTablesWithRelations, SQL } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT, PgTransaction } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
@@ -14,6 +14,7 @@ import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
 import { UnavailableError } from "../errors.ts";
 import { acquireDataDirLock } from "./data-dir-lock.ts";
+import { openPgliteThread, type PgliteThread } from "./pglite-thread.ts";
 import { pipelineTransactions } from "./pipelined-transactions.ts";
 import { usePreparedStatements } from "./prepared-statements.ts";
 import { countPgliteStatements, countRoundTrips, type RoundTripCounter } from "./round-trips.ts";
@@ -160,10 +161,11 @@ async function openPglite(
     fs.mkdirSync(path.dirname(dir), { recursive: true });
     lock = acquireDataDirLock(dir);
   }
-  let client: PGlite;
+  let client: PgliteThread;
   try {
     if (dir) fs.mkdirSync(dir, { recursive: true });
-    client = await PGlite.create({ dataDir: dir, loadDataDir });
+    // In a worker thread: PostgreSQL's work there does not hold up this thread's event loop.
+    client = await openPgliteThread({ dataDir: dir, loadDataDir });
   } catch (error) {
     lock?.release();
     throw new UnavailableError(
@@ -173,7 +175,9 @@ async function openPglite(
   }
   // Before drizzle sees the client, so every statement it sends is counted.
   const counter = counting ? countPgliteStatements(client) : undefined;
-  const db: Db = drizzlePglite({ client: takingTurns(client), schema });
+  // drizzle calls `query` and `transaction` (and the migrator `exec`), which the thread offers
+  // with PGlite's signatures (docs/dependencies.md).
+  const db: Db = drizzlePglite({ client: client as unknown as PGlite, schema });
   let closing: Promise<void> | undefined;
 
   return {
@@ -210,7 +214,7 @@ async function openPglite(
     close() {
       closing ??= (async () => {
         try {
-          if (!client.closed) await client.close();
+          await client.close();
         } finally {
           lock?.release();
         }
@@ -218,32 +222,6 @@ async function openPglite(
       return closing;
     },
   };
-}
-
-/**
- * PGlite runs PostgreSQL on this thread, and answers through promises that settle at once: a queue
- * of transactions waiting for its one session (a burst of run starts, their ends, heartbeats)
- * would run back to back in one chain of microtasks, and the event loop would not poll for I/O —
- * no probe, no other caller's request, no heartbeat — until the queue drained (issue 28: seconds).
- * Each statement or transaction drizzle begins outside a transaction therefore first waits one
- * macrotask (`setImmediate`), so I/O that arrived meanwhile is served between them. Statements
- * inside a transaction go on at once: the session is theirs until it ends.
- */
-function takingTurns(client: PGlite): PGlite {
-  const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
-  return new Proxy(client, {
-    get(target, property, receiver) {
-      if (property === "query" || property === "transaction" || property === "exec") {
-        const method = Reflect.get(target, property, target) as (...args: unknown[]) => unknown;
-        return async (...args: unknown[]) => {
-          await turn();
-          return method.apply(target, args);
-        };
-      }
-      const value = Reflect.get(target, property, receiver);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
 }
 
 async function openPostgres(

@@ -12,8 +12,8 @@
 //
 // Two counters per client, on only when the database is opened with `countRoundTrips` (the bench
 // and the round-trip tests): a server does not pay for a Proxy and a callback per statement.
-import type { PGlite, Transaction } from "@electric-sql/pglite";
 import type postgres from "postgres";
+import type { PgliteThread, PgliteThreadTransaction } from "./pglite-thread.ts";
 
 type AnySql = postgres.Sql<Record<string, never>>;
 type ScopeOpener = (...args: unknown[]) => Promise<unknown>;
@@ -138,10 +138,10 @@ function wrap(sql: AnySql, counts: Counts, scope: Scope | undefined): AnySql {
 
 /**
  * The same counts for embedded PGlite, which has no network: each statement is one "round trip"
- * to the engine in this process (BEGIN and COMMIT of a transaction included). Patches `client`'s
- * own `query`, `exec` and `transaction` (not a Proxy: PGlite's methods use private fields).
+ * to the engine's worker thread (BEGIN and COMMIT of a transaction included). Patches `client`'s
+ * own `query`, `exec` and `transaction` (not a Proxy: the thread's methods use private fields).
  */
-export function countPgliteStatements(client: PGlite): RoundTripCounter {
+export function countPgliteStatements(client: PgliteThread): RoundTripCounter {
   const counts: Counts = { roundTrips: 0, statements: 0, recording: undefined };
   const countCalls = (target: Record<string, unknown>, names: readonly string[]) => {
     for (const name of names) {
@@ -154,7 +154,7 @@ export function countPgliteStatements(client: PGlite): RoundTripCounter {
   };
   countCalls(client as unknown as Record<string, unknown>, ["query", "exec"]);
   const transaction = client.transaction.bind(client);
-  client.transaction = <T>(fn: (tx: Transaction) => Promise<T>): Promise<T> => {
+  client.transaction = <T>(fn: (tx: PgliteThreadTransaction) => Promise<T>): Promise<T> => {
     note(counts, "BEGIN", true);
     return transaction(async (tx) => {
       countCalls(tx as unknown as Record<string, unknown>, ["query", "exec"]);

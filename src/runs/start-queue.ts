@@ -1,9 +1,9 @@
 // The server-wide bound on runs starting at once (issue 28). A run's start — the caller re-read,
 // the admission, the run row, its audit event and the request's own rows in one transaction — is
-// the costliest part of a short run for the instance's one thread, and with the embedded database
-// every statement of it runs on that thread. Without a bound, one caller allowed 30 concurrent runs
-// puts 30 starts in flight at once, and every other request (another caller's GetTask, a
-// readiness probe, a heartbeat) waits behind all of them.
+// the costliest part of a short run for the instance's one thread (and, on the embedded database,
+// for its one session, in a worker thread of its own). Without a bound, one caller allowed 30
+// concurrent runs puts 30 starts in flight at once, and every other request (another caller's
+// GetTask, a readiness probe, a heartbeat) waits behind all of them.
 //
 // So at most `atOnce` starts are in flight; the others wait here, in order of arrival within a
 // caller and round-robin between callers, so a caller's burst waits behind itself, never in front

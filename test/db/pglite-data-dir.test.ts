@@ -3,14 +3,16 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { appendAuditEvent, verifyAuditChain } from "../../src/db/audit.ts";
 import { openDatabase } from "../../src/db/client.ts";
 import { acquireDataDirLock } from "../../src/db/data-dir-lock.ts";
 import { migrateDatabase, migrationStatus } from "../../src/db/migrate.ts";
+import type { PgliteThread } from "../../src/db/pglite-thread.ts";
 import { callers } from "../../src/db/schema.ts";
 import { UnavailableError } from "../../src/errors.ts";
+import { asUnavailableError } from "../../src/services/db-errors.ts";
 
 let root: string;
 let dataDir: string;
@@ -79,6 +81,21 @@ describe("PGlite data directory", () => {
     } finally {
       await second.close();
     }
+  });
+
+  it("fails closed when its worker thread dies, and still gives the directory back on close", async () => {
+    const database = await openDatabase({ kind: "pglite", dataDir });
+    const thread = (database.db as unknown as { $client: PgliteThread }).$client;
+    const pending = database.db.execute(sql`select pg_sleep(60)`);
+    await thread.terminate();
+    await expect(pending).rejects.toSatisfy((error) => asUnavailableError(error) !== undefined);
+    await expect(database.ping()).rejects.toBeInstanceOf(UnavailableError);
+    await database.close();
+    expect(fs.existsSync(lockPath)).toBe(false);
+    // The cluster is intact for the next open.
+    const again = await openDatabase({ kind: "pglite", dataDir });
+    await again.ping();
+    await again.close();
   });
 
   it("refuses a directory locked by another live process, naming its pid", async () => {

@@ -6,9 +6,9 @@
 // What is asserted does not depend on the machine's speed: every run of the burst completes (the
 // start queue delays, it never drops), the other caller's GetTask and the health probe are
 // answered during the burst, the starts went through the queue (its metrics), and /readyz names
-// the event loop. The probes' p99s, idle and during the burst, are printed for the reader; the
-// judgement of them is bench/run-start.ts's, burst against idle in one run (a latency bound in a
-// test is a timing, which a loaded machine fails).
+// the event loop. The probes' p99s, idle and during the burst, are printed for the reader; on
+// PGlite the /healthz p99 during the burst is held to 100 ms + 4 × its idle p99 in the same run
+// (see the assertion for why that bound and not GetTask's).
 import { readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -175,12 +175,19 @@ for (const kind of ["pglite", "postgres"] as const) {
           burst: { health: p99(during.health), getTask: p99(during.getTask) },
           samples: { health: during.health.length, getTask: during.getTask.length },
         };
-        // The probes' p99s are printed, not judged: a latency bound is a timing, and on a loaded
-        // machine it fails for the machine's sake (it did in CI, 255 ms against 240 allowed on
-        // PGlite). bench/run-start.ts judges them, burst against idle, in one run.
         console.log(`[burst ${kind}] ${JSON.stringify(report)}`);
         expect(report.samples.health).toBeGreaterThan(0);
         expect(report.samples.getTask).toBeGreaterThan(0);
+        // On PGlite, /healthz is held to the issue's bound, scaled by the same probe on the idle
+        // server in this run so that a loaded machine, which slows both, cannot fail it: with
+        // the database in its worker thread the burst's p99 stayed within 100 ms + 1.7 × idle
+        // under a load of 15 on two cores, and with PGlite on the server's thread it was
+        // 100 ms + 8 to 60 × idle. GetTask is printed, not judged: it waits for the one database
+        // session behind the burst's statements (seconds on a loaded machine, on PostgreSQL too),
+        // and /healthz on PostgreSQL went to 100 ms + 5 × idle under load.
+        if (kind === "pglite") {
+          expect(report.burst.health).toBeLessThan(100 + 4 * report.idle.health);
+        }
 
         // What an operator sees: the starts went through the queue, and /readyz names the loop.
         const metrics = await (await fetch(`${peergate.url}/metrics`)).text();

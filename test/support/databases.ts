@@ -25,11 +25,11 @@
 // - Costs, measured: a PGlite test database ~0.2 s (started from a dump made once per file; the
 //   first one in a file pays ~2 s of WASM start-up), a PostgreSQL one ~0.1–0.3 s.
 import { randomBytes } from "node:crypto";
-import type { PGlite } from "@electric-sql/pglite";
 import postgres from "postgres";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, inject } from "vitest";
 import { type Database, type Db, openDatabase } from "../../src/db/client.ts";
 import { migrateDatabase } from "../../src/db/migrate.ts";
+import type { PgliteThread } from "../../src/db/pglite-thread.ts";
 
 export type DatabaseKind = Database["kind"];
 
@@ -135,7 +135,7 @@ function loadPgliteTemplate(migrate: boolean): Promise<Blob> {
       const database = await openDatabase({ kind: "pglite" });
       try {
         if (migrate) await migrateDatabase(database);
-        const client = (database.db as unknown as { $client: PGlite }).$client;
+        const client = (database.db as unknown as { $client: PgliteThread }).$client;
         return await client.dumpDataDir("none");
       } finally {
         await database.close();

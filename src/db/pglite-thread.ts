@@ -1,0 +1,371 @@
+// The embedded database in a worker thread (issue 28). PGlite is PostgreSQL compiled to
+// WebAssembly; on the server's own thread every statement was CPU work on the event loop, and a
+// burst of run starts kept /healthz and every other caller waiting for seconds. Here a worker
+// (pglite-worker.ts) owns the PGlite instance and the main thread only exchanges messages with it,
+// so I/O is served while the database works.
+//
+// `PgliteThread` offers what drizzle-orm/pglite calls on its client — `query`, `exec`,
+// `transaction` — and what peergate adds — `listen`, `dumpDataDir`, `close` (docs/dependencies.md).
+// PGlite's own `@electric-sql/pglite/worker` is built for a browser's Web Workers and tabs (leader
+// election over navigator.locks and BroadcastChannel, `self.postMessage`) and leaves a call
+// waiting when its worker dies; this is the small part of it a server needs, failing closed.
+//
+// PGlite has one session, and the order of everything sent on it is kept here:
+// - a statement outside a transaction is posted at once, unless a transaction is open: then it
+//   waits until that transaction's COMMIT or ROLLBACK has been posted;
+// - a transaction waits for the one before it in the same way, posts BEGIN, its statements, and
+//   COMMIT (ROLLBACK when its function throws). The worker runs messages in arrival order.
+// Every method waits with `while (this.#transaction) await this.#transaction` and then posts
+// without awaiting anything else: the check and the post must be one synchronous step, or another
+// transaction could begin between them (when one transaction ends, every waiter wakes).
+// Errors come back with their fields (`code`, `detail`, `constraint`, …) as PGlite's
+// `DatabaseError`. When the worker dies, every pending and later call fails with UnavailableError.
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
+import { messages, type QueryOptions, type Results } from "@electric-sql/pglite";
+import { UnavailableError } from "../errors.ts";
+import type {
+  PgliteReply,
+  PgliteRequest,
+  PgliteWorkerData,
+  WireError,
+  WireOptions,
+} from "./pglite-worker.ts";
+
+/** The statements a transaction's function runs, as PGlite's `Transaction` offers them. */
+export type PgliteThreadTransaction = {
+  query<T>(sql: string, params?: unknown[], options?: QueryOptions): Promise<Results<T>>;
+  exec(sql: string, options?: QueryOptions): Promise<Results[]>;
+  /** Rolls back now; the transaction ends without COMMIT. */
+  rollback(): Promise<void>;
+  readonly closed: boolean;
+};
+
+export type PgliteThread = {
+  query<T>(sql: string, params?: unknown[], options?: QueryOptions): Promise<Results<T>>;
+  exec(sql: string, options?: QueryOptions): Promise<Results[]>;
+  transaction<T>(work: (tx: PgliteThreadTransaction) => Promise<T>): Promise<T>;
+  /** LISTEN on `channel` (a name PGlite can splice in unquoted). Returns a function that stops it. */
+  listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
+  dumpDataDir(compression?: "none" | "gzip" | "auto"): Promise<Blob>;
+  /** Idempotent; waits for an open transaction to end. */
+  close(): Promise<void>;
+  /** Stops the worker at once, as a crash would: pending calls fail with UnavailableError. */
+  terminate(): Promise<void>;
+  /** True after `close`, `terminate`, or the worker's end. */
+  readonly closed: boolean;
+};
+
+const workerUrl = new URL("./pglite-worker.ts", import.meta.url);
+
+/** Starts a worker that opens PGlite on `dataDir` (undefined: in memory); rejects if it cannot. */
+export async function openPgliteThread(options: {
+  dataDir: string | undefined;
+  loadDataDir: Blob | undefined;
+}): Promise<PgliteThread> {
+  const loadDataDir = options.loadDataDir ? await options.loadDataDir.arrayBuffer() : undefined;
+  const modules = await compiledModules();
+  const workerData: PgliteWorkerData = { dataDir: options.dataDir, loadDataDir, ...modules };
+  const worker = new Worker(workerUrl, {
+    workerData,
+    transferList: loadDataDir ? [loadDataDir] : [],
+    // The worker runs plain TypeScript through Node's type stripping, whatever loaded this file.
+    execArgv: [],
+  });
+  const thread = new Thread(worker);
+  await thread.ready;
+  return thread;
+}
+
+/** The global WebAssembly object, which the project's type libraries declare only as types. */
+const wasm = (
+  globalThis as unknown as {
+    WebAssembly: { compile(bytes: Uint8Array): Promise<WebAssembly.Module> };
+  }
+).WebAssembly;
+
+let compiling: Promise<Pick<PgliteWorkerData, "pgliteWasmModule" | "initdbWasmModule">> | undefined;
+
+/**
+ * PostgreSQL's and initdb's WebAssembly, compiled once for the process and shared with every
+ * worker (a compiled module crosses to a worker without a copy). Each worker compiling its own
+ * added half again to every open (0.4 s on a loaded machine), and the tests open many. Undefined
+ * when the files are not where PGlite 0.5 keeps them: each worker then compiles its own.
+ */
+function compiledModules(): Promise<
+  Pick<PgliteWorkerData, "pgliteWasmModule" | "initdbWasmModule">
+> {
+  compiling ??= (async () => {
+    try {
+      const dist = path.dirname(fileURLToPath(import.meta.resolve("@electric-sql/pglite")));
+      const [pgliteWasmModule, initdbWasmModule] = await Promise.all(
+        ["pglite.wasm", "initdb.wasm"].map(async (name) =>
+          wasm.compile(await readFile(path.join(dist, name))),
+        ),
+      );
+      return { pgliteWasmModule, initdbWasmModule };
+    } catch {
+      return { pgliteWasmModule: undefined, initdbWasmModule: undefined };
+    }
+  })();
+  return compiling;
+}
+
+type Pending = { resolve(value: unknown): void; reject(error: Error): void };
+
+class Thread implements PgliteThread {
+  readonly ready: Promise<void>;
+  #worker: Worker;
+  #nextId = 1;
+  #pending = new Map<number, Pending>();
+  /** Why calls fail from now on; set once, when the worker ends or is closed. */
+  #ended: UnavailableError | undefined;
+  /** Settles when the open transaction's last statement has been posted; undefined when none. */
+  #transaction: Promise<void> | undefined;
+  #listeners = new Map<string, Set<(payload: string) => void>>();
+  #closing: Promise<void> | undefined;
+
+  constructor(worker: Worker) {
+    this.#worker = worker;
+    this.ready = new Promise((resolve, reject) => {
+      const settle = (reply: PgliteReply) => {
+        if (reply.type === "ready") {
+          // Only a call in flight keeps the process alive (as a socket would), not an idle
+          // database.
+          worker.unref();
+          resolve();
+        }
+        if (reply.type === "failed") {
+          reject(toError(reply.error));
+          void worker.terminate();
+        }
+      };
+      worker.once("message", settle);
+      worker.once("exit", (code) =>
+        reject(new UnavailableError(`the database worker exited (${code}) while opening`)),
+      );
+      worker.once("error", reject);
+    });
+    worker.on("message", (reply: PgliteReply) => this.#receive(reply));
+    worker.on("error", (error) => this.#end(`the database worker failed: ${error.message}`, error));
+    worker.on("exit", (code) => this.#end(`the database worker exited (${code})`));
+  }
+
+  get closed(): boolean {
+    return this.#ended !== undefined || this.#closing !== undefined;
+  }
+
+  async query<T>(sql: string, params?: unknown[], options?: QueryOptions): Promise<Results<T>> {
+    while (this.#transaction) await this.#transaction;
+    return this.#query<T>(sql, params, options);
+  }
+
+  async exec(sql: string, options?: QueryOptions): Promise<Results[]> {
+    while (this.#transaction) await this.#transaction;
+    return this.#exec(sql, options);
+  }
+
+  async transaction<T>(work: (tx: PgliteThreadTransaction) => Promise<T>): Promise<T> {
+    while (this.#transaction) await this.#transaction;
+    let endTransaction = () => {};
+    this.#transaction = new Promise<void>((resolve) => {
+      endTransaction = () => {
+        this.#transaction = undefined;
+        resolve();
+      };
+    });
+    let closed = false;
+    const end = (statement: "COMMIT" | "ROLLBACK") => {
+      closed = true;
+      const sent = this.#query(statement);
+      endTransaction();
+      return sent;
+    };
+    const tx: PgliteThreadTransaction = {
+      query: <R>(sql: string, params?: unknown[], options?: QueryOptions) =>
+        closed ? Promise.reject(transactionClosed()) : this.#query<R>(sql, params, options),
+      exec: (sql: string, options?: QueryOptions) =>
+        closed ? Promise.reject(transactionClosed()) : this.#exec(sql, options),
+      rollback: async () => {
+        if (!closed) await end("ROLLBACK");
+      },
+      get closed() {
+        return closed;
+      },
+    };
+    try {
+      await this.#query("BEGIN");
+    } catch (error) {
+      endTransaction();
+      throw error;
+    }
+    let result: T;
+    try {
+      result = await work(tx);
+    } catch (error) {
+      if (!closed) await end("ROLLBACK").catch(() => {});
+      throw error;
+    }
+    if (!closed) {
+      const committed = await end("COMMIT");
+      // A statement failed and `work` went on: PostgreSQL answers COMMIT with ROLLBACK.
+      if (committed.command === "ROLLBACK") {
+        throw new Error("the transaction was rolled back: a statement in it failed");
+      }
+    }
+    return result;
+  }
+
+  async listen(
+    channel: string,
+    onPayload: (payload: string) => void,
+  ): Promise<() => Promise<void>> {
+    let listeners = this.#listeners.get(channel);
+    if (!listeners) {
+      listeners = new Set();
+      this.#listeners.set(channel, listeners);
+      while (this.#transaction) await this.#transaction;
+      try {
+        await this.#call({ op: "listen", channel });
+      } catch (error) {
+        this.#listeners.delete(channel);
+        throw error;
+      }
+    }
+    listeners.add(onPayload);
+    return async () => {
+      const current = this.#listeners.get(channel);
+      if (!current?.delete(onPayload) || current.size > 0) return;
+      this.#listeners.delete(channel);
+      if (this.closed) return;
+      while (this.#transaction) await this.#transaction;
+      await this.#call({ op: "unlisten", channel });
+    };
+  }
+
+  async dumpDataDir(compression: "none" | "gzip" | "auto" = "auto"): Promise<Blob> {
+    while (this.#transaction) await this.#transaction;
+    return new Blob([(await this.#call({ op: "dump", compression })) as ArrayBuffer]);
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      if (this.#ended) return;
+      while (this.#transaction) await this.#transaction;
+      try {
+        await this.#call({ op: "close" });
+      } finally {
+        this.#end("the database is closed");
+        await this.#worker.terminate();
+      }
+    })();
+    return this.#closing;
+  }
+
+  async terminate(): Promise<void> {
+    await this.#worker.terminate();
+    this.#end("the database worker was stopped");
+  }
+
+  async #query<T>(sql: string, params?: unknown[], options?: QueryOptions): Promise<Results<T>> {
+    const result = (await this.#call({
+      op: "query",
+      sql,
+      params,
+      options: toWireOptions(options),
+    })) as Results<T>;
+    return applyParsers(result, options);
+  }
+
+  async #exec(sql: string, options?: QueryOptions): Promise<Results[]> {
+    const results = (await this.#call({
+      op: "exec",
+      sql,
+      options: toWireOptions(options),
+    })) as Results[];
+    return results.map((result) => applyParsers(result, options));
+  }
+
+  #call(request: DistributiveOmit<PgliteRequest, "id">): Promise<unknown> {
+    if (this.#ended) return Promise.reject(this.#ended);
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      if (this.#pending.size === 0) this.#worker.ref();
+      this.#pending.set(id, { resolve, reject });
+      this.#worker.postMessage({ ...request, id } as PgliteRequest);
+    });
+  }
+
+  #receive(reply: PgliteReply): void {
+    if (reply.type === "notification") {
+      for (const listener of this.#listeners.get(reply.channel) ?? []) listener(reply.payload);
+      return;
+    }
+    if (reply.type !== "result" && reply.type !== "error") return;
+    const pending = this.#pending.get(reply.id);
+    if (!pending) return;
+    this.#pending.delete(reply.id);
+    if (this.#pending.size === 0) this.#worker.unref();
+    if (reply.type === "result") pending.resolve(reply.value);
+    else pending.reject(toError(reply.error));
+  }
+
+  /** From now on every call fails closed; so does every call still waiting for an answer. */
+  #end(reason: string, cause?: unknown): void {
+    if (this.#ended) return;
+    this.#ended = new UnavailableError(reason, cause === undefined ? undefined : { cause });
+    const pending = [...this.#pending.values()];
+    this.#pending.clear();
+    this.#worker.unref();
+    for (const call of pending) call.reject(this.#ended);
+  }
+}
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+function transactionClosed(): Error {
+  return new Error("the transaction is already closed");
+}
+
+/** The options that can cross to the worker; rejects any it could not honour. */
+function toWireOptions(options: QueryOptions | undefined): WireOptions {
+  if (!options) return {};
+  if (options.serializers || options.blob || options.onNotice) {
+    throw new TypeError("the embedded database's worker takes no serializers, blob or onNotice");
+  }
+  return {
+    ...(options.rowMode ? { rowMode: options.rowMode } : {}),
+    ...(options.paramTypes ? { paramTypes: options.paramTypes } : {}),
+    ...(options.parsers ? { rawTypes: Object.keys(options.parsers).map(Number) } : {}),
+  };
+}
+
+/** Runs the caller's parsers on the columns the worker left as text. */
+function applyParsers<T>(result: Results<T>, options: QueryOptions | undefined): Results<T> {
+  const parsers = options?.parsers;
+  if (!parsers) return result;
+  result.fields.forEach((field, index) => {
+    const parse = parsers[field.dataTypeID];
+    if (!parse) return;
+    const key = options.rowMode === "array" ? index : field.name;
+    for (const row of result.rows as Record<string | number, unknown>[]) {
+      const value = row[key];
+      if (typeof value === "string") {
+        row[key] = (parse as (text: string, type: number) => unknown)(value, field.dataTypeID);
+      }
+    }
+  });
+  return result;
+}
+
+/** PGlite's error again, on this side: a `DatabaseError` when it was one, with every field. */
+function toError(wire: WireError): Error {
+  const error = wire.database
+    ? new messages.DatabaseError(wire.message, 0, "error")
+    : Object.assign(new Error(wire.message), { name: wire.name });
+  Object.assign(error, wire.fields);
+  if (wire.stack) error.stack = wire.stack;
+  return error;
+}
