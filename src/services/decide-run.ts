@@ -14,14 +14,20 @@ import type { PeergateRunEngine } from "./runs/engine.ts";
 import type { RunDetail } from "./runs/get-run.ts";
 import type { RunSummary } from "./runs/list-runs.ts";
 
-export const listRunsQuerySchema = z.strictObject({
-  caller: z.string().max(63).optional(),
-  status: z.enum(runStatuses, { error: `one of ${runStatuses.join(", ")}` }).optional(),
-  limit: z.coerce.number().int().min(1).max(500).optional(),
-  before: z.iso
-    .datetime({ error: "an ISO 8601 time, e.g. the createdAt of the last run seen" })
-    .optional(),
-});
+export const listRunsQuerySchema = z
+  .strictObject({
+    caller: z.string().max(63).optional(),
+    status: z.enum(runStatuses, { error: `one of ${runStatuses.join(", ")}` }).optional(),
+    limit: z.coerce.number().int().min(1).max(500).optional(),
+    before: z.iso
+      .datetime({ error: "an ISO 8601 time, e.g. the createdAt of the last run seen" })
+      .optional(),
+    beforeId: z.uuid({ error: "a run id, the id of the last run seen (with before)" }).optional(),
+  })
+  .refine((q) => q.beforeId === undefined || q.before !== undefined, {
+    path: ["beforeId"],
+    error: "beforeId pages with before: pass the last run's createdAt as before too",
+  });
 
 export async function listRunsForAdmin({
   ctx,
@@ -39,6 +45,7 @@ export async function listRunsForAdmin({
     ...(q.status ? { status: q.status as RunStatus } : {}),
     ...(q.limit ? { limit: q.limit } : {}),
     ...(q.before ? { before: new Date(q.before) } : {}),
+    ...(q.beforeId ? { beforeId: q.beforeId } : {}),
   });
 }
 

@@ -1277,7 +1277,7 @@ async function runsPage(params) {
   );
   // One more than a page is asked for, to know whether an older page exists.
   const q = new URLSearchParams();
-  for (const key of ["caller", "status", "before"])
+  for (const key of ["caller", "status", "before", "beforeId"])
     if (params.get(key)) q.set(key, params.get(key));
   q.set("limit", String(runsPerPage + 1));
   let runs = [];
@@ -1301,7 +1301,10 @@ async function runsPage(params) {
     ),
   );
   const older = new URLSearchParams(filter());
-  if (runs.length) older.set("before", runs[runs.length - 1].createdAt);
+  if (runs.length) {
+    older.set("before", runs[runs.length - 1].createdAt);
+    older.set("beforeId", runs[runs.length - 1].id);
+  }
   show(
     h("h2", {}, "Runs"),
     form,
@@ -1533,7 +1536,10 @@ async function approvalsPage(params) {
     .filter((run) => run?.pending)
     .map((run) => approvalPanel(run, () => approvalsPage(params)));
   const older = new URLSearchParams();
-  if (runs.length) older.set("before", runs[runs.length - 1].createdAt);
+  if (runs.length) {
+    older.set("before", runs[runs.length - 1].createdAt);
+    older.set("beforeId", runs[runs.length - 1].id);
+  }
   show(
     h("h2", {}, "Parked approvals"),
     panels.length ? panels : h("p", { id: "no-approvals" }, "Nothing waits for an answer."),

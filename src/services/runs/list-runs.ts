@@ -1,6 +1,6 @@
 // Runs for the admin API and CLI, newest first: what each run is doing, for whom, and what it
 // used. Plain inputs and plain JSON-ready outputs; src/http and src/cli shape them further.
-import { and, desc, eq, lt, type SQL } from "drizzle-orm";
+import { and, desc, eq, lt, type SQL, sql } from "drizzle-orm";
 import type { DbOrTx } from "../../db/client.ts";
 import {
   callers,
@@ -23,6 +23,12 @@ export type ListRunsInput = {
   readonly limit?: number;
   /** Only runs created before this time (paging: pass the last row's createdAt). */
   readonly before?: Date;
+  /**
+   * With `before`: the last row's id too, so a page ends exactly after that row. Runs started
+   * in the same millisecond share a createdAt, and a cursor of the time alone skipped the ones
+   * of the last row's millisecond that did not fit on its page.
+   */
+  readonly beforeId?: string;
 };
 
 export type RunSummary = {
@@ -102,7 +108,13 @@ export async function listRuns({
     filters.push(eq(runs.callerId, input.callerId));
   }
   if (input.status !== undefined) filters.push(eq(runs.status, input.status));
-  if (input.before !== undefined) filters.push(lt(runs.createdAt, input.before));
+  if (input.before !== undefined) {
+    filters.push(
+      input.beforeId !== undefined
+        ? sql`(${runs.createdAt}, ${runs.id}) < (${input.before.toISOString()}::timestamptz, ${input.beforeId}::uuid)`
+        : lt(runs.createdAt, input.before),
+    );
+  }
   const rows = await db
     .select({ run: runs, callerName: callers.name })
     .from(runs)
