@@ -274,15 +274,21 @@ export function bwrapArguments(
   ];
   // Only regular files (a program, a script): an argument such as `/` must not bind the host's
   // root, and nothing in or around the data directory is ever bound.
+  // Nor anything in the workspace: bound with it already, and what a command left there (a
+  // symlink to a file of the host's, in place of a program) must not be followed by bwrap, which
+  // binds as root what the path names when it binds.
   for (const extra of request.readOnlyPaths ?? []) {
-    if (isUnder(extra, "/usr") || !isRegularFile(extra)) continue;
+    if (isUnder(extra, "/usr") || isUnder(extra, request.workspace) || !isRegularFile(extra)) {
+      continue;
+    }
     if (hiddenPaths.some((hidden) => isUnder(extra, hidden) || isUnder(hidden, extra))) continue;
     args.push("--ro-bind", extra, extra);
   }
   // After /tmp: a workspace under /tmp is bound on top of the fresh tmpfs.
   args.push("--bind", request.workspace, request.workspace, "--chdir", request.cwd);
-  // After the workspace: a verified copy covers the file of the same name there. Refused, not
-  // skipped: running the operator's file instead would run bytes nobody verified.
+  // Verified copies, each at its own path in the sandbox's root (tools/declared/verified-files.ts),
+  // never over a path of the host's, where a rename from outside would detach the mount. Refused,
+  // not skipped: the argv names the copy, and nothing else may be there.
   for (const file of request.boundFiles ?? []) {
     const hidden = hiddenPaths.some((h) =>
       [file.source, file.target].some((p) => isUnder(p, h) || isUnder(h, p)),

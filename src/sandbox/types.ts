@@ -52,9 +52,10 @@ export type SandboxRequest = {
   /** Absolute paths outside /usr the program needs to read (a declared program's own file). */
   readonly readOnlyPaths?: readonly string[];
   /**
-   * Regular files bound read-only at `target` (over whatever is there, workspace included):
-   * a verified copy of a script or pinned program, so the path the program names holds the
-   * bytes that were hashed, never a second open of the operator's file.
+   * Regular files bound read-only at `target`, a path in the sandbox's own root (never one of the
+   * host's, where a rename from outside detaches the mount): a verified copy of a script or pinned
+   * program, named so in the argv, so what starts holds the bytes that were hashed, never a
+   * second open of the operator's file.
    */
   readonly boundFiles?: readonly { readonly source: string; readonly target: string }[];
 };

@@ -1,7 +1,7 @@
 // The sandbox's start-up rules without running a server: when it is required, what a broken
 // backend does to start-up, how PEERGATE_SANDBOX=none is reported, the workspace's place, the
 // envAllowlist rules in the policy files, the environment a process gets, and redaction.
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -245,6 +245,30 @@ describe("a process's environment", () => {
       TZ: "UTC",
       GITHUB_TOKEN: "t",
     });
+  });
+
+  it("binds no read-only path of the workspace: a symlink a command left there is not followed", async () => {
+    const workspace = await mkdtemp(path.join(base, "ws-"));
+    const outside = path.join(base, `host-secret-${path.basename(workspace)}`);
+    await writeFile(outside, "secret");
+    const program = path.join(workspace, "tool");
+    await symlink(outside, program);
+    const args = bwrapArguments(
+      {
+        argv: [program],
+        workspace,
+        cwd: workspace,
+        env: {},
+        egress: false,
+        limits: defaultSandboxLimits,
+        readOnlyPaths: [program, outside],
+      },
+      "/staged-etc",
+    );
+    const binds = args.flatMap((arg, i) => (arg === "--ro-bind" ? [args[i + 1]] : []));
+    expect(binds).not.toContain(program);
+    // A program of the operator's outside the workspace is still bound.
+    expect(binds).toContain(outside);
   });
 
   it("is passed to bwrap as --setenv after --clearenv, with the sandbox's HOME", () => {

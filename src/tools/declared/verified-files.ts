@@ -2,9 +2,17 @@
 // read once, through one descriptor, hashed while it is copied into a private staging directory
 // (the server's own, 0755, under the system temp directory, removed at exit), and the copy is made
 // read-only (0444, or 0555 for something executed) under a name given by its digest. What runs is
-// that copy: bound read-only at the operator's path inside the sandbox (SandboxRequest.boundFiles),
-// or executed directly under PEERGATE_SANDBOX=none. The operator's path is never opened again to
-// run it, so a file swapped between the check and the start cannot be what starts.
+// that copy, named by its own path: under PEERGATE_SANDBOX=none the staged path itself; inside the
+// sandbox a read-only bind of it under /run/peergate/verified/, in the sandbox's own root, which no
+// process outside can reach (SandboxRequest.boundFiles). The operator's path is never opened again
+// to run it, so a file swapped between the check and the start cannot be what starts.
+//
+// Not at the operator's path: a bind there has its mount point in the workspace, a directory of
+// the host, and a rename over that path from outside the sandbox (another caller's command, any
+// process of the workspace's owner) detaches the mount — Linux lazily unmounts a mount point
+// renamed over or unlinked in another mount namespace — so the interpreter, opening the path after
+// exec, read whatever had been put there. A script therefore sees the copy's path as `$0` (its
+// file name kept, its directory not); it still runs in the workspace.
 //
 // Copies are kept by digest for the life of the process: a reload that finds the same bytes
 // reuses the copy, and a copy a running call still uses is never removed under it.
@@ -108,11 +116,15 @@ export type VerifiedStage = {
   }[];
 };
 
+/** Where the sandbox sees the verified copies: in its own root, never a directory of the host. */
+export const sandboxVerifiedRoot = "/run/peergate/verified";
+
 /**
- * What one pipeline starts: each verified file from its copy, never the operator's path. Under
- * `none` the copies are named in the argv; under a confining backend the argv is unchanged and
- * every request the backend wraps binds the copies at the operator's paths (`boundFiles`).
- * `verified` lists those paths: nothing else may bind them.
+ * What one pipeline starts: each verified file from its copy, never the operator's path, named in
+ * the argv where the operator's path was. Under `none` the copy's own path; under a confining
+ * backend its path under `sandboxVerifiedRoot`, which every request the backend wraps binds
+ * read-only from the copy (`boundFiles`). `verified` lists the operator's paths: none of them is
+ * bound into the sandbox.
  */
 export function launchVerified(
   stages: readonly VerifiedStage[],
@@ -122,25 +134,28 @@ export function launchVerified(
   backend: SandboxBackend;
   verified: ReadonlySet<string>;
 } {
-  if (backend.kind === "none") {
-    const argvs = stages.map(
-      (s) =>
-        s.argv.map((arg, i) => s.files.find((f) => f.index === i)?.staged ?? arg) as [
-          string,
-          ...string[],
-        ],
-    );
-    return { argvs, backend, verified: new Set() };
-  }
-  const bound = new Map(stages.flatMap((s) => s.files.map((f) => [f.path, f.staged] as const)));
+  const confined = backend.kind !== "none";
+  // The copy's place in the staging directory (<digest>/<x|r>/<name>), kept under the root.
+  const named = (staged: string) =>
+    confined
+      ? path.posix.join(sandboxVerifiedRoot, path.relative(stagingDirectory(), staged))
+      : staged;
+  const argvs = stages.map(
+    (s) =>
+      s.argv.map((arg, i) => {
+        const file = s.files.find((f) => f.index === i);
+        return file === undefined ? arg : named(file.staged);
+      }) as [string, ...string[]],
+  );
+  const verified = new Set(stages.flatMap((s) => s.files.map((f) => f.path)));
+  if (!confined) return { argvs, backend, verified };
+  const bound = new Map(
+    stages.flatMap((s) => s.files.map((f) => [named(f.staged), f.staged] as const)),
+  );
   const boundFiles = [...bound].map(([target, source]) => ({ source, target }));
   const binding: SandboxBackend =
     boundFiles.length === 0
       ? backend
       : { ...backend, wrap: (request) => backend.wrap({ ...request, boundFiles }) };
-  return {
-    argvs: stages.map((s) => [...s.argv]),
-    backend: binding,
-    verified: new Set(bound.keys()),
-  };
+  return { argvs, backend: binding, verified };
 }

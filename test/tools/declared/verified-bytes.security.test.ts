@@ -8,7 +8,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, writeFileSync } from "node:fs";
-import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
+import { chmod, mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseToolsPolicy } from "../../../src/policy/policy-files.ts";
@@ -18,6 +18,7 @@ import { builtinDescriptors } from "../../../src/tools/builtin-tools.ts";
 import { stagingDirectory } from "../../../src/tools/declared/verified-files.ts";
 import type { StageEvent, ToolResult, ToolRuntime } from "../../../src/tools/types.ts";
 import { bwrapBackend, describeWithBwrap } from "../../sandbox/support.ts";
+import { eventually } from "../../support/eventually.ts";
 import { giveToSandboxUser } from "../../support/sandbox-workspace.ts";
 import {
   baseEnv,
@@ -50,6 +51,7 @@ beforeEach(async () => {
   await writeFile(script, original);
   await writeFile(program, originalTool);
   await chmod(program, 0o755);
+  await writeFile(path.join(sandbox.workspace, "scripts", "reread.sh"), original);
   // A root server runs commands as the workspace's owner, never root (docs/sandbox.md).
   await chmod(sandbox.base, 0o755);
   await giveToSandboxUser(sandbox.workspace);
@@ -73,6 +75,7 @@ commands:
   - {name: check, description: d, mode: script, script: scripts/check.sh, interpreter: /bin/sh}
   - {name: own, description: d, mode: script, script: scripts/check.sh, executable: true}
   - {name: pinned, description: d, mode: fixed, program: tool}
+  - {name: reread, description: d, mode: script, script: scripts/reread.sh, interpreter: /bin/sh}
 `;
 
 async function start(backend: SandboxBackend) {
@@ -124,6 +127,39 @@ function attacks(name: string, backend: () => SandboxBackend) {
         await runtime?.close();
         runtime = undefined;
       }
+    }, 60_000);
+
+    it("runs the verified bytes when the file is renamed over while the script runs and reads itself again", async () => {
+      // The verified script waits for the attacker, then reads the file it was started from again
+      // (`. "$0"`), as an interpreter that opens its script by path after exec does. Meanwhile a
+      // process outside renames changed bytes over the operator's path: a copy bound there was
+      // detached by the rename (a mount point renamed over in another mount namespace), and the
+      // second read found the changed file.
+      const reread = path.join(sandbox.workspace, "scripts", "reread.sh");
+      await writeFile(
+        reread,
+        [
+          "#!/bin/sh",
+          "if [ -e read-once ]; then echo original-again; exit 0; fi",
+          ": > read-once",
+          "while [ ! -e go ]; do sleep 0.05; done",
+          '. "$0"',
+          "",
+        ].join("\n"),
+      );
+      await giveToSandboxUser(sandbox.workspace);
+      const rt = await start(backend());
+      const running = call(rt, "reread");
+      await eventually("the script to have started", () =>
+        existsSync(path.join(sandbox.workspace, "read-once")),
+      );
+      const swap = path.join(sandbox.workspace, "scripts", ".swap");
+      await writeFile(swap, changed);
+      await rename(swap, reread);
+      await writeFile(path.join(sandbox.workspace, "go"), "");
+      const result = await running;
+      expect(result.content?.stdout).toBe("original-again\n");
+      expect(changedRan()).toBe(false);
     }, 60_000);
 
     it("keeps a changed file refused, even once restored, until the tools are built again", async () => {
