@@ -30,6 +30,7 @@ import { grpcService } from "@a2a-js/sdk/server/grpc";
 import type { Caller } from "../domain/caller.ts";
 import { RateLimitedError, UnauthenticatedError, UnavailableError } from "../errors.ts";
 import type { Logger } from "../log.ts";
+import { failSpan, inSpan, remoteContext, SpanKind, startSpan, withSpan } from "../trace.ts";
 import {
   CallerUser,
   markStreaming,
@@ -114,6 +115,9 @@ export type GrpcServiceDeps = {
   logger: Logger;
 };
 
+/** The A2A gRPC service, as its spans name it (the A2A 1.0 proto's package and service). */
+const grpcServiceName = "lf.a2a.v1.A2AService";
+
 export function createGrpcImplementation(deps: GrpcServiceDeps): A2aGrpcImplementation {
   const { logger, streams } = deps;
   const target = deps.handler;
@@ -161,18 +165,44 @@ export function createGrpcImplementation(deps: GrpcServiceDeps): A2aGrpcImplemen
     return user;
   };
 
+  /**
+   * A method's server span (RPC conventions), continuing the `traceparent` metadata the call came
+   * with, as the HTTP bindings' spans continue the header (src/http/middleware/trace-requests.ts).
+   * The caller was authenticated before the method, outside it.
+   */
+  const spanOf = (method: string, user: CallerUser) => {
+    const call = callOf.get(user);
+    const parent = call
+      ? remoteContext(readMetadata(call, "traceparent"), readMetadata(call, "tracestate"))
+      : undefined;
+    return {
+      name: `${grpcServiceName}/${method}`,
+      attributes: { "rpc.system": "grpc", "rpc.service": grpcServiceName, "rpc.method": method },
+      options: { kind: SpanKind.SERVER, ...(parent ? { parent } : {}) },
+    };
+  };
+
   /** A unary method: its errors, and an error escalated past a result, as gRPC statuses. */
   async function unary<T>(method: string, context: ServerCallContext, run: () => Promise<T>) {
-    const where = { method, callerId: callerOf(context).callerId };
-    let result: T;
-    try {
-      result = await run();
-    } catch (error) {
-      throw toStatus(readEscalated(context) ?? error, logger, where);
-    }
-    const escalated = readEscalated(context);
-    if (escalated) throw toStatus(escalated, logger, where);
-    return result;
+    const user = callerOf(context);
+    const where = { method, callerId: user.callerId };
+    const span = spanOf(method, user);
+    return inSpan(
+      span.name,
+      span.attributes,
+      async () => {
+        let result: T;
+        try {
+          result = await run();
+        } catch (error) {
+          throw toStatus(readEscalated(context) ?? error, logger, where);
+        }
+        const escalated = readEscalated(context);
+        if (escalated) throw toStatus(escalated, logger, where);
+        return result;
+      },
+      span.options,
+    );
   }
 
   /** A streaming method: pumped, closable by revocation and by the client going away. */
@@ -184,6 +214,9 @@ export function createGrpcImplementation(deps: GrpcServiceDeps): A2aGrpcImplemen
   ): AsyncGenerator<StreamResponse, void, undefined> {
     const user = callerOf(context);
     const where = { method, callerId: user.callerId };
+    const spanned = spanOf(method, user);
+    // Ended with the stream; what each pull starts (the run) nests under it.
+    const span = startSpan(spanned.name, spanned.attributes, spanned.options);
     const events = pumpEvents(source);
     const unregister = streams.add(user.callerId, () => events.close());
     const call = callOf.get(user);
@@ -194,8 +227,9 @@ export function createGrpcImplementation(deps: GrpcServiceDeps): A2aGrpcImplemen
       for (;;) {
         let next: IteratorResult<StreamResponse, undefined>;
         try {
-          next = await events.next();
+          next = await withSpan(span, () => events.next());
         } catch (error) {
+          failSpan(span, error);
           throw toStatus(readEscalated(context) ?? error, logger, where);
         }
         if (next.done) {
@@ -215,6 +249,7 @@ export function createGrpcImplementation(deps: GrpcServiceDeps): A2aGrpcImplemen
       unregister();
       events.close();
       reading?.abort();
+      span.end();
     }
   }
 
