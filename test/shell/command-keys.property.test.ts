@@ -9,7 +9,15 @@ import { commandKey } from "../../src/shell/keys.ts";
 const plainWord = fc.stringMatching(/^[a-z][a-z0-9._/-]{0,8}$/);
 const flag = fc.stringMatching(/^--?[a-z][a-z0-9-]{0,6}$/);
 const argument = fc.oneof(plainWord, flag);
-const plainCommand = fc.tuple(plainWord, fc.array(argument, { maxLength: 5 }));
+// A program's name, never one of bash's reserved words: `if` or `done` alone is not a command (it
+// has no key, rightly), and a generated one made this property fail by chance (seed -283590829).
+const reservedWords = new Set(
+  "if then else elif fi case esac for select while until do done in function time coproc".split(
+    " ",
+  ),
+);
+const program = plainWord.filter((word) => !reservedWords.has(word));
+const plainCommand = fc.tuple(program, fc.array(argument, { maxLength: 5 }));
 
 /** Each hazard, as a function from a plain command's words to shell text that contains it. */
 const hazards: readonly [string, (words: string[], at: number) => string][] = [
