@@ -34,10 +34,10 @@ import type { EffectiveToolSet } from "../policy/effective-set.ts";
 import { type Attributes, failSpan, inSpan, startSpan } from "../trace.ts";
 import type { ActiveRun, StopReason } from "./active-runs.ts";
 import { createBudgetMeters, describeBudgetExceeded, formatUtcDay, zeroUsage } from "./budgets.ts";
-import type { RunCore } from "./core.ts";
 import { buildModelTools } from "./model-tools.ts";
 import { mapSegmentEnd, outcomeOf } from "./outcome.ts";
 import { computeCostUsd, findModelPrice } from "./prices.ts";
+import type { RunCore } from "./run-core.ts";
 import { runSegment, type SegmentEnd } from "./run-loop.ts";
 import { listCallIds, lockRun, readDailyTotals, readRun } from "./run-queries.ts";
 import {

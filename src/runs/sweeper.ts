@@ -12,8 +12,8 @@
 //   - this instance's own row: every `instanceEvery` beats (a minute by default; nothing decides
 //     on it).
 import { isWaitingStatus } from "../domain/run.ts";
-import type { RunCore } from "./core.ts";
 import { expiredError, outcomeOf, settledFromRun } from "./outcome.ts";
+import type { RunCore } from "./run-core.ts";
 import { beatInstance, listExpiredParkedRuns, lockRun, readRun } from "./run-queries.ts";
 import { closeParkedRuns, heartbeat, recoverOrphanedRuns } from "./run-state.ts";
 

@@ -15,7 +15,7 @@ import { copyPolicies, createSharedSecrets, instanceEnv } from "../faults/suppor
 import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
 import { eventuallyValue } from "../support/eventually.ts";
 
-/** The sweeper's period (src/runs/core.ts default), in seconds. */
+/** The sweeper's period (src/runs/run-core.ts default), in seconds. */
 const beatSeconds = 5;
 /** Issue 26's bound. */
 const statementsPerSecond = 1;

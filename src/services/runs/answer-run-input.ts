@@ -13,7 +13,7 @@ import { appendAuditEvent } from "../../db/audit.ts";
 import type { Caller, Run } from "../../db/schema.ts";
 import type { PendingInput } from "../../domain/run.ts";
 import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts";
-import type { RunCore } from "../../runs/core.ts";
+import type { RunCore } from "../../runs/run-core.ts";
 import { isUuid, lockRun } from "../../runs/run-queries.ts";
 import { executeSegment } from "../../runs/segment.ts";
 import type { AnswerRunInputRequest, RunEvent, RunHandle } from "../../runs/types.ts";

@@ -1,6 +1,6 @@
 // Approving the pending call of a parked run: the run resumes here and runs the call.
 import type { AuditActor } from "../../domain/audit.ts";
-import type { RunCore } from "../../runs/core.ts";
+import type { RunCore } from "../../runs/run-core.ts";
 import type { RunHandle } from "../../runs/types.ts";
 import { answerParkedRun } from "./answer-parked-run.ts";
 

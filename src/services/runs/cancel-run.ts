@@ -7,8 +7,8 @@ import { appendAuditEvent } from "../../db/audit.ts";
 import type { AuditActor } from "../../domain/audit.ts";
 import { isWaitingStatus } from "../../domain/run.ts";
 import { cancelNotices } from "../../runs/cancel-channel.ts";
-import type { RunCore } from "../../runs/core.ts";
 import { outcomeOf, settledFromRun } from "../../runs/outcome.ts";
+import type { RunCore } from "../../runs/run-core.ts";
 import { activeStatuses, lockRun, readRun } from "../../runs/run-queries.ts";
 import { closeParkedRuns, requestCancel } from "../../runs/run-state.ts";
 

@@ -9,8 +9,8 @@ import type { Caller, Run } from "../../db/schema.ts";
 import type { AuditActor } from "../../domain/audit.ts";
 import { ConflictError, RateLimitedError } from "../../errors.ts";
 import { isCallerRevoked } from "../../policy/caller-revoked.ts";
-import type { RunCore } from "../../runs/core.ts";
 import { expiredError, outcomeOf, settledFromRun } from "../../runs/outcome.ts";
+import type { RunCore } from "../../runs/run-core.ts";
 import { readCaller, readRun } from "../../runs/run-queries.ts";
 import { claimWaitingRun, closeParkedRuns } from "../../runs/run-state.ts";
 

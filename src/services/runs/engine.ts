@@ -1,5 +1,5 @@
 // The run engine (DESIGN §3-5) as the surfaces see it: one object whose methods are the run verbs
-// of this folder, bound to one instance's run core (src/runs/core.ts). It registers the instance,
+// of this folder, bound to one instance's run core (src/runs/run-core.ts). It registers the instance,
 // listens for cancels of runs executing here, stops a revoked caller's runs and tells the surfaces
 // which of its parked runs the revocation closed, sweeps, and shuts down in order.
 //
@@ -15,8 +15,8 @@
 import { hostname } from "node:os";
 import { type Notifications, openNotifications } from "../../db/notifications.ts";
 import { cancelNotices } from "../../runs/cancel-channel.ts";
-import { createRunCore, type RunCoreOptions } from "../../runs/core.ts";
 import { outcomeOf, type SettledRun, settledFromRun } from "../../runs/outcome.ts";
+import { createRunCore, type RunCoreOptions } from "../../runs/run-core.ts";
 import { readRun, registerInstance, removeInstance } from "../../runs/run-queries.ts";
 import { revokedStopReason } from "../../runs/run-state.ts";
 import type { StartQueue } from "../../runs/start-queue.ts";

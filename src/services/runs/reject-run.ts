@@ -1,7 +1,7 @@
 // Turning down the pending call of a parked run: the run resumes here and the model reads the
 // reason as the call's result, so it can reason around the refusal.
 import type { AuditActor } from "../../domain/audit.ts";
-import type { RunCore } from "../../runs/core.ts";
+import type { RunCore } from "../../runs/run-core.ts";
 import type { RunHandle } from "../../runs/types.ts";
 import { answerParkedRun } from "./answer-parked-run.ts";
 
