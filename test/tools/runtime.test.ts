@@ -9,7 +9,6 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ConfigError } from "../../src/errors.ts";
 import { builtinDescriptors as builtinTools } from "../../src/tools/builtin-tools.ts";
 import type { ToolRuntime } from "../../src/tools/types.ts";
-import { eventually } from "../support/eventually.ts";
 import {
   buildPolicies,
   callTool,
@@ -162,30 +161,39 @@ describe("writes are never half-done", () => {
   it("a process killed mid-write leaves the old file or the new one, whole", async () => {
     const child = fileURLToPath(new URL("./fixtures/write-then-die.ts", import.meta.url));
     const size = 48 * 1024 * 1024;
-    /** The temp file the write goes to, while it is part-written. */
-    const partWritten = async () => {
-      for (const name of await readdir(sandbox.workspace)) {
-        if (!name.endsWith(".tmp")) continue;
-        const written = (await stat(path.join(sandbox.workspace, name))).size;
-        if (written > 0 && written < size) return name;
-      }
-      return undefined;
-    };
-    // Killed as soon as it starts, and killed once the new content is part-written: the
-    // moments are conditions the test sees, not delays it hopes land somewhere.
+    // Killed as soon as it starts, and killed once the new content is part-written (the child
+    // stops there and says so): the moments are conditions the test sees, not delays it hopes
+    // land somewhere.
     for (const when of ["at its start", "mid-write"] as const) {
       await rm(sandbox.workspace, { recursive: true });
       await mkdir(sandbox.workspace);
       await writeFile(path.join(sandbox.workspace, "target.txt"), old);
       const proc = spawn(
         process.execPath,
-        [child, sandbox.workspace, "target.txt", sandbox.dataDir],
+        [
+          child,
+          sandbox.workspace,
+          "target.txt",
+          sandbox.dataDir,
+          ...(when === "mid-write" ? ["pause"] : []),
+        ],
         {
           stdio: ["ignore", "pipe", "inherit"],
         },
       );
-      await new Promise<void>((resolve) => proc.stdout.once("data", () => resolve()));
-      if (when === "mid-write") await eventually("the new content part-written", partWritten);
+      const said = (line: string) =>
+        new Promise<void>((resolve) => {
+          let out = "";
+          const hear = (chunk: Buffer) => {
+            out += chunk.toString();
+            if (out.includes(`${line}\n`)) {
+              proc.stdout.off("data", hear);
+              resolve();
+            }
+          };
+          proc.stdout.on("data", hear);
+        });
+      await said(when === "mid-write" ? "part-written" : "start");
       proc.kill("SIGKILL");
       await new Promise((resolve) => proc.once("close", resolve));
       const content = await readFile(path.join(sandbox.workspace, "target.txt"));
