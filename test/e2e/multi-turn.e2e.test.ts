@@ -351,7 +351,9 @@ for (const kind of ["pglite", "postgres"] as const) {
             "SendMessage",
             rawMessage("Teal.", { taskId: task.id, contextId: task.contextId }),
           );
-          expect(done.body.result.task.status.state).toBe("TASK_STATE_COMPLETED");
+          expect(done.body.result?.task.status.state, JSON.stringify(done)).toBe(
+            "TASK_STATE_COMPLETED",
+          );
         } finally {
           open();
           model.stub.respondWith(holdSlotScript(Promise.resolve()));

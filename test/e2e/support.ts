@@ -171,6 +171,8 @@ export type Peergate = {
   adminToken: string;
   /** The directory the agent works in (PEERGATE_WORKSPACE). */
   workspace: string;
+  /** The instance's data directory (PEERGATE_DATA_DIR), removed by `stop()`. */
+  dataDir: string;
   /** Log lines at warn and above, for a failing test to print. */
   logs: string[];
   /** Calls the admin API with the admin token; the body is parsed JSON (or undefined). */
@@ -249,6 +251,7 @@ export async function startPeergate(options: PeergateOptions): Promise<Peergate>
     server,
     adminToken: options.adminToken,
     workspace: options.workspace,
+    dataDir,
     logs,
     admin,
     client,

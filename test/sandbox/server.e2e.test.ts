@@ -4,9 +4,8 @@
 // a setsid process behind. The server started with PEERGATE_SANDBOX at its default (bwrap); its
 // /readyz says so. Every attempt fails, the admin token never reaches the model, the workspace
 // and the data dir are unchanged, and the server keeps answering.
-import { readdir, readFile, writeFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
-import os from "node:os";
 import path from "node:path";
 import { TaskState } from "@a2a-js/sdk";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -70,17 +69,14 @@ describeWithBwrap("the sandbox through the real server", () => {
       agent.replace(/^tools: .*$/m, "tools: [files, context, custom]"),
     );
     workspace = await createWorkspace();
-    const before = new Set(await readdir(os.tmpdir()));
     peergate = await startPeergate({
       ...secrets,
       policiesDir,
       workspace,
       modelBaseUrl: model.baseUrl,
     });
-    const made = (await readdir(os.tmpdir())).filter(
-      (name) => !before.has(name) && name.startsWith("peergate-e2e-data-"),
-    );
-    dataDir = path.join(os.tmpdir(), made[0] ?? "missing-data-dir");
+    // Its own, as the server says (a directory new in /tmp meanwhile may be another file's).
+    dataDir = peergate.dataDir;
     // The secrets are configured by environment here; put them where a default set-up keeps them.
     await writeFile(path.join(dataDir, "admin-token"), secrets.adminToken);
     await writeFile(path.join(dataDir, "secret-key"), secrets.secretKey);
