@@ -7,6 +7,7 @@
 // Over 500 lines for now, and not split while the run core is being changed elsewhere: the seam is
 // the step loop (runSteps) apart from the recording of how a segment ended (runAndRecord).
 import type { ModelMessage } from "ai";
+import type { DbTransaction } from "../db/client.ts";
 import type {
   Caller,
   PendingApproval,
@@ -66,8 +67,8 @@ export type SegmentInput = {
   /** False: the model is called without streaming (see StartRunRequest.stream). */
   readonly stream?: boolean;
   readonly onEvent: (event: RunEvent) => void;
-  /** The request's writes for the run's end, committed with it (StartRunRequest.atEnd). */
-  readonly atEnd?: StartRunRequest["atEnd"];
+  /** Writes of the request's own that commit with the run's end (StartRunRequest). */
+  readonly inFinishTransaction?: StartRunRequest["inFinishTransaction"];
 };
 
 export type SegmentResult = {
@@ -285,7 +286,6 @@ async function runAndRecord(
     status,
     ...(text !== undefined && text !== "" ? { text } : {}),
     ...(error ? { error } : {}),
-    endedAt: at,
   };
   const finishing = startSpan("peergate.run.finish", { "peergate.run.outcome": status });
   const finished = await finishRun(db, {
@@ -299,7 +299,9 @@ async function runAndRecord(
     at,
     daily,
     toolCallsOpen: input.resume !== undefined || callsRecorded,
-    ...(input.atEnd ? { alongside: input.atEnd(ended) } : {}),
+    ...(input.inFinishTransaction
+      ? { alongside: (tx: DbTransaction) => input.inFinishTransaction?.(tx, ended) }
+      : {}),
   }).finally(() => finishing.end());
   if (!finished) return settleTakenOver(core, run, input);
   core.emit(input.onEvent, {
@@ -307,7 +309,7 @@ async function runAndRecord(
     status,
     ...(error ? { message: error.message } : {}),
   });
-  return { outcome: { ...ended, messages, ...(input.atEnd ? { endWritten: true } : {}) } };
+  return { outcome: { ...ended, messages } };
 }
 
 /** The AI SDK loop with this run's tools, budgets, recorder and between-steps check. */

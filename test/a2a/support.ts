@@ -87,8 +87,7 @@ export type FakeEngine = RunEngine & {
   live(): number;
 };
 
-/** A fake run engine; given a database, it writes a request's `atStart` rows as the real one does. */
-export function createFakeEngine(db?: Database["db"]): FakeEngine {
+export function createFakeEngine(): FakeEngine {
   const starts: StartRunRequest[] = [];
   const cancels: { runId: string; reason: string }[] = [];
   const runs = new Map<string, LiveRun>();
@@ -104,12 +103,6 @@ export function createFakeEngine(db?: Database["db"]): FakeEngine {
     if (word === "boom") throw new Error("model provider exploded: secret-internal-detail");
     starts.push(request);
     const runId = randomUUID();
-    const writes = request.atStart?.(runId) ?? [];
-    if (db && writes.length > 0) {
-      await db.transaction(async (tx) => {
-        for (const write of writes) await tx.execute(write);
-      });
-    }
     let settle!: (outcome: RunOutcome) => void;
     const outcome = new Promise<RunOutcome>((resolve) => {
       settle = resolve;
@@ -274,7 +267,7 @@ export async function startHarness(
   const { port } = server.address() as AddressInfo;
   const baseUrl = `http://127.0.0.1:${port}`;
 
-  const engine = createFakeEngine(database.db);
+  const engine = createFakeEngine();
   const cardSigningKey = await deriveCardSigningKey(randomBytes(32));
   const a2a = createA2aService({
     cardSigningKey,

@@ -182,9 +182,8 @@ describeEachDatabase("run budgets", (ctx) => {
         caller,
         origin: "webhook",
         messages: userMessage("two"),
-        atStart: () => {
+        inCreateTransaction: async () => {
           hookCalls += 1;
-          return [];
         },
       })
       .catch((error: unknown) => error);

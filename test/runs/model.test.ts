@@ -109,15 +109,14 @@ describeEachDatabase("runs without a model", (ctx) => {
       caller,
       origin: "webhook",
       messages: [{ role: "user", content: "hi" }],
-      atStart: () => {
+      inCreateTransaction: async () => {
         claimed += 1;
-        return [];
       },
     });
     const outcome = await handle.outcome;
     expect(outcome).toMatchObject({ status: "failed", error: { code: "no-model" } });
     expect(outcome.error?.message).toMatch(/^no model configured: set PEERGATE_MODEL=/);
-    // The request's own rows are still written exactly once, with the failed run.
+    // The webhook delivery is still claimed exactly once, with the failed run.
     expect(claimed).toBe(1);
     expect(await readRunRow(ctx.database, handle.runId)).toMatchObject({
       status: "failed",

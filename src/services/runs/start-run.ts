@@ -16,7 +16,6 @@ import { insertRun } from "../../runs/run-state.ts";
 import { executeSegment } from "../../runs/segment.ts";
 import type { RunEvent, RunHandle, StartRunRequest } from "../../runs/types.ts";
 import { failSpan, startSpan } from "../../trace.ts";
-import { claimDelivery } from "./delivery-claim.ts";
 
 export async function startRun({
   ctx,
@@ -35,13 +34,7 @@ export async function startRun({
   const leave = await ctx.startQueue.enter(request.caller.id, concurrencyLimitOf(request.caller));
   const runId = randomUUID();
   const model = ctx.model;
-  let created: {
-    run: Run;
-    caller: Caller;
-    set: EffectiveToolSet;
-    retryOf: string | undefined;
-    failure?: RunError;
-  };
+  let created: { run: Run; caller: Caller; set: EffectiveToolSet; failure?: RunError };
   let entry: ReturnType<typeof ctx.active.register>;
   try {
     if (ctx.stopping()) throw new UnavailableError("the run engine is shutting down");
@@ -58,9 +51,11 @@ export async function startRun({
       const limits = readRunLimits(caller.budgets);
       const set = ctx.toolSetFor(caller);
       // The run, its event and the request's own rows are independent: sent together (pipelined),
-      // with the COMMIT behind them unless a delivery is claimed (that reads, then decides).
-      const writes = request.atStart?.(runId) ?? [];
-      if (!request.delivery) commitAfterStatements(tx, 2 + writes.length);
+      // and the COMMIT with them when the request's rows are writes it declared (nothing below
+      // reads an answer before deciding).
+      if (!request.inCreateTransaction || request.inCreateTransactionStatements !== undefined) {
+        commitAfterStatements(tx, 2 + (request.inCreateTransactionStatements ?? 0));
+      }
       const inserting = insertRun(tx, {
         id: runId,
         callerId: caller.id,
@@ -98,15 +93,12 @@ export async function startRun({
           ...(failure ? { error: { code: failure.code } } : {}),
         },
       });
-      const [run, claimed] = await Promise.all([
+      const [run] = await Promise.all([
         inserting,
-        request.delivery
-          ? claimDelivery(tx, request.delivery, { runId, callerId: caller.id })
-          : undefined,
         auditing,
-        ...writes.map((write) => tx.execute(write)),
+        request.inCreateTransaction?.(tx, runId),
       ]);
-      return { run, caller, set, retryOf: claimed?.retryOf, ...(failure ? { failure } : {}) };
+      return { run, caller, set, ...(failure ? { failure } : {}) };
     });
     if (created.failure) failSpan(admission, undefined, created.failure.code);
   } catch (error) {
@@ -123,11 +115,7 @@ export async function startRun({
     ctx.active.remove(runId);
     ctx.logger.warn("a run failed before it started", { runId, code: created.failure.code });
     ctx.emit(onEvent, { type: "status", status: "failed", message: created.failure.message });
-    return {
-      runId,
-      ...(created.retryOf ? { retryOf: created.retryOf } : {}),
-      outcome: Promise.resolve(outcomeOf(created.run)),
-    };
+    return { runId, outcome: Promise.resolve(outcomeOf(created.run)) };
   }
   ctx.emit(onEvent, { type: "status", status: "working" });
   const outcome = executeSegment(ctx, entry, {
@@ -135,11 +123,11 @@ export async function startRun({
     caller: created.caller,
     set: created.set,
     ...(request.stream === false ? { stream: false } : {}),
-    ...(request.atEnd ? { atEnd: request.atEnd } : {}),
+    ...(request.inFinishTransaction ? { inFinishTransaction: request.inFinishTransaction } : {}),
     onEvent,
   }).then((result) => result.outcome);
   entry.done = outcome;
-  return { runId, ...(created.retryOf ? { retryOf: created.retryOf } : {}), outcome };
+  return { runId, outcome };
 }
 
 /** The caller's concurrent-run limit as it authenticated (null: none). */
