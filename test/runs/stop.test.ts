@@ -177,8 +177,11 @@ describeEachDatabase("stopping runs", (ctx) => {
 
   it("recovery marks a working run of a dead instance interrupted, charging its time", async () => {
     const caller = await insertCaller(ctx.database);
-    const long = new Date(Date.now() - 10 * 60_000);
-    const lastBeat = new Date(Date.now() - 5 * 60_000);
+    // Both from one reading of the clock: two readings a millisecond apart made the charged time
+    // 301 001 ms.
+    const now = Date.now();
+    const long = new Date(now - 10 * 60_000);
+    const lastBeat = new Date(now - 5 * 60_000);
     const [orphan] = await ctx.db
       .insert(runs)
       .values({
