@@ -460,10 +460,10 @@ export async function finishRun(
     /** False when the segment recorded no tool call (nothing to close). */
     toolCallsOpen?: boolean;
     /**
-     * Writes that must commit with the end and only with it, sent right behind its statement;
-     * returns what to run once the end committed (StartRunRequest.inFinishTransaction).
+     * Writes that must commit with the end and only with it, sent right behind its statement
+     * (StartRunRequest.atEnd).
      */
-    alongside?: (tx: DbTransaction) => Promise<(() => void) | undefined> | undefined;
+    alongside?: readonly SQL[];
   },
 ): Promise<boolean> {
   const daily = input.daily;
@@ -492,8 +492,8 @@ export async function finishRun(
     }),
   };
   const statement = input.toolCallsOpen === false ? finishAlone : finishClosingCalls;
-  const alongside = input.alongside;
-  if (!alongside) {
+  const alongside = input.alongside ?? [];
+  if (alongside.length === 0) {
     return db.transaction(async (tx) => {
       const rows = await statement(tx, values);
       return Number(rows[0]?.n ?? 0) > 0;
@@ -501,13 +501,14 @@ export async function finishRun(
   }
   const notOurs = new Error("another instance ended the run first");
   try {
-    const committed = await db.transaction(async (tx) => {
-      const [rows, then] = await Promise.all([statement(tx, values), alongside(tx)]);
+    await db.transaction(async (tx) => {
+      const [rows] = await Promise.all([
+        statement(tx, values),
+        ...alongside.map((write) => tx.execute(write)),
+      ]);
       // Nothing of the end was written: what was sent alongside must not commit either.
       if (Number(rows[0]?.n ?? 0) === 0) throw notOurs;
-      return then;
     });
-    committed?.();
     return true;
   } catch (error) {
     if (error === notOurs) return false;

@@ -50,6 +50,7 @@ export async function answerRunInput({
       set: ctx.toolSetFor(caller, run.toolSet),
       resume: { answer: { pending, text: request.answer.slice(0, maxAnswerChars) } },
       ...(request.stream === false ? { stream: false } : {}),
+      ...(request.atEnd ? { atEnd: request.atEnd } : {}),
       onEvent,
     }).then((result) => result.outcome);
     entry.done = outcome;
