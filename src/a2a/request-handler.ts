@@ -481,16 +481,23 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     }
   }
 
-  /** A claimed answer the SDK then refused to deliver: its run must not go on unseen. */
+  /**
+   * A claimed answer the SDK then refused to deliver (or a stream left before it did): its run,
+   * which waits for the executor to take it, is canceled, and records why.
+   */
   async #dropUndelivered(context: ServerCallContext, taskId: string): Promise<void> {
     const claim = readClaimedAnswer(context, taskId);
     if (!claim || claim.taken) return;
+    claim.taken = true;
     const runId = claim.handle.runId;
-    this.#logger.warn("an answer resumed its run, but the task refused it; stopping the run", {
+    this.#logger.warn("an answer claimed its run, but the task refused it; stopping the run", {
       runId,
       taskId,
     });
     await this.#runs.cancel(runId, "the answer could not be delivered to its task").catch(() => {});
+    // Canceled, it goes on only to record that; if the cancel could not be recorded, it goes on
+    // rather than wait for ever.
+    claim.handle.resume();
   }
 
   override async sendMessage(
@@ -502,9 +509,8 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     try {
       const result = await super.sendMessage(params, context);
       return isUsageActive(context) ? await this.#withUsage(result, context) : result;
-    } catch (error) {
+    } finally {
       if (task) await this.#dropUndelivered(context, task.id);
-      throw error;
     }
   }
 
@@ -526,9 +532,9 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
         if (next.done) break;
         yield await this.#streamWithUsage(await next.value.stamped, context);
       }
-    } catch (error) {
+    } finally {
+      // Also when the reader left before the SDK reached the executor.
       if (task) await this.#dropUndelivered(context, task.id);
-      throw error;
     }
   }
 

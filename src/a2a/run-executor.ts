@@ -23,7 +23,10 @@
 // (`settleRun` in service.ts). INPUT_REQUIRED is the model asking its caller (ask_caller): a
 // message on the same task answers it and the same run resumes (`answerInput`). The answer claims
 // the run before the SDK touches the task (request-handler.ts), so of answers racing for one
-// task only the one that resumed the run reaches here; the others were refused with -32004.
+// task only the one that claimed the run reaches here; the others were refused with -32004. The
+// claimed run goes on only from here, after the SDK added the answer to the task's history: a
+// run that ended sooner would write its task's end before the SDK read the task, which would
+// then refuse the answer as one for a finished task.
 //
 // The engine is asked for the run before the task is published. When it refuses with
 // RateLimitedError (or the database is down), nothing has been stored for a new task, and the
@@ -51,7 +54,7 @@ import {
 } from "@a2a-js/sdk/server";
 import type { RunStatus } from "../domain/run.ts";
 import type { Logger } from "../log.ts";
-import type { RunEnd, RunEngine, RunEvent, RunHandle, RunOutcome } from "../runs/types.ts";
+import type { AnsweredRun, RunEnd, RunEngine, RunEvent, RunOutcome } from "../runs/types.ts";
 import { escalate, isFreshContext, isStreaming, readCaller, toEscalated } from "./call-context.ts";
 import { buildConversation, type PeergateMessageKind, peergateMetaKey } from "./conversation.ts";
 import {
@@ -84,12 +87,13 @@ export function waitingRunId(task: Task | undefined): string | undefined {
 }
 
 /**
- * An answer that already resumed its run (request-handler.ts claims it before the SDK writes the
- * task): the run's handle, and its events held until the executor listens.
+ * An answer that already claimed its run (request-handler.ts claims it before the SDK writes the
+ * task): the run's handle, and its events held until the executor listens. The run goes on when
+ * the executor takes it (`resume`), once the SDK has added the answer to the task's history.
  */
 export type ClaimedAnswer = {
   readonly taskId: string;
-  readonly handle: RunHandle;
+  readonly handle: AnsweredRun;
   readonly events: RunEventRelay;
   /** Set once the executor took it over. */
   taken: boolean;
@@ -518,6 +522,9 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
           answer.taken = true;
           handle = answer.handle;
           answer.events.attach(onEvent);
+          // The SDK stored the answer in the task's history before it called this executor: the
+          // run may go on, and end, from here.
+          answer.handle.resume();
         } else {
           const messages = await buildMessages(requestContext, caller.id);
           handle = await deps.runs.start(

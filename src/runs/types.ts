@@ -107,6 +107,15 @@ export type RunHandle = {
   outcome: Promise<RunOutcome>;
 };
 
+/**
+ * A run an answer claimed (`answerInput`): it is this caller's and working again, but it goes on
+ * only once the request that answered calls `resume` — when whatever records the answer beside
+ * the run (the A2A task's history) has done so, so the run's end can never be written before it.
+ * A stop (cancel, revocation, deadline, shutdown) lets it go on too, to record why it ended: a
+ * request that drops its claim cancels the run.
+ */
+export type AnsweredRun = RunHandle & { resume(): void };
+
 export type RunEngine = {
   /**
    * Creates the run in Postgres and starts it. Throws RateLimitedError (429 + Retry-After) past
@@ -120,11 +129,12 @@ export type RunEngine = {
    * Resumes a run waiting for its caller's answer, here. Throws NotFoundError for a run that does
    * not exist or is another caller's, ConflictError for one not waiting for input (or closed
    * because its window passed or its caller was revoked), UnavailableError while shutting down.
+   * The run waits for `resume` (AnsweredRun).
    */
   answerInput(
     request: AnswerRunInputRequest,
     onEvent?: (event: RunEvent) => void,
-  ): Promise<RunHandle>;
+  ): Promise<AnsweredRun>;
   /** Stops a run of this caller (cancel). False when it is not running on any instance. */
   cancel(runId: string, reason: string): Promise<boolean>;
 };
