@@ -803,7 +803,12 @@ export async function recoverOrphanedRuns(
   input: {
     instanceId: string;
     staleBefore: Date;
-    localRunIds: ReadonlySet<string>;
+    /**
+     * Whether a run executes here, asked once its row is locked: a run is registered before its
+     * row exists, so a row this finds was registered by then. A list taken before the query
+     * would miss a run that started while the query waited, and mark it interrupted.
+     */
+    isLocal: (runId: string) => boolean;
     at: Date;
   },
 ): Promise<Run[]> {
@@ -823,10 +828,10 @@ export async function recoverOrphanedRuns(
     .limit(500);
   const recovered: Run[] = [];
   for (const candidate of candidates) {
-    if (input.localRunIds.has(candidate.id)) continue;
+    if (input.isLocal(candidate.id)) continue;
     const row = await db.transaction(async (tx) => {
       const run = await lockRun(tx, candidate.id);
-      if (!run || !activeStatuses.includes(run.status)) return undefined;
+      if (!run || !activeStatuses.includes(run.status) || input.isLocal(run.id)) return undefined;
       const stale =
         run.ownerInstanceId === input.instanceId ||
         (run.heartbeatAt ?? run.updatedAt).getTime() < input.staleBefore.getTime();
