@@ -37,10 +37,12 @@
 // is parked, or runs on another instance), the engine is asked to cancel it by the run id stored
 // in the task's metadata before the SDK marks the task canceled.
 //
+// The event log hears a request's events through the bus manager the SDK takes in its
+// constructor (`RecordingBusManager`, at the bottom): nothing of the SDK's own loop is replaced.
+//
 // Over 700 lines, as one file: the list above is checked in one place before the SDK stores
-// anything, and a reader checks it whole; the event log's resubscribe and the usage extension grew
-// it this stop. The thin bridge of issue 24 is what will shrink it (resubscribe first: it reads
-// only task-events.ts and could move beside it).
+// anything, and a reader checks it whole. Resubscribe is what could move out next (it reads only
+// task-events.ts and could live beside it).
 
 import type { AgentCard, TaskPushNotificationConfig } from "@a2a-js/sdk";
 import {
@@ -65,11 +67,10 @@ import {
 import {
   type AgentExecutionEvent,
   type AgentExecutor,
-  type DefaultExecutionEventBusManager,
+  DefaultExecutionEventBusManager,
   DefaultRequestHandler,
-  type ExecutionEventQueue,
+  type ExecutionEventBus,
   type ExtendedAgentCardProvider,
-  type ResultManager,
   type ServerCallContext,
 } from "@a2a-js/sdk/server";
 import { ConflictError, NotFoundError } from "../errors.ts";
@@ -94,10 +95,11 @@ import {
   holdClaimedAnswer,
   readClaimedAnswer,
   readRunId,
+  taskEndOf,
   waitingRunId,
 } from "./run-executor.ts";
 import { endsStream, parseLastEventId, type TaskEventLog, withEventId } from "./task-events.ts";
-import { type PostgresTaskStore, terminalStateNames } from "./task-store.ts";
+import { endTaskStatement, type PostgresTaskStore, terminalStateNames } from "./task-store.ts";
 import { isUsageActive, type UsageReader, usageExtensionUri } from "./usage-extension.ts";
 
 const terminalStates = new Set<TaskState>([
@@ -202,7 +204,7 @@ export type PeergateRequestHandlerDeps = {
   card: AgentCard;
   store: PostgresTaskStore;
   executor: AgentExecutor;
-  buses: DefaultExecutionEventBusManager;
+  buses: RecordingBusManager;
   extendedCard: ExtendedAgentCardProvider;
   runs: RunEngine;
   logger: Logger;
@@ -227,7 +229,7 @@ const outboxOnly = { send: async () => {} };
 
 export class PeergateRequestHandler extends DefaultRequestHandler {
   readonly #store: PostgresTaskStore;
-  readonly #buses: DefaultExecutionEventBusManager;
+  readonly #buses: RecordingBusManager;
   readonly #runs: RunEngine;
   readonly #logger: Logger;
   readonly #push: PushHandling | undefined;
@@ -238,6 +240,8 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
    * the same bus, and an event must be recorded once whichever loop gets to it first.
    */
   readonly #recorded = new WeakMap<object, Promise<number | undefined>>();
+  /** The record of the last `task` event of each task a bus carried, until a stream takes it. */
+  readonly #taskRecords = new Map<string, Promise<number | undefined>>();
 
   constructor(deps: PeergateRequestHandlerDeps) {
     super(
@@ -256,6 +260,25 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     );
     this.#store = deps.store;
     this.#buses = deps.buses;
+    // Every event a request's bus carries is recorded as it is published (before the SDK's loop
+    // stores it): the log a resubscribing client replays. A `task` event is streamed as the
+    // store holds it, another object: it is found by its task id (`#taskRecords`).
+    // The first waits until the task has a row (a new task's first save may still be on its
+    // way); the rest follow in the order published.
+    deps.buses.listen((taskId, context) => {
+      let last: Promise<unknown> | undefined;
+      return (event) => {
+        const response = toStreamResponse(event, undefined);
+        if (!response || !context) return;
+        last ??= this.#store.whenStored(taskId);
+        const recording = this.recordEvent(response, context, event.data, last);
+        last = recording;
+        // Only a stream takes it (and deletes it); a blocking request's would be kept forever.
+        if (event.kind === "task" && isStreaming(context)) {
+          this.#taskRecords.set(event.data.id, recording);
+        }
+      };
+    });
     this.#runs = deps.runs;
     this.#logger = deps.logger;
     this.#push = deps.push;
@@ -314,6 +337,7 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     response: StreamResponse,
     context: ServerCallContext,
     key?: object,
+    after?: Promise<unknown>,
   ): Promise<number | undefined> {
     const payload = response.payload;
     if (!payload || payload.$case === "message") return Promise.resolve(undefined);
@@ -321,12 +345,11 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     const once = key ?? payload.value;
     const known = this.#recorded.get(once);
     if (known) return known;
-    const recording = this.#events
-      .record(taskId, readCallerId(context), response)
-      .catch((error) => {
-        this.#logger.error("recording a task event failed", { taskId, error });
-        return undefined;
-      });
+    const write = () => this.#events.record(taskId, readCallerId(context), response);
+    const recording = (after ? after.then(write) : write()).catch((error) => {
+      this.#logger.error("recording a task event failed", { taskId, error });
+      return undefined;
+    });
     this.#recorded.set(once, recording);
     return recording;
   }
@@ -433,6 +456,15 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
           runId,
           answer: describeParts(message.parts),
           ...(isStreaming(context) ? {} : { stream: false }),
+          // The task's end, written with the run's end (as for a new task: run-executor.ts).
+          atEnd: (end) => [
+            endTaskStatement(
+              taskEndOf(
+                { taskId: task.id, contextId: task.contextId, callerId: readCallerId(context) },
+                end,
+              ),
+            ),
+          ],
         },
         events.emit,
       );
@@ -449,16 +481,23 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     }
   }
 
-  /** A claimed answer the SDK then refused to deliver: its run must not go on unseen. */
+  /**
+   * A claimed answer the SDK then refused to deliver (or a stream left before it did): its run,
+   * which waits for the executor to take it, is canceled, and records why.
+   */
   async #dropUndelivered(context: ServerCallContext, taskId: string): Promise<void> {
     const claim = readClaimedAnswer(context, taskId);
     if (!claim || claim.taken) return;
+    claim.taken = true;
     const runId = claim.handle.runId;
-    this.#logger.warn("an answer resumed its run, but the task refused it; stopping the run", {
+    this.#logger.warn("an answer claimed its run, but the task refused it; stopping the run", {
       runId,
       taskId,
     });
     await this.#runs.cancel(runId, "the answer could not be delivered to its task").catch(() => {});
+    // Canceled, it goes on only to record that; if the cancel could not be recorded, it goes on
+    // rather than wait for ever.
+    claim.handle.resume();
   }
 
   override async sendMessage(
@@ -470,9 +509,8 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     try {
       const result = await super.sendMessage(params, context);
       return isUsageActive(context) ? await this.#withUsage(result, context) : result;
-    } catch (error) {
+    } finally {
       if (task) await this.#dropUndelivered(context, task.id);
-      throw error;
     }
   }
 
@@ -494,9 +532,9 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
         if (next.done) break;
         yield await this.#streamWithUsage(await next.value.stamped, context);
       }
-    } catch (error) {
+    } finally {
+      // Also when the reader left before the SDK reached the executor.
       if (task) await this.#dropUndelivered(context, task.id);
-      throw error;
     }
   }
 
@@ -507,11 +545,22 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     // Wrapped: an async generator would await a promise it yields, holding the SDK's loop.
     for await (const response of source) {
       yield {
-        stamped: this.recordEvent(response, context).then((seq) =>
+        stamped: this.#recordOf(response, context).then((seq) =>
           seq === undefined ? response : withEventId(response, seq),
         ),
       };
     }
+  }
+
+  /** The record the bus made of a streamed event (a `task` one by its id), else a new one. */
+  #recordOf(response: StreamResponse, context: ServerCallContext): Promise<number | undefined> {
+    const payload = response.payload;
+    if (payload?.$case === "task") {
+      const known = this.#taskRecords.get(payload.value.id);
+      this.#taskRecords.delete(payload.value.id);
+      if (known) return known;
+    }
+    return this.recordEvent(response, context);
   }
 
   override async getTask(params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
@@ -602,11 +651,6 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
     }
   }
 
-  /** The event loop's failure, which the SDK wrote to the console (processEvents below). */
-  reportEventLoopFailure(taskId: string, error: unknown): void {
-    this.#logger.error("A2A event processing failed", { taskId, error });
-  }
-
   override async cancelTask(params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
     const local = params.id ? this.#buses.getByTaskId(params.id, context) : undefined;
     let before: Task | undefined;
@@ -644,36 +688,6 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
   }
 }
 
-// The SDK's loop that drains one request's events into the task store, without its push step.
-// For every event the SDK also built the stream response (loading the task again for a `task`
-// event) and took a structuredClone of the whole task, only to hand both to its push sender;
-// peergate's is `outboxOnly` (deliveries go through the outbox) or none, so that was all waste on
-// every blocking SendMessage and cancel. Everything else is the SDK's own loop (@a2a-js/sdk
-// 1.3.0, DefaultRequestHandler#_processEvents): the first result, the AUTH_REQUIRED snapshot,
-// the error handling, stopping the queue.
-
-type EventLoopOptions = {
-  firstResultResolver?: (result: Message | Task) => void;
-  firstResultRejector?: (error: unknown) => void;
-  authRequiredSnapshotResolver?: (task: Task) => void;
-};
-
-type HandlerInternals = {
-  _handleProcessingError(
-    error: unknown,
-    results: ResultManager,
-    firstResultSent: boolean,
-    taskId: string,
-    rejector: EventLoopOptions["firstResultRejector"],
-  ): Promise<void>;
-  reportEventLoopFailure(taskId: string, error: unknown): void;
-  recordEvent(
-    response: StreamResponse,
-    context: ServerCallContext,
-    key?: object,
-  ): Promise<number | undefined>;
-};
-
 /** An execution event as the stream it belongs to carries it; undefined for a message. */
 export function toStreamResponse(
   event: AgentExecutionEvent,
@@ -698,75 +712,32 @@ function markSnapshot(response: StreamResponse): void {
   meta.peergate = { ...meta.peergate, replay: "snapshot" };
 }
 
-async function processEvents(
-  this: HandlerInternals,
+/** Makes the listener of one task's bus. */
+type BusListener = (
   taskId: string,
-  results: ResultManager,
-  queue: ExecutionEventQueue,
-  context: ServerCallContext,
-  options?: EventLoopOptions,
-): Promise<void> {
-  let firstResultSent = false;
-  let authRequiredSnapshotSent = false;
-  try {
-    for await (const event of queue.events() as AsyncIterable<AgentExecutionEvent>) {
-      await results.processEvent(event);
-      const response = toStreamResponse(event, results.getCurrentTask());
-      // Not awaited: recorded in order (task-events.ts), off this loop's pace.
-      if (response) void this.recordEvent(response, context, event.data);
-      if (options?.firstResultResolver && !firstResultSent) {
-        let first: Message | Task | undefined;
-        if (event.kind === "message" || event.kind === "task") first = event.data;
-        else {
-          const final = results.getFinalResult();
-          if (final && ("messageId" in final || "id" in final)) first = final;
-        }
-        if (first) {
-          options.firstResultResolver(first);
-          firstResultSent = true;
-        }
-      }
-      if (
-        options?.authRequiredSnapshotResolver &&
-        !authRequiredSnapshotSent &&
-        event.kind === "statusUpdate" &&
-        event.data.status?.state === TaskState.TASK_STATE_AUTH_REQUIRED
-      ) {
-        const current = results.getCurrentTask();
-        if (current) {
-          options.authRequiredSnapshotResolver(structuredClone(current));
-          authRequiredSnapshotSent = true;
-          firstResultSent = true;
-        }
-      }
+  context: ServerCallContext | undefined,
+) => (event: AgentExecutionEvent) => void;
+
+/**
+ * The SDK's bus manager, which tells a listener of each bus every event it carries, in the order
+ * it is published. The SDK takes a bus manager in its constructor: this is the public seam
+ * through which the task event log hears a request's events (docs/dependencies.md).
+ */
+export class RecordingBusManager extends DefaultExecutionEventBusManager {
+  #listener: BusListener | undefined;
+  readonly #heard = new WeakSet<ExecutionEventBus>();
+
+  listen(listener: BusListener): void {
+    this.#listener = listener;
+  }
+
+  override createOrGetByTaskId(taskId: string, context?: ServerCallContext): ExecutionEventBus {
+    const bus = super.createOrGetByTaskId(taskId, context);
+    if (!this.#heard.has(bus)) {
+      this.#heard.add(bus);
+      const listener = this.#listener?.(taskId, context);
+      if (listener) bus.on("event", listener);
     }
-    if (options?.firstResultResolver && options.firstResultRejector && !firstResultSent) {
-      options.firstResultRejector(
-        new RequestMalformedError("Execution finished before a message or task was produced."),
-      );
-    }
-  } catch (error) {
-    this.reportEventLoopFailure(taskId, error);
-    await this._handleProcessingError(
-      error,
-      results,
-      firstResultSent,
-      taskId,
-      options?.firstResultRejector,
-    );
-  } finally {
-    queue.stop();
+    return bus;
   }
 }
-
-// Checked here so that an SDK upgrade that moves the loop fails at start-up, not silently.
-if (typeof Reflect.get(DefaultRequestHandler.prototype, "_processEvents") !== "function") {
-  throw new Error(
-    "@a2a-js/sdk: DefaultRequestHandler#_processEvents is gone; see request-handler.ts",
-  );
-}
-Object.defineProperty(PeergateRequestHandler.prototype, "_processEvents", {
-  value: processEvents,
-  writable: true,
-  configurable: true,
-});

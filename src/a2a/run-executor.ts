@@ -23,7 +23,10 @@
 // (`settleRun` in service.ts). INPUT_REQUIRED is the model asking its caller (ask_caller): a
 // message on the same task answers it and the same run resumes (`answerInput`). The answer claims
 // the run before the SDK touches the task (request-handler.ts), so of answers racing for one
-// task only the one that resumed the run reaches here; the others were refused with -32004.
+// task only the one that claimed the run reaches here; the others were refused with -32004. The
+// claimed run goes on only from here, after the SDK added the answer to the task's history: a
+// run that ended sooner would write its task's end before the SDK read the task, which would
+// then refuse the answer as one for a finished task.
 //
 // The engine is asked for the run before the task is published. When it refuses with
 // RateLimitedError (or the database is down), nothing has been stored for a new task, and the
@@ -49,13 +52,17 @@ import {
   type RequestContext,
   type ServerCallContext,
 } from "@a2a-js/sdk/server";
-import type { DbTransaction } from "../db/client.ts";
 import type { RunStatus } from "../domain/run.ts";
 import type { Logger } from "../log.ts";
-import type { RunEnd, RunEngine, RunEvent, RunHandle, RunOutcome } from "../runs/types.ts";
+import type { AnsweredRun, RunEnd, RunEngine, RunEvent, RunOutcome } from "../runs/types.ts";
 import { escalate, isFreshContext, isStreaming, readCaller, toEscalated } from "./call-context.ts";
 import { buildConversation, type PeergateMessageKind, peergateMetaKey } from "./conversation.ts";
-import type { PostgresTaskStore } from "./task-store.ts";
+import {
+  createTaskStatement,
+  endTaskStatement,
+  type PostgresTaskStore,
+  type TaskEnd,
+} from "./task-store.ts";
 
 export type RunExecutorDeps = {
   runs: RunEngine;
@@ -80,12 +87,13 @@ export function waitingRunId(task: Task | undefined): string | undefined {
 }
 
 /**
- * An answer that already resumed its run (request-handler.ts claims it before the SDK writes the
- * task): the run's handle, and its events held until the executor listens.
+ * An answer that already claimed its run (request-handler.ts claims it before the SDK writes the
+ * task): the run's handle, and its events held until the executor listens. The run goes on when
+ * the executor takes it (`resume`), once the SDK has added the answer to the task's history.
  */
 export type ClaimedAnswer = {
   readonly taskId: string;
-  readonly handle: RunHandle;
+  readonly handle: AnsweredRun;
   readonly events: RunEventRelay;
   /** Set once the executor took it over. */
   taken: boolean;
@@ -138,9 +146,10 @@ export function agentMessage(
   text: string,
   kind: PeergateMessageKind,
   extra: Record<string, unknown> = {},
+  messageId: string = randomUUID(),
 ): Message {
   return {
-    messageId: randomUUID(),
+    messageId,
     taskId: ids.taskId,
     contextId: ids.contextId,
     role: Role.ROLE_AGENT,
@@ -155,11 +164,12 @@ export function statusEvent(
   ids: { taskId: string; contextId: string },
   state: TaskState,
   message?: Message,
+  at: Date = new Date(),
 ): AgentExecutionEvent {
   return AgentEvent.statusUpdate({
     taskId: ids.taskId,
     contextId: ids.contextId,
-    status: { state, message, timestamp: new Date().toISOString() },
+    status: { state, message, timestamp: at.toISOString() },
     metadata: undefined,
   });
 }
@@ -191,59 +201,52 @@ export const revokedTaskMessage =
  */
 const callerFacingFailures: ReadonlySet<string> = new Set(["budget-exceeded", "timeout"]);
 
-/** Whether two ends tell the same: a planned end is published only for the end it planned. */
-function sameEnd(a: RunEnd, b: RunEnd): boolean {
-  return (
-    a.runId === b.runId &&
-    a.status === b.status &&
-    a.text === b.text &&
-    a.error?.code === b.error?.code &&
-    a.error?.message === b.error?.message
-  );
-}
-
-/** The final events for an outcome (after the answer artifact, if any). */
+/**
+ * The final event for an outcome (after the answer artifact, if any). For a recorded end
+ * (`endedAt`) it is a pure function of the end: its time is the end's, its message's id the
+ * run's (`endMessageId`), so the task's end written with the run's end (`taskEndOf`) and the one
+ * the SDK then builds from this event are the same.
+ */
 export function describeOutcome(
   ids: { taskId: string; contextId: string },
-  outcome: Pick<RunOutcome, "runId" | "status" | "text" | "error">,
+  outcome: Pick<RunOutcome, "runId" | "status" | "text" | "error" | "endedAt">,
   parkedTool?: string,
 ): AgentExecutionEvent {
   const status: RunStatus = outcome.status;
   const reason = outcome.error?.message;
+  const at = outcome.endedAt;
+  const messageId = at ? endMessageId(outcome.runId) : randomUUID();
+  const message = (text: string, kind: PeergateMessageKind, extra: Record<string, unknown> = {}) =>
+    agentMessage(ids, text, kind, extra, messageId);
+  const statusOf = (state: TaskState, said?: Message) => statusEvent(ids, state, said, at);
   switch (status) {
     case "completed":
-      return statusEvent(
-        ids,
+      return statusOf(
         TaskStates.TASK_STATE_COMPLETED,
-        outcome.text ? agentMessage(ids, outcome.text, "answer") : undefined,
+        outcome.text ? message(outcome.text, "answer") : undefined,
       );
     case "parked":
-      return statusEvent(
-        ids,
+      return statusOf(
         TaskStates.TASK_STATE_WORKING,
-        agentMessage(ids, operatorMessage(parkedTool), "status", { waitingFor: "operator" }),
+        message(operatorMessage(parkedTool), "status", { waitingFor: "operator" }),
       );
     case "input-required":
-      return statusEvent(
-        ids,
+      return statusOf(
         TaskStates.TASK_STATE_INPUT_REQUIRED,
-        agentMessage(ids, outcome.text ?? "The agent needs more input to go on.", "question", {
+        message(outcome.text ?? "The agent needs more input to go on.", "question", {
           waitingFor: "caller",
         }),
       );
     case "canceled":
-      return statusEvent(
-        ids,
+      return statusOf(
         TaskStates.TASK_STATE_CANCELED,
-        agentMessage(ids, reason ?? "The task was canceled.", "status"),
+        message(reason ?? "The task was canceled.", "status"),
       );
     case "rejected":
     case "expired":
-      return statusEvent(
-        ids,
+      return statusOf(
         TaskStates.TASK_STATE_REJECTED,
-        agentMessage(
-          ids,
+        message(
           reason ??
             (status === "expired"
               ? "No operator approved the pending tool call in time."
@@ -254,23 +257,19 @@ export function describeOutcome(
     case "revoked":
       // The agent will not go on: REJECTED ("can't or won't proceed"), not CANCELED, which A2A
       // keeps for a cancel the client asked for. Whatever state the run was in.
-      return statusEvent(
-        ids,
+      return statusOf(
         TaskStates.TASK_STATE_REJECTED,
-        agentMessage(ids, revokedTaskMessage, "status", { stoppedBecause: "caller-revoked" }),
+        message(revokedTaskMessage, "status", { stoppedBecause: "caller-revoked" }),
       );
     case "interrupted":
-      return statusEvent(
-        ids,
+      return statusOf(
         TaskStates.TASK_STATE_FAILED,
-        agentMessage(ids, reason ?? "The run was interrupted.", "status"),
+        message(reason ?? "The run was interrupted.", "status"),
       );
     default:
-      return statusEvent(
-        ids,
+      return statusOf(
         TaskStates.TASK_STATE_FAILED,
-        agentMessage(
-          ids,
+        message(
           reason && callerFacingFailures.has(outcome.error?.code ?? "")
             ? reason
             : `The run failed (reference ${outcome.runId}).`,
@@ -278,6 +277,35 @@ export function describeOutcome(
         ),
       );
   }
+}
+
+/** The id of the message that tells a run's end: one end per run. */
+export function endMessageId(runId: string): string {
+  return `${runId}-end`;
+}
+
+/** The task's end for a run's end, as the run engine writes it (StartRunRequest.atEnd). */
+export function taskEndOf(
+  ids: { taskId: string; contextId: string; callerId: string },
+  end: RunEnd,
+): TaskEnd {
+  const event = describeOutcome(ids, end);
+  if (event.kind !== "statusUpdate" || !event.data.status) {
+    throw new TypeError("a run's end is told by a status update");
+  }
+  return {
+    taskId: ids.taskId,
+    callerId: ids.callerId,
+    status: event.data.status,
+    ...(end.status === "completed" && end.text
+      ? { artifact: answerArtifact(answerArtifactId(end.runId), end.text) }
+      : {}),
+  };
+}
+
+/** One answer artifact per run, named after it, so a resumed run's answer replaces the partial one. */
+export function answerArtifactId(runId: string): string {
+  return `answer-${runId}`;
 }
 
 type ActiveRun = { runId?: string; cancelRequested: boolean };
@@ -318,18 +346,14 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
     const ids = { taskId: requestContext.taskId, contextId: requestContext.contextId };
     const log = deps.logger.child({ taskId: ids.taskId, callerId: caller.id });
     const entry: ActiveRun = { cancelRequested: false };
+    const streaming = isStreaming(context);
     active.set(ids.taskId, entry);
 
     // Events the engine reports before the task is published wait here: the SDK wants the task
     // first.
     let published = false;
     const pending: AgentExecutionEvent[] = [];
-    /** Events handed to the SDK for this run's task so far (each one the SDK saves once). */
-    let publishedCount = 0;
-    const publish = (event: AgentExecutionEvent) => {
-      publishedCount += 1;
-      bus.publish(event);
-    };
+    const publish = (event: AgentExecutionEvent) => bus.publish(event);
     const emit = (event: AgentExecutionEvent) => {
       if (published) publish(event);
       else pending.push(event);
@@ -338,7 +362,7 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
     // One artifact per run, named after it, so a resumed run's answer replaces the partial one.
     let artifactId: string | undefined;
     const answerId = () => {
-      artifactId ??= `answer-${entry.runId ?? randomUUID()}`;
+      artifactId ??= answerArtifactId(entry.runId ?? randomUUID());
       return artifactId;
     };
     let fullText = "";
@@ -388,7 +412,10 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
       stepSent = answer;
     };
     /** The end's events, through `out`: what is left of the answer, then the end status. */
-    const endRun = (outcome: RunEnd, out: (event: AgentExecutionEvent) => void) => {
+    const endRun = (
+      outcome: Pick<RunOutcome, "runId" | "status" | "text" | "error" | "endedAt">,
+      out: (event: AgentExecutionEvent) => void,
+    ) => {
       const finalText = outcome.status === "completed" ? (outcome.text ?? fullText) : fullText;
       // A parked run is not done: its partial answer stays open for the resumed run to finish.
       if (outcome.status === "parked" || outcome.status === "input-required") flushText(false, out);
@@ -399,37 +426,6 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
       const shown = outcome.status === "input-required" ? outcome.text : finalText || undefined;
       out(describeOutcome(ids, { ...outcome, text: shown }, parkedTool));
     };
-    /**
-     * The end as planned inside the transaction that records it (the task written there, in the
-     * same round trip), published as planned once that committed with the same end.
-     */
-    let planned:
-      | { end: RunEnd; events: AgentExecutionEvent[]; committed: boolean; undo: () => void }
-      | undefined;
-    const planEnd = async (tx: DbTransaction, end: RunEnd) => {
-      if (!published || settled) return undefined;
-      const kept = { unsent, sentChunks, stepSent, replaceNext };
-      const undo = () => {
-        ({ unsent, sentChunks, stepSent, replaceNext } = kept);
-      };
-      const events: AgentExecutionEvent[] = [];
-      endRun(end, (event) => events.push(event));
-      // Only from a copy the SDK has brought up to date with every event published so far: one
-      // still in its queue would be missing from the task written now.
-      const plan = deps.store.planSettle(ids.taskId, caller.id, events, publishedCount);
-      if (!plan) {
-        undo();
-        return undefined;
-      }
-      const entry = { end, events, committed: false, undo };
-      planned = entry;
-      await deps.store.writeSettled(tx, plan);
-      return () => {
-        entry.committed = true;
-        deps.store.settled(plan);
-      };
-    };
-
     let parkedTool: string | undefined;
     const progressChunks = new Map<string, number>();
     // Set once the outcome is in: an engine event arriving later must not touch an ended task.
@@ -440,9 +436,12 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
         if (event.type === "text-delta") {
           fullText += event.delta;
           unsent += event.delta;
-          timer ??= setTimeout(flushText, flushMs);
+          if (streaming) timer ??= setTimeout(flushText, flushMs);
         } else if (event.type === "tool-call") {
-          flushText();
+          // Without a stream nobody reads the text as it comes: the answer goes out whole, in one
+          // update, as the run's end writes it; a step's text before a tool call is not kept.
+          if (streaming) flushText();
+          else unsent = "";
           // The text before a tool call was the model thinking aloud, not its answer.
           if (sentChunks > 0) replaceNext = true;
           stepSent = "";
@@ -485,6 +484,8 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
       }
     };
 
+    // One instant for the task as the run's start writes it and as it is then published.
+    const submittedAt = new Date().toISOString();
     const buildTask = (runId: string | undefined): Task => {
       const metadata = runId ? { [peergateMetaKey]: { runId } } : {};
       const existing = requestContext.task;
@@ -492,7 +493,7 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
       const status = {
         state: TaskStates.TASK_STATE_SUBMITTED,
         message: undefined,
-        timestamp: new Date().toISOString(),
+        timestamp: submittedAt,
       };
       const task: Task = existing
         ? { ...existing, status, metadata: { ...existing.metadata, ...metadata } }
@@ -515,13 +516,15 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
     try {
       let handle: Awaited<ReturnType<RunEngine["start"]>>;
       const answer = readClaimedAnswer(context, ids.taskId);
-      let created: Task | undefined;
       try {
         if (answer) {
           // The caller's answer to the run's question, which already resumed the same run.
           answer.taken = true;
           handle = answer.handle;
           answer.events.attach(onEvent);
+          // The SDK stored the answer in the task's history before it called this executor: the
+          // run may go on, and end, from here.
+          answer.handle.resume();
         } else {
           const messages = await buildMessages(requestContext, caller.id);
           handle = await deps.runs.start(
@@ -531,18 +534,15 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
               messages,
               a2a: { taskId: ids.taskId, contextId: ids.contextId },
               ...(isStreaming(context) ? {} : { stream: false }),
-              // A new task is written with its run, in one transaction.
+              // A new task is written with its run, in one transaction, and its end with the
+              // run's end: both as data, which the engine sends in its own transactions.
               ...(requestContext.task
                 ? {}
                 : {
-                    inCreateTransaction: async (tx, runId) => {
-                      created = buildTask(runId);
-                      await deps.store.createInTransaction(tx, created, caller.id);
-                    },
-                    // One upsert, sent at once: the COMMIT may follow it.
-                    inCreateTransactionStatements: 1,
-                    // The settled task is written with the run's end.
-                    inFinishTransaction: planEnd,
+                    atStart: (runId: string) => [createTaskStatement(buildTask(runId), caller.id)],
+                    atEnd: (end: RunEnd) => [
+                      endTaskStatement(taskEndOf({ ...ids, callerId: caller.id }, end)),
+                    ],
                   }),
             },
             onEvent,
@@ -573,6 +573,7 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
       }
 
       entry.runId = handle.runId;
+      const created = requestContext.task || answer ? undefined : buildTask(handle.runId);
       if (created) deps.store.holdCreated(created, caller.id);
       publishTask(handle.runId, created);
       publish(statusEvent(ids, TaskStates.TASK_STATE_WORKING));
@@ -580,12 +581,9 @@ export function createRunExecutor(deps: RunExecutorDeps): AgentExecutor {
 
       const outcome = await handle.outcome;
       settled = true;
-      if (planned?.committed && sameEnd(planned.end, outcome)) {
-        for (const event of planned.events) emit(event);
-      } else {
-        planned?.undo();
-        endRun(outcome, emit);
-      }
+      // Written with the run's end: the SDK's save of the same end is not written again.
+      if (outcome.endWritten) deps.store.endWritten(ids.taskId, caller.id);
+      endRun(outcome, emit);
     } catch (error) {
       // Never let the SDK write its own failure: its message would carry internal details.
       log.error("the A2A run bridge failed", { error });

@@ -23,8 +23,10 @@
 //   await a2a.close()                            ends streams, writes pending progress (shutdown)
 //   await a2a.settleRun({ callerId, a2a: { taskId }, outcome, pendingTool? })
 //        records the end (or a new park) of a run that finished outside an A2A request: a parked
-//        run resumed after approval, rejected, expired, or an orphan marked interrupted. Takes
-//        the engine's SettledRun as is: engine.onRunSettled((run) => void a2a.settleRun(run)).
+//        run resumed after approval, rejected, expired, revoked, or an orphan marked
+//        interrupted. An end is written from the run's end alone, the statement a request's run
+//        sends with its end (task-store.ts `endTaskStatement`). Takes the engine's SettledRun as
+//        is: engine.onRunSettled((run) => void a2a.settleRun(run)).
 //
 // Both bindings share one path beneath (`dispatch`): a JSON-RPC request once its envelope is
 // checked, and an HTTP+JSON request once http-json.ts has turned its route, query and body into
@@ -46,7 +48,6 @@ import { A2A_ERROR_CODE } from "@a2a-js/sdk/errors";
 import {
   AgentEvent,
   type AgentExecutionEvent,
-  DefaultExecutionEventBusManager,
   JsonRpcTransportHandler,
   ResultManager,
   type ServerCallContext,
@@ -108,10 +109,21 @@ import {
 } from "./json-rpc.ts";
 import { createPushStore } from "./push-store.ts";
 import { checkPushTarget, type PushEgress } from "./push-targets.ts";
-import { isTerminal, PeergateRequestHandler, toStreamResponse } from "./request-handler.ts";
-import { answerArtifact, createRunExecutor, describeOutcome } from "./run-executor.ts";
+import {
+  isTerminal,
+  PeergateRequestHandler,
+  RecordingBusManager,
+  toStreamResponse,
+} from "./request-handler.ts";
+import {
+  answerArtifact,
+  answerArtifactId,
+  createRunExecutor,
+  describeOutcome,
+  taskEndOf,
+} from "./run-executor.ts";
 import { createTaskEventLog } from "./task-events.ts";
-import { createTaskStore } from "./task-store.ts";
+import { createTaskStore, endTaskStatement } from "./task-store.ts";
 import { activateUsageExtension, createUsageReader } from "./usage-extension.ts";
 
 function createPushHandling(db: Db, push: { secretKey: SecretKey; egress: PushEgress }) {
@@ -185,7 +197,7 @@ export type A2aRequest = {
 export type SettleRunInput = {
   callerId: string;
   a2a?: { taskId: string };
-  outcome: Pick<RunOutcome, "runId" | "status" | "text" | "error">;
+  outcome: Pick<RunOutcome, "runId" | "status" | "text" | "error" | "endedAt">;
   /** The tool a re-parked run waits on, for the operator message. */
   pendingTool?: string;
 };
@@ -240,7 +252,7 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     events.prune().catch((error: unknown) => logger.warn("pruning task events failed", { error }));
   }, 3_600_000);
   pruner.unref();
-  const buses = new DefaultExecutionEventBusManager();
+  const buses = new RecordingBusManager();
   const executor = createRunExecutor({
     runs: deps.runs,
     store,
@@ -511,25 +523,39 @@ export function createA2aService(deps: A2aServiceDeps): A2aService {
     }
     if (isTerminal(task)) return;
     const ids = { taskId: task.id, contextId: task.contextId };
+    const outcome = input.outcome;
+    const text = outcome.status === "completed" ? outcome.text : undefined;
+    const answer = text
+      ? AgentEvent.artifactUpdate({
+          ...ids,
+          artifact: answerArtifact(answerArtifactId(outcome.runId), text),
+          append: false,
+          lastChunk: true,
+          metadata: undefined,
+        })
+      : undefined;
+    if (outcome.status !== "parked" && outcome.status !== "input-required") {
+      // An end: written from the run's end alone, as a request's run writes it with its end
+      // (run-executor.ts, StartRunRequest.atEnd); a task another writer ended is left alone.
+      const end = { ...outcome, endedAt: outcome.endedAt ?? new Date() };
+      await deps.database.db.execute(
+        endTaskStatement(taskEndOf({ ...ids, callerId: input.callerId }, end)),
+      );
+      for (const event of [answer, describeOutcome(ids, end)]) {
+        const response = event && toStreamResponse(event, undefined);
+        if (response) await handler.recordEvent(response, context, event.data);
+      }
+      return;
+    }
+    // A run waiting again: the task goes on, WORKING with the operator's message.
     const results = new ResultManager(store, context);
     const process = async (event: AgentExecutionEvent) => {
       await results.processEvent(event);
       const response = toStreamResponse(event, results.getCurrentTask());
       if (response) await handler.recordEvent(response, context, event.data);
     };
-    const text = input.outcome.status === "completed" ? input.outcome.text : undefined;
-    if (text) {
-      await process(
-        AgentEvent.artifactUpdate({
-          ...ids,
-          artifact: answerArtifact(`answer-${input.outcome.runId}`, text),
-          append: false,
-          lastChunk: true,
-          metadata: undefined,
-        }),
-      );
-    }
-    await process(describeOutcome(ids, input.outcome, input.pendingTool));
+    if (answer) await process(answer);
+    await process(describeOutcome(ids, outcome, input.pendingTool));
   }
 
   return {

@@ -19,18 +19,18 @@
 // running a task writes its progress, so the local copy is the newest there; a cancel written by
 // another instance is terminal, and the guard above keeps it.
 import type { ListTasksRequest, ListTasksResponse } from "@a2a-js/sdk";
-import { Task, taskStateToJSON } from "@a2a-js/sdk";
+import { type Artifact, Task, type TaskStatus, taskStateToJSON } from "@a2a-js/sdk";
 import { RequestMalformedError } from "@a2a-js/sdk/errors";
-import type { AgentExecutionEvent, ServerCallContext, TaskStore } from "@a2a-js/sdk/server";
+import type { ServerCallContext, TaskStore } from "@a2a-js/sdk/server";
 import { and, asc, count, desc, eq, inArray, ne, type SQL, sql } from "drizzle-orm";
-import type { Db, DbOrTx, DbTransaction } from "../db/client.ts";
+import type { Db, DbOrTx } from "../db/client.ts";
 import { prebuilt } from "../db/prebuilt.ts";
 import { a2aTasks } from "../db/schema.ts";
+import { storableJson } from "../db/storable.ts";
 import type { Logger } from "../log.ts";
 import { asUnavailableError } from "../services/db-errors.ts";
 import { escalate, readCallerId } from "./call-context.ts";
 import { withPushOutbox } from "./push-outbox.ts";
-import { applyEndEvents } from "./task-settle.ts";
 
 /** Interrupted states: the run stopped and waits for someone; written at once, like terminal ones. */
 const interruptedStateNames = ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"];
@@ -90,6 +90,87 @@ const storeTask = prebuilt<{
   ),
 );
 
+/** The guard of every write of a task: never out of a terminal state (see the module comment). */
+const notTerminal = sql.raw(
+  `coalesce("a2a_tasks"."task"->'status'->>'state', '') not in (${terminalStateNames
+    .map((name) => `'${name}'`)
+    .join(", ")})`,
+);
+
+/**
+ * A new task as a statement with its values (StartRunRequest.atStart): the run engine sends it in
+ * the transaction that creates the task's run. The same upsert as every save, push outbox too.
+ */
+export function createTaskStatement(task: Task, callerId: string): SQL {
+  const json = storableJson(Task.toJSON(task));
+  return withPushOutbox(
+    // In parentheses: drizzle adds them to an embedded query builder, not to a statement's text.
+    sql`(insert into ${a2aTasks} (id, caller_id, context_id, task)
+      values (${task.id}, ${callerId}, ${task.contextId}, ${JSON.stringify(json)}::jsonb)
+      on conflict (id) do update set task = excluded.task, context_id = excluded.context_id,
+        updated_at = now()
+      where "a2a_tasks"."caller_id" = excluded.caller_id and (${notTerminal}
+        or "a2a_tasks"."task"->'status'->>'state' = excluded.task->'status'->>'state')
+      returning id, caller_id, task)`,
+  );
+}
+
+/** How a run's end leaves its task: the end status, and the answer when there is one. */
+export type TaskEnd = {
+  readonly taskId: string;
+  readonly callerId: string;
+  readonly status: TaskStatus;
+  /** The answer artifact, replacing the one of its id (or added). */
+  readonly artifact?: Artifact | undefined;
+};
+
+/**
+ * A task's end as a statement with its values (StartRunRequest.atEnd), from the run's end alone:
+ * the stored task takes the end status, its message joins the history (once, by its id), and the
+ * answer replaces the artifact of its id in place or is added. A task already in a terminal state
+ * is left as it is. Push configs of the task are queued by the same statement.
+ */
+export function endTaskStatement(end: TaskEnd): SQL {
+  // Encoded as the SDK encodes a whole task (ProtoJSON), then taken apart.
+  const encoded = Task.toJSON({
+    id: end.taskId,
+    contextId: "",
+    status: end.status,
+    artifacts: end.artifact ? [end.artifact] : [],
+    history: end.status.message ? [end.status.message] : [],
+    metadata: undefined,
+  }) as { status?: unknown; artifacts?: unknown[]; history?: unknown[] };
+  const status = JSON.stringify(storableJson(encoded.status ?? {}));
+  const message = encoded.history?.[0];
+  const messageJson = message === undefined ? null : JSON.stringify(storableJson(message));
+  const messageId = end.status.message?.messageId ?? "";
+  const artifact = encoded.artifacts?.[0];
+  const artifactJson = artifact === undefined ? null : JSON.stringify(storableJson(artifact));
+  const artifactId = end.artifact?.artifactId ?? "";
+  const task = sql.raw(`"a2a_tasks"."task"`);
+  const history = sql`coalesce(${task}->'history', '[]'::jsonb)`;
+  const artifacts = sql`coalesce(${task}->'artifacts', '[]'::jsonb)`;
+  return withPushOutbox(
+    sql`(update ${a2aTasks} set
+        task = jsonb_set(jsonb_set(${task}, '{status}', ${status}::jsonb), '{history}',
+          case when ${messageJson}::jsonb is null
+              or ${history} @> jsonb_build_array(jsonb_build_object('messageId', ${messageId}::text))
+            then ${history}
+            else ${history} || jsonb_build_array(${messageJson}::jsonb) end)
+          || case when ${artifactJson}::jsonb is null then '{}'::jsonb
+            when ${artifacts} @> jsonb_build_array(jsonb_build_object('artifactId', ${artifactId}::text))
+            then jsonb_build_object('artifacts', (
+              select jsonb_agg(case when a->>'artifactId' = ${artifactId}::text
+                then ${artifactJson}::jsonb else a end order by n)
+              from jsonb_array_elements(${artifacts}) with ordinality as x(a, n)))
+            else jsonb_build_object('artifacts', ${artifacts} || jsonb_build_array(${artifactJson}::jsonb))
+          end,
+        updated_at = now()
+      where ${a2aTasks.id} = ${end.taskId} and ${a2aTasks.callerId} = ${end.callerId} and ${notTerminal}
+      returning id, caller_id, task)`,
+  );
+}
+
 const defaultPageSize = 50;
 
 type StoredRow = { task: unknown };
@@ -144,48 +225,28 @@ export type PostgresTaskStore = TaskStore & {
   /** The caller's tasks among `ids`, oldest first; ids it does not own are left out. */
   loadManyForCaller(callerId: string, ids: readonly string[]): Promise<Task[]>;
   /**
-   * Writes a new task in `tx`, the transaction that creates its run. Once that committed,
-   * `holdCreated` makes it this instance's copy, so the SDK's load of the task about to be
-   * published and its save of that same SUBMITTED task cost no round trip.
+   * Holds a new task its run's start wrote (createTaskStatement), once that committed: the SDK's
+   * load of the task about to be published and its save of that same SUBMITTED task then cost no
+   * round trip.
    */
-  createInTransaction(tx: DbTransaction, task: Task, callerId: string): Promise<void>;
-  /** Holds a task `createInTransaction` wrote, after its transaction committed. */
   holdCreated(task: Task, callerId: string): void;
   /**
-   * The task this instance holds, with a run's last events applied as the SDK will apply them
-   * (task-settle.ts); undefined when no copy is held here, or the SDK has not saved every event
-   * before those into it yet.
+   * The task's end was written with its run's end (endTaskStatement): the SDK's own save of the
+   * ended task, which follows, is not written again, whatever it holds (the row keeps the end
+   * the run wrote, the one every reader then gets).
    */
-  planSettle(
-    taskId: string,
-    callerId: string,
-    events: readonly AgentExecutionEvent[],
-    /** The SDK's saves the copy must have taken (the events published before `events`). */
-    savedEvents: number,
-  ): SettlePlan | undefined;
-  /** Writes a planned task in `tx`, the transaction that ends its run. */
-  writeSettled(tx: DbTransaction, plan: SettlePlan): Promise<void>;
+  endWritten(taskId: string, callerId: string): void;
   /**
-   * After that transaction committed: the SDK's save of exactly the planned task is then already
-   * written and costs nothing; any other save is written as usual.
+   * Resolves once the task has a row this instance knows of: at once when a copy is held here,
+   * else after this instance's next save of it (the first save of a new task).
    */
-  settled(plan: SettlePlan): void;
+  whenStored(taskId: string): Promise<void>;
   /** Writes every pending progress copy. */
   flush(): Promise<void>;
   /** Writes pending progress and stops the idle sweeper (shutdown). */
   close(): Promise<void>;
   /** Progress copies held (for tests). */
   pendingCount(): number;
-};
-
-/** A task as it will settle, planned by `planSettle`. */
-export type SettlePlan = {
-  readonly taskId: string;
-  readonly callerId: string;
-  readonly contextId: string;
-  readonly json: Record<string, unknown>;
-  /** `json` as text: how the SDK's save is recognised as the same task. */
-  readonly text: string;
 };
 
 /** This instance's copy of a running task, and the write that carries it to the database. */
@@ -198,10 +259,8 @@ type Progress = {
   timer?: NodeJS.Timeout;
   /** The latest write in flight; writes of one task are chained so they land in order. */
   writing: Promise<void>;
-  /** The settled task the run's end already wrote (`settled`), as text. */
-  settledText?: string;
-  /** Saves of this copy by the SDK since it was held. */
-  saves: number;
+  /** The run's end wrote the task's end: the SDK's save of its end is not written again. */
+  endWritten?: true;
 };
 
 /**
@@ -225,6 +284,13 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
   const flushMs = options.progressFlushMs ?? 200;
   const idleEvictMs = options.idleEvictMs ?? 10 * 60_000;
   const progress = new Map<string, Progress>();
+  /** Who waits for a task's first save on this instance (whenStored). */
+  const storedWaiters = new Map<string, (() => void)[]>();
+  const tellStored = (taskId: string) => {
+    const waiters = storedWaiters.get(taskId);
+    storedWaiters.delete(taskId);
+    for (const wake of waiters ?? []) wake();
+  };
 
   async function loadForCaller(callerId: string, taskId: string): Promise<Task | undefined> {
     if (taskId === "") return undefined;
@@ -282,8 +348,18 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
       waitsForOperator(json);
     const held = progress.get(task.id);
     const owned = held?.callerId === callerId;
-    if (held && owned) held.saves += 1;
 
+    if (held && owned && held.endWritten) {
+      if (!settles) {
+        // The answer's last chunk, on its way to the end: the row holds the end already.
+        held.json = json;
+        return;
+      }
+      // The end the run wrote is the task's end: this save is the SDK's copy of the same events.
+      progress.delete(task.id);
+      if (held.timer) clearTimeout(held.timer);
+      return;
+    }
     if (held && owned && !settles) {
       held.json = json;
       held.contextId = task.contextId;
@@ -292,50 +368,30 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
       scheduleFlush(task.id, held);
       return;
     }
-    if (held && owned && settles && held.settledText !== undefined) {
-      // Written with the run's end, in its transaction: the same task needs no second write.
-      if (JSON.stringify(json) === held.settledText) {
-        progress.delete(task.id);
-        if (held.timer) clearTimeout(held.timer);
-        return;
-      }
-      held.settledText = undefined;
+    try {
+      await guard(context, async () => {
+        if (held && owned) {
+          held.json = json;
+          held.contextId = task.contextId;
+          progress.delete(task.id);
+          await writeHeld(task.id, held);
+          return;
+        }
+        await upsert(task.id, callerId, task.contextId, json);
+        if (!settles && !held) {
+          progress.set(task.id, {
+            callerId,
+            contextId: task.contextId,
+            json,
+            dirty: false,
+            touchedAt: Date.now(),
+            writing: Promise.resolve(),
+          });
+        }
+      });
+    } finally {
+      tellStored(task.id);
     }
-    await guard(context, async () => {
-      if (held && owned) {
-        held.json = json;
-        held.contextId = task.contextId;
-        progress.delete(task.id);
-        await writeHeld(task.id, held);
-        return;
-      }
-      await upsert(task.id, callerId, task.contextId, json);
-      if (!settles && !held) {
-        progress.set(task.id, {
-          callerId,
-          contextId: task.contextId,
-          json,
-          dirty: false,
-          touchedAt: Date.now(),
-          writing: Promise.resolve(),
-          saves: 0,
-        });
-      }
-    });
-  }
-
-  async function createInTransaction(
-    tx: DbTransaction,
-    task: Task,
-    callerId: string,
-  ): Promise<void> {
-    await upsert(
-      task.id,
-      callerId,
-      task.contextId,
-      Task.toJSON(task) as Record<string, unknown>,
-      tx,
-    );
   }
 
   function holdCreated(task: Task, callerId: string): void {
@@ -347,30 +403,26 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
       dirty: false,
       touchedAt: Date.now(),
       writing: Promise.resolve(),
-      saves: 0,
     });
   }
 
-  function planSettle(
-    taskId: string,
-    callerId: string,
-    events: readonly AgentExecutionEvent[],
-    savedEvents: number,
-  ): SettlePlan | undefined {
+  function endWritten(taskId: string, callerId: string): void {
     const held = progress.get(taskId);
-    if (!held || held.callerId !== callerId || held.saves !== savedEvents) return undefined;
-    const task = applyEndEvents(Task.fromJSON(held.json), events);
-    const json = Task.toJSON(task) as Record<string, unknown>;
-    return { taskId, callerId, contextId: task.contextId, json, text: JSON.stringify(json) };
+    if (!held || held.callerId !== callerId) return;
+    held.endWritten = true;
+    // Progress written now would be refused by the row's terminal state: a round trip for nothing.
+    if (held.timer) clearTimeout(held.timer);
+    held.timer = undefined;
+    held.dirty = false;
   }
 
-  async function writeSettled(tx: DbTransaction, plan: SettlePlan): Promise<void> {
-    await upsert(plan.taskId, plan.callerId, plan.contextId, plan.json, tx);
-  }
-
-  function settled(plan: SettlePlan): void {
-    const held = progress.get(plan.taskId);
-    if (held && held.callerId === plan.callerId) held.settledText = plan.text;
+  function whenStored(taskId: string): Promise<void> {
+    if (progress.has(taskId)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const waiters = storedWaiters.get(taskId) ?? [];
+      waiters.push(resolve);
+      storedWaiters.set(taskId, waiters);
+    });
   }
 
   // A run that never reaches an end state would keep its copy forever; idle copies are written
@@ -492,11 +544,9 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
     loadForCaller,
     listContextTasks,
     loadManyForCaller,
-    createInTransaction,
     holdCreated,
-    planSettle,
-    writeSettled,
-    settled,
+    endWritten,
+    whenStored,
     flush,
     close: async () => {
       clearInterval(sweeper);

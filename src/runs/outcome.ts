@@ -85,6 +85,7 @@ export function outcomeOf(run: Run): RunOutcome {
     ...(typeof text === "string" ? { text } : {}),
     ...(run.error ? { error: run.error } : {}),
     messages: run.messages as ModelMessage[],
+    ...(run.finishedAt ? { endedAt: run.finishedAt } : {}),
   };
 }
 

@@ -460,10 +460,10 @@ export async function finishRun(
     /** False when the segment recorded no tool call (nothing to close). */
     toolCallsOpen?: boolean;
     /**
-     * Writes that must commit with the end and only with it, sent right behind its statement;
-     * returns what to run once the end committed (StartRunRequest.inFinishTransaction).
+     * Writes that must commit with the end and only with it, sent right behind its statement
+     * (StartRunRequest.atEnd).
      */
-    alongside?: (tx: DbTransaction) => Promise<(() => void) | undefined> | undefined;
+    alongside?: readonly SQL[];
   },
 ): Promise<boolean> {
   const daily = input.daily;
@@ -492,8 +492,8 @@ export async function finishRun(
     }),
   };
   const statement = input.toolCallsOpen === false ? finishAlone : finishClosingCalls;
-  const alongside = input.alongside;
-  if (!alongside) {
+  const alongside = input.alongside ?? [];
+  if (alongside.length === 0) {
     return db.transaction(async (tx) => {
       const rows = await statement(tx, values);
       return Number(rows[0]?.n ?? 0) > 0;
@@ -501,13 +501,14 @@ export async function finishRun(
   }
   const notOurs = new Error("another instance ended the run first");
   try {
-    const committed = await db.transaction(async (tx) => {
-      const [rows, then] = await Promise.all([statement(tx, values), alongside(tx)]);
+    await db.transaction(async (tx) => {
+      const [rows] = await Promise.all([
+        statement(tx, values),
+        ...alongside.map((write) => tx.execute(write)),
+      ]);
       // Nothing of the end was written: what was sent alongside must not commit either.
       if (Number(rows[0]?.n ?? 0) === 0) throw notOurs;
-      return then;
     });
-    committed?.();
     return true;
   } catch (error) {
     if (error === notOurs) return false;
@@ -802,7 +803,12 @@ export async function recoverOrphanedRuns(
   input: {
     instanceId: string;
     staleBefore: Date;
-    localRunIds: ReadonlySet<string>;
+    /**
+     * Whether a run executes here, asked once its row is locked: a run is registered before its
+     * row exists, so a row this finds was registered by then. A list taken before the query
+     * would miss a run that started while the query waited, and mark it interrupted.
+     */
+    isLocal: (runId: string) => boolean;
     at: Date;
   },
 ): Promise<Run[]> {
@@ -822,10 +828,10 @@ export async function recoverOrphanedRuns(
     .limit(500);
   const recovered: Run[] = [];
   for (const candidate of candidates) {
-    if (input.localRunIds.has(candidate.id)) continue;
+    if (input.isLocal(candidate.id)) continue;
     const row = await db.transaction(async (tx) => {
       const run = await lockRun(tx, candidate.id);
-      if (!run || !activeStatuses.includes(run.status)) return undefined;
+      if (!run || !activeStatuses.includes(run.status) || input.isLocal(run.id)) return undefined;
       const stale =
         run.ownerInstanceId === input.instanceId ||
         (run.heartbeatAt ?? run.updatedAt).getTime() < input.staleBefore.getTime();

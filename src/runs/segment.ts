@@ -7,7 +7,6 @@
 // Over 500 lines for now, and not split while the run core is being changed elsewhere: the seam is
 // the step loop (runSteps) apart from the recording of how a segment ended (runAndRecord).
 import type { ModelMessage } from "ai";
-import type { DbTransaction } from "../db/client.ts";
 import type {
   Caller,
   PendingApproval,
@@ -67,8 +66,8 @@ export type SegmentInput = {
   /** False: the model is called without streaming (see StartRunRequest.stream). */
   readonly stream?: boolean;
   readonly onEvent: (event: RunEvent) => void;
-  /** Writes of the request's own that commit with the run's end (StartRunRequest). */
-  readonly inFinishTransaction?: StartRunRequest["inFinishTransaction"];
+  /** The request's writes for the run's end, committed with it (StartRunRequest.atEnd). */
+  readonly atEnd?: StartRunRequest["atEnd"];
 };
 
 export type SegmentResult = {
@@ -286,6 +285,7 @@ async function runAndRecord(
     status,
     ...(text !== undefined && text !== "" ? { text } : {}),
     ...(error ? { error } : {}),
+    endedAt: at,
   };
   const finishing = startSpan("peergate.run.finish", { "peergate.run.outcome": status });
   const finished = await finishRun(db, {
@@ -299,9 +299,7 @@ async function runAndRecord(
     at,
     daily,
     toolCallsOpen: input.resume !== undefined || callsRecorded,
-    ...(input.inFinishTransaction
-      ? { alongside: (tx: DbTransaction) => input.inFinishTransaction?.(tx, ended) }
-      : {}),
+    ...(input.atEnd ? { alongside: input.atEnd(ended) } : {}),
   }).finally(() => finishing.end());
   if (!finished) return settleTakenOver(core, run, input);
   core.emit(input.onEvent, {
@@ -309,7 +307,7 @@ async function runAndRecord(
     status,
     ...(error ? { message: error.message } : {}),
   });
-  return { outcome: { ...ended, messages } };
+  return { outcome: { ...ended, messages, ...(input.atEnd ? { endWritten: true } : {}) } };
 }
 
 /** The AI SDK loop with this run's tools, budgets, recorder and between-steps check. */

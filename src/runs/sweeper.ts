@@ -23,7 +23,7 @@ export async function recoverRuns(core: RunCore): Promise<number> {
   const recovered = await recoverOrphanedRuns(core.db, {
     instanceId: core.instanceId,
     staleBefore: new Date(at.getTime() - core.staleAfterMs),
-    localRunIds: new Set([...core.active.ids(), ...core.active.claiming]),
+    isLocal: (runId) => core.active.get(runId) !== undefined || core.active.claiming.has(runId),
     at,
   });
   for (const run of recovered) {

@@ -1,5 +1,5 @@
 // A webhook fire becomes at most one run that did not fail. The delivery is claimed inside the
-// transaction that creates the run (StartRunRequest.inCreateTransaction), so "claimed" and "a run
+// transaction that creates the run (StartRunRequest.delivery), so "claimed" and "a run
 // exists" are the same fact: a duplicate sent to two instances at once starts one run, a start
 // that fails (budget, concurrency) leaves the delivery unclaimed for the sender's retry, and a
 // delivery whose run failed starts a new run when delivered again (GitHub's Redeliver), audited
@@ -10,13 +10,13 @@
 // which GitHub's delivery log shows as failed, and audited as `webhook.refused`; one the caller's
 // event filter leaves out is answered 200 `ignored` and audited as `webhook.ignored`.
 import { createHash, randomBytes } from "node:crypto";
-import { eq } from "drizzle-orm";
 import { appendAuditEvent } from "../db/audit.ts";
-import { type Caller, webhookDeliveries } from "../db/schema.ts";
+import type { Caller } from "../db/schema.ts";
 import { claimWebhookDelivery } from "../db/webhook-claims.ts";
 import type { RunEngine } from "../runs/types.ts";
 import { renderWebhookPrompt } from "../runs/webhook-prompt.ts";
 import type { ServiceContext } from "./context.ts";
+import { DeliveryTakenError } from "./runs/delivery-claim.ts";
 
 /**
  * GitHub signs only the body: X-GitHub-Event and X-GitHub-Delivery can be changed by whoever
@@ -66,16 +66,6 @@ function githubPayloadText(
   return {
     refused: `content type ${JSON.stringify(type || "(none)")} is not one GitHub sends (application/json or application/x-www-form-urlencoded)`,
   };
-}
-
-class DuplicateDelivery extends Error {
-  readonly runId: string | null;
-  readonly reason: "delivery-id" | "body-hash";
-  constructor(runId: string | null, reason: "delivery-id" | "body-hash") {
-    super("duplicate delivery");
-    this.runId = runId;
-    this.reason = reason;
-  }
 }
 
 function parseJsonObject(text: string): Record<string, unknown> | undefined {
@@ -183,40 +173,28 @@ export async function acceptWebhook({
     event,
     fence: randomBytes(16).toString("hex"),
   });
-  let retryOf: string | undefined;
   try {
     const handle = await runs.start({
       caller,
       origin: "webhook",
       messages: [{ role: "user", content: prompt }],
-      inCreateTransaction: async (tx, runId) => {
-        const claim = await claimWebhookDelivery(tx, {
-          callerId: caller.id,
-          deliveryId: fire.deliveryId,
-          bodySha256,
-          bodyWindowMs,
-        });
-        if (!claim.claimed) throw new DuplicateDelivery(claim.duplicateOf.runId, claim.reason);
-        retryOf = claim.retryOf;
-        await tx.update(webhookDeliveries).set({ runId }).where(eq(webhookDeliveries.id, claim.id));
-        await appendAuditEvent(tx, {
-          actor: `caller:${caller.name}`,
-          kind: "webhook.accepted",
-          subject: `run:${runId}`,
-          data: {
-            caller: caller.name,
-            ...(fire.deliveryId ? { deliveryId: fire.deliveryId.slice(0, 100) } : {}),
-            ...(event ? { event } : {}),
-            bodySha256,
-            bytes: fire.rawBody.length,
-            ...(claim.retryOf ? { retryOf: claim.retryOf } : {}),
-          },
-        });
+      delivery: {
+        kind: "fire",
+        callerName: caller.name,
+        deliveryId: fire.deliveryId,
+        event,
+        bodySha256,
+        bytes: fire.rawBody.length,
+        bodyWindowMs,
       },
     });
-    return { outcome: "started", runId: handle.runId, ...(retryOf ? { retryOf } : {}) };
+    return {
+      outcome: "started",
+      runId: handle.runId,
+      ...(handle.retryOf ? { retryOf: handle.retryOf } : {}),
+    };
   } catch (error) {
-    if (error instanceof DuplicateDelivery) {
+    if (error instanceof DeliveryTakenError && error.reason !== "retried") {
       return { outcome: "duplicate", runId: error.runId, reason: error.reason };
     }
     throw error;

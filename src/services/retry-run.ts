@@ -6,19 +6,17 @@
 // admin as actor. A run that succeeded, one still live, one stopped on purpose (canceled,
 // rejected, expired, revoked) or an A2A run (its caller owns the conversation and sends its
 // message again) is refused, naming why.
-import { and, eq } from "drizzle-orm";
-import { appendAuditEvent } from "../db/audit.ts";
-import { callers, runs, webhookDeliveries } from "../db/schema.ts";
+import { eq } from "drizzle-orm";
+import { callers, runs } from "../db/schema.ts";
 import { retryableRunStatuses } from "../db/webhook-claims.ts";
 import { ConflictError, NotFoundError } from "../errors.ts";
 import type { RunEngine } from "../runs/types.ts";
 import type { ServiceContext } from "./context.ts";
+import { DeliveryTakenError } from "./runs/delivery-claim.ts";
 
 const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const liveStatuses = new Set(["submitted", "working", "parked", "input-required"]);
-
-class AlreadyRetried extends Error {}
 
 /** Why a run in `status` cannot be retried, in the words the operator reads. */
 function refusalFor(runId: string, status: string): string {
@@ -79,29 +77,11 @@ export async function retryRun({
       caller,
       origin: "webhook",
       messages: input as never,
-      inCreateTransaction: async (tx, newRunId) => {
-        const moved = await tx
-          .update(webhookDeliveries)
-          .set({ runId: newRunId })
-          .where(and(eq(webhookDeliveries.callerId, caller.id), eq(webhookDeliveries.runId, runId)))
-          .returning({ id: webhookDeliveries.id, deliveryId: webhookDeliveries.deliveryId });
-        if (moved.length === 0) throw new AlreadyRetried();
-        await appendAuditEvent(tx, {
-          actor: "admin",
-          kind: "webhook.accepted",
-          subject: `run:${newRunId}`,
-          data: {
-            caller: caller.name,
-            retryOf: runId,
-            via: "runs retry",
-            ...(moved[0]?.deliveryId ? { deliveryId: moved[0].deliveryId.slice(0, 100) } : {}),
-          },
-        });
-      },
+      delivery: { kind: "retry", callerName: caller.name, retryOf: runId },
     });
     return { runId: handle.runId, retryOf: runId };
   } catch (error) {
-    if (error instanceof AlreadyRetried) {
+    if (error instanceof DeliveryTakenError) {
       throw new ConflictError(
         `run ${runId} was already retried (or redelivered): its delivery belongs to a newer run; see peergate runs list`,
       );

@@ -5,6 +5,7 @@ import { randomUUID } from "node:crypto";
 import { type ListTasksRequest, type StreamResponse, type Task, TaskState } from "@a2a-js/sdk";
 import type { Client } from "@a2a-js/sdk/client";
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
+import { revokedTaskMessage } from "../../src/a2a/run-executor.ts";
 import type { SettleRunInput } from "../../src/a2a/service.ts";
 import { a2aTasks } from "../../src/db/schema.ts";
 import type { SettledRun } from "../../src/services/runs/engine.ts";
@@ -269,6 +270,40 @@ describeEachDatabase(
       const done = await client.getTask({ id: task.id } as never);
       expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
       expect(textOf(done.artifacts[0]?.parts)).toBe("fetched and done");
+    });
+
+    it("a run ended with no request attached (its caller revoked): GetTask reads the run's end", async () => {
+      const client = await h.client("dave");
+      const task = asTask(await client.sendMessage({ message: userMessage("park it") } as never));
+      const runId = (task.metadata?.peergate as { runId?: string } | undefined)?.runId ?? "";
+      // The executor returned at the park: the revocation's end reaches the task through the
+      // engine's settled runs alone, as it would from the instance that revoked the caller.
+      const endedAt = new Date("2026-02-01T10:00:00.000Z");
+      const revoked: SettledRun = {
+        runId,
+        callerId: h.callers.get("dave")?.id ?? "",
+        origin: "a2a",
+        a2a: { taskId: task.id, contextId: task.contextId },
+        outcome: {
+          runId,
+          status: "revoked",
+          messages: [],
+          error: { code: "caller-revoked", message: "the caller was revoked" },
+          endedAt,
+        },
+      };
+      await h.a2a.settleRun(revoked);
+      const ended = await client.getTask({ id: task.id } as never);
+      expect(ended.status?.state).toBe(TaskState.TASK_STATE_REJECTED);
+      expect(ended.status?.timestamp).toBe(endedAt.toISOString());
+      expect(textOf(ended.status?.message?.parts)).toBe(revokedTaskMessage);
+      expect(ended.history.filter((m) => m.messageId === `${runId}-end`)).toHaveLength(1);
+      // A later end of the same task (another instance's late report) changes nothing.
+      await h.a2a.settleRun({
+        ...revoked,
+        outcome: { runId, status: "completed", text: "too late", endedAt },
+      });
+      expect(await client.getTask({ id: task.id } as never)).toEqual(ended);
     });
 
     it("cancels a parked task: the engine is asked to drop the run, and a late approval changes nothing", async () => {

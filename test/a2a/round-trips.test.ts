@@ -2,7 +2,8 @@
 // PostgreSQL: the counter itself, pipelining in a transaction, and what one plain SendMessage
 // (one model call, no tool call) costs through the real A2A service and run engine. A change that
 // adds a round trip to SendMessage fails here.
-import type { LanguageModelV4GenerateResult } from "@ai-sdk/provider";
+import type { LanguageModelV4GenerateResult, LanguageModelV4StreamPart } from "@ai-sdk/provider";
+import { simulateReadableStream } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
 import { sql } from "drizzle-orm";
 import { afterEach, expect, it } from "vitest";
@@ -16,8 +17,9 @@ import { sendBody, startHarness, waitFor } from "./support.ts";
  * PEERGATE_PRINT_ROUND_TRIPS=1 to print the statements): the start 2 (BEGIN with the caller's
  * re-read and the admission; the run, its audit event and the SUBMITTED task with the COMMIT
  * behind them), the finish 2 (BEGIN with the one statement — run, slot, day, audit event — and the
- * COMPLETED task; COMMIT). The SDK's own save of the COMPLETED task is then already written. An
- * exact pin: more fails as a regression, fewer asks for the pin (and the docs) to be lowered.
+ * task's end written from the run's end; COMMIT). The SDK's own save of the COMPLETED task is not
+ * written again. An exact pin: more fails as a regression, fewer asks for the pin (and the docs)
+ * to be lowered.
  */
 const sendMessageRoundTrips = 4;
 
@@ -108,8 +110,8 @@ describeEachCountedDatabase("SQL round trips", (ctx) => {
         const list = stop();
         const isLogWrite = (s: { sql: string }) => s.sql.trimStart().startsWith("with bump as");
         const isPoll = (s: { sql: string }) => s.sql.includes("from a2a_task_events");
-        // The task the caller was answered is the one stored: written with the run's end, the
-        // SDK's own save of it skipped as already done.
+        // The task the caller was answered is the one stored: written from the run's end, with
+        // it; the SDK's own save of it is not written again.
         const [stored] = await selectRows<{ task: { status?: { state?: string } } }>(
           ctx.db,
           sql`select task from a2a_tasks where id = ${answered?.id ?? ""}`,
@@ -126,6 +128,73 @@ describeEachCountedDatabase("SQL round trips", (ctx) => {
         expect(logTrips).toBeGreaterThanOrEqual(1);
         expect(recorded?.n).toBeGreaterThanOrEqual(taskEventsRecorded);
         expect(logTrips).toBeLessThanOrEqual(recorded?.n ?? 0);
+      } finally {
+        await harness.close();
+      }
+    },
+  );
+
+  it.runIf(ctx.kind === "postgres")(
+    "a streamed SendMessage costs the same, plus one write per progress flush it outlasts",
+    async () => {
+      const counter = ctx.database.roundTrips;
+      if (!counter) throw new Error("no counter on a postgres database");
+      const chunks = ["one ", "two ", "three"];
+      const parts: LanguageModelV4StreamPart[] = [
+        { type: "stream-start", warnings: [] },
+        { type: "text-start", id: "t" },
+        ...chunks.map(
+          (delta): LanguageModelV4StreamPart => ({ type: "text-delta", id: "t", delta }),
+        ),
+        { type: "text-end", id: "t" },
+        {
+          type: "finish",
+          finishReason: { unified: "stop", raw: undefined },
+          usage: answer("").usage,
+        },
+      ];
+      const model = new MockLanguageModelV4({
+        doStream: async () => ({ stream: simulateReadableStream({ chunks: parts }) }),
+      });
+      const { engine } = await startEngine(ctx.database, {
+        model: { model, calls: [], offered: () => [], toolResults: () => [] },
+      });
+      const harness = await startHarness(ctx.database, ["alice"], { runs: engine });
+      try {
+        const stream = async (text: string) => {
+          const response = await harness.rpc(
+            "alice",
+            { ...sendBody(text), method: "SendStreamingMessage" },
+            { Accept: "text/event-stream" },
+          );
+          const body = await response.text();
+          expect(body).toContain("TASK_STATE_COMPLETED");
+          const first = /"id":"([^"]+)","contextId"/.exec(body);
+          return first?.[1] ?? "";
+        };
+        await stream("warm up");
+        await stream("warm up again");
+        const stop = counter.record();
+        const taskId = await stream("hello");
+        const list = stop();
+        if (process.env.PEERGATE_PRINT_ROUND_TRIPS) {
+          console.log(list.map((s) => `${s.roundTrip ? "RT " : "   "}${s.sql}`).join("\n"));
+        }
+        const isLogWrite = (s: { sql: string }) => s.sql.trimStart().startsWith("with bump as");
+        const isPoll = (s: { sql: string }) => s.sql.includes("from a2a_task_events");
+        // A running task's progress, written when the stream outlasts the store's flush.
+        const isProgress = (s: { sql: string }) =>
+          s.sql.trimStart().startsWith('with written as (insert into "a2a_tasks"');
+        const trips = list.filter((s) => s.roundTrip && !isLogWrite(s) && !isPoll(s));
+        const progress = trips.filter(isProgress).length;
+        expect(trips.length - progress, trips.map((s) => s.sql.slice(0, 60)).join("\n")).toBe(
+          sendMessageRoundTrips,
+        );
+        // The stored answer is the whole answer, in one part, whatever the chunks.
+        const [stored] = await selectRows<{
+          task: { artifacts?: { parts?: { text?: string }[] }[] };
+        }>(ctx.db, sql`select task from a2a_tasks where id = ${taskId}`);
+        expect(stored?.task.artifacts?.[0]?.parts?.map((p) => p.text)).toEqual([chunks.join("")]);
       } finally {
         await harness.close();
       }

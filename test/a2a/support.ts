@@ -87,7 +87,8 @@ export type FakeEngine = RunEngine & {
   live(): number;
 };
 
-export function createFakeEngine(): FakeEngine {
+/** A fake run engine; given a database, it writes a request's `atStart` rows as the real one does. */
+export function createFakeEngine(db?: Database["db"]): FakeEngine {
   const starts: StartRunRequest[] = [];
   const cancels: { runId: string; reason: string }[] = [];
   const runs = new Map<string, LiveRun>();
@@ -103,6 +104,12 @@ export function createFakeEngine(): FakeEngine {
     if (word === "boom") throw new Error("model provider exploded: secret-internal-detail");
     starts.push(request);
     const runId = randomUUID();
+    const writes = request.atStart?.(runId) ?? [];
+    if (db && writes.length > 0) {
+      await db.transaction(async (tx) => {
+        for (const write of writes) await tx.execute(write);
+      });
+    }
     let settle!: (outcome: RunOutcome) => void;
     const outcome = new Promise<RunOutcome>((resolve) => {
       settle = resolve;
@@ -267,7 +274,7 @@ export async function startHarness(
   const { port } = server.address() as AddressInfo;
   const baseUrl = `http://127.0.0.1:${port}`;
 
-  const engine = createFakeEngine();
+  const engine = createFakeEngine(database.db);
   const cardSigningKey = await deriveCardSigningKey(randomBytes(32));
   const a2a = createA2aService({
     cardSigningKey,

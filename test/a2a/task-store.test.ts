@@ -1,12 +1,24 @@
 // The Postgres task store on its own: caller scoping, the terminal-state guard against late
 // writers (another instance), and progress coalescing (what reaches the database, and when).
-import { Task, TaskState } from "@a2a-js/sdk";
-import { AgentEvent } from "@a2a-js/sdk/server";
+import { Role, Task, TaskState } from "@a2a-js/sdk";
+import { AgentEvent, type AgentExecutionEvent, ResultManager } from "@a2a-js/sdk/server";
 import { eq } from "drizzle-orm";
 import { beforeEach, expect, it } from "vitest";
 import { CallerUser, createCallContext } from "../../src/a2a/call-context.ts";
-import { createTaskStore } from "../../src/a2a/task-store.ts";
+import {
+  answerArtifact,
+  answerArtifactId,
+  describeOutcome,
+  statusEvent,
+  taskEndOf,
+} from "../../src/a2a/run-executor.ts";
+import {
+  createTaskStatement,
+  createTaskStore,
+  endTaskStatement,
+} from "../../src/a2a/task-store.ts";
 import { a2aTasks, callers } from "../../src/db/schema.ts";
+import type { RunEnd } from "../../src/runs/types.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 import { waitFor } from "./support.ts";
 
@@ -19,6 +31,14 @@ function task(id: string, state: TaskState, note = ""): Task {
     history: [],
     metadata: note ? { note } : undefined,
   };
+}
+
+/** The task the SDK's ResultManager holds after `events` (its saves go to a store of its own). */
+async function replay(results: ResultManager, events: AgentExecutionEvent[]): Promise<Task> {
+  for (const event of events) await results.processEvent(event);
+  const current = results.getCurrentTask();
+  if (!current) throw new Error("the SDK holds no task");
+  return current;
 }
 
 describeEachDatabase("A2A task store", (ctx) => {
@@ -100,61 +120,105 @@ describeEachDatabase("A2A task store", (ctx) => {
     expect(store.pendingCount()).toBe(0);
   });
 
-  it("writes a run's settled task in its transaction; the SDK's same save is then not written again", async () => {
+  const end = (runId: string, status: RunEnd["status"], text?: string): RunEnd => ({
+    runId,
+    status,
+    ...(text ? { text } : {}),
+    endedAt: new Date("2026-01-31T12:00:00.000Z"),
+  });
+
+  it("writes a task's end from its run's end; the SDK's save of that end is then not written", async () => {
     const store = createTaskStore(ctx.db, { progressFlushMs: 60_000 });
     const created = task("t6", TaskState.TASK_STATE_SUBMITTED);
-    await ctx.db.transaction((tx) => store.createInTransaction(tx, created, aliceId));
+    await ctx.db.transaction((tx) => tx.execute(createTaskStatement(created, aliceId)));
     store.holdCreated(created, aliceId);
-    const completed = AgentEvent.statusUpdate({
-      taskId: "t6",
-      contextId: "ctx",
-      status: { state: TaskState.TASK_STATE_COMPLETED, message: undefined, timestamp: "t-end" },
-      metadata: { note: "done" },
-    });
-    // The SDK has not saved the task event yet: no plan from a copy that is behind.
-    expect(store.planSettle("t6", aliceId, [completed], 1)).toBeUndefined();
-    // It saves the task (the first event), then the copy is current.
     await store.save(created, alice);
-    expect(store.planSettle("t6", bobId, [completed], 1)).toBeUndefined();
-    const plan = store.planSettle("t6", aliceId, [completed], 1);
-    if (!plan) throw new Error("no plan from a current copy");
-    await ctx.db.transaction((tx) => store.writeSettled(tx, plan));
-    store.settled(plan);
-    expect(await stored("t6")).toMatchObject({
-      status: { state: "TASK_STATE_COMPLETED" },
-      metadata: { note: "done" },
+    await store.save(task("t6", TaskState.TASK_STATE_WORKING, "progress"), alice);
+    const ids = { taskId: "t6", contextId: "ctx", callerId: aliceId };
+    await ctx.db.transaction((tx) =>
+      tx.execute(endTaskStatement(taskEndOf(ids, end("run-6", "completed", "the answer")))),
+    );
+    store.endWritten("t6", aliceId);
+    const written = await stored("t6");
+    expect(written).toMatchObject({
+      status: { state: "TASK_STATE_COMPLETED", timestamp: "2026-01-31T12:00:00.000Z" },
+      artifacts: [{ artifactId: "answer-run-6" }],
     });
-    // The SDK saves exactly that task: nothing is written (the row keeps its updated_at).
+    // The SDK's save of its end, whatever it holds, is not written: the run's end is the task's.
     const [before] = await ctx.db.select().from(a2aTasks).where(eq(a2aTasks.id, "t6"));
-    await store.save(Task.fromJSON(plan.json), alice);
+    await store.save(task("t6", TaskState.TASK_STATE_COMPLETED, "what the SDK had"), alice);
     const [after] = await ctx.db.select().from(a2aTasks).where(eq(a2aTasks.id, "t6"));
     expect(after?.updatedAt).toEqual(before?.updatedAt);
+    expect(await stored("t6")).toEqual(written);
     expect(store.pendingCount()).toBe(0);
   });
 
-  it("writes the SDK's settled task when it differs from the one planned", async () => {
-    const store = createTaskStore(ctx.db, { progressFlushMs: 60_000 });
+  it("a task's end is written once: the first end stays, another caller's task is not touched", async () => {
     const created = task("t7", TaskState.TASK_STATE_SUBMITTED);
-    store.holdCreated(created, aliceId);
-    await store.save(created, alice);
-    const plan = store.planSettle(
-      "t7",
-      aliceId,
-      [
-        AgentEvent.statusUpdate({
-          taskId: "t7",
-          contextId: "ctx",
-          status: { state: TaskState.TASK_STATE_COMPLETED, message: undefined, timestamp: "a" },
-          metadata: undefined,
-        }),
-      ],
-      1,
+    await ctx.db.transaction((tx) => tx.execute(createTaskStatement(created, aliceId)));
+    const ids = { taskId: "t7", contextId: "ctx", callerId: aliceId };
+    await ctx.db.execute(
+      endTaskStatement(taskEndOf({ ...ids, callerId: bobId }, end("run-7", "failed"))),
     );
-    if (!plan) throw new Error("no plan");
-    await ctx.db.transaction((tx) => store.writeSettled(tx, plan));
-    store.settled(plan);
-    await store.save(task("t7", TaskState.TASK_STATE_COMPLETED, "what the SDK had"), alice);
-    expect((await stored("t7"))?.metadata?.note).toBe("what the SDK had");
+    expect((await stored("t7"))?.status?.state).toBe("TASK_STATE_SUBMITTED");
+    await ctx.db.execute(endTaskStatement(taskEndOf(ids, end("run-7", "canceled"))));
+    await ctx.db.execute(endTaskStatement(taskEndOf(ids, end("run-7", "completed", "late"))));
+    const ended = Task.fromJSON(await stored("t7"));
+    expect(ended.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+    expect(ended.history.map((m) => m.messageId)).toEqual(["run-7-end"]);
+    expect(ended.artifacts).toEqual([]);
+  });
+
+  it("the end written equals the task the SDK builds from the same end's events", async () => {
+    // A blocking SendMessage's task: created, WORKING, the whole answer in one artifact update,
+    // then the end status. The SDK's ResultManager builds what the caller is answered; the row
+    // is what every later read gets. They must be one task.
+    const userMessage = {
+      messageId: "m-1",
+      taskId: "t8",
+      contextId: "ctx",
+      role: Role.ROLE_USER,
+      parts: [],
+      metadata: undefined,
+      extensions: [],
+      referenceTaskIds: [],
+    };
+    const created: Task = {
+      ...task("t8", TaskState.TASK_STATE_SUBMITTED),
+      history: [userMessage],
+      metadata: { peergate: { runId: "run-8" } },
+    };
+    const ids = { taskId: "t8", contextId: "ctx" };
+    for (const [index, ended] of [
+      end("run-8", "completed", "the answer"),
+      end("run-8", "failed"),
+      end("run-8", "revoked"),
+    ].entries()) {
+      const taskId = `t8-${index}`;
+      const mine = { ...created, id: taskId, history: [{ ...userMessage, taskId }] };
+      const own = { ...ids, taskId };
+      await ctx.db.execute(createTaskStatement(mine, aliceId));
+      await ctx.db.execute(endTaskStatement(taskEndOf({ ...own, callerId: aliceId }, ended)));
+      const results = new ResultManager(createTaskStore(ctx.db), alice);
+      const events: AgentExecutionEvent[] = [
+        AgentEvent.task(mine),
+        statusEvent(own, TaskState.TASK_STATE_WORKING),
+        ...(ended.text
+          ? [
+              AgentEvent.artifactUpdate({
+                ...own,
+                artifact: answerArtifact(answerArtifactId(ended.runId), ended.text),
+                append: false,
+                lastChunk: true,
+                metadata: undefined,
+              }),
+            ]
+          : []),
+        describeOutcome(own, ended),
+      ];
+      const sdk = await replay(results, events);
+      expect(await stored(taskId)).toEqual(Task.toJSON(sdk));
+    }
   });
 
   it("writes pending progress on close", async () => {

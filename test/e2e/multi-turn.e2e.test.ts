@@ -202,6 +202,11 @@ for (const kind of ["pglite", "postgres"] as const) {
         expect(done.id).toBe(asked.id);
         expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
         expect(textOf(done.status?.message?.parts)).toBe(finalAnswer);
+        // The task's end was written with the run's end: what the caller was answered is what
+        // it reads afterwards, once (the question and the end each once in the history).
+        const stored = await client.getTask({ id: done.id } as never);
+        expect(stored).toEqual(done);
+        expect(stored.history.filter((m) => m.messageId === `${runId}-end`)).toHaveLength(1);
         // The same run went on: no second run for the task, a second segment, both steps counted.
         expect(readTaskRunId(done)).toBe(runId);
         const run = await waitForRun(peergate, runId, ["completed"]);

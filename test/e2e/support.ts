@@ -214,7 +214,15 @@ export async function startPeergate(options: PeergateOptions): Promise<Peergate>
     ...options.env,
   };
   const logs: string[] = [];
-  const logger = createLogger({ level: "warn", write: (line) => logs.push(line) });
+  // PEERGATE_TEST_LOG=stderr also prints them as they come (to read a failure's server side).
+  const echo = process.env.PEERGATE_TEST_LOG === "stderr";
+  const logger = createLogger({
+    level: "warn",
+    write: (line) => {
+      logs.push(line);
+      if (echo) process.stderr.write(`[peergate] ${line}\n`);
+    },
+  });
   const server = await startServer(loadConfig(env, dataDir), logger, env, options.server);
 
   const admin: Peergate["admin"] = async (method, pathname, body, headers = {}) => {

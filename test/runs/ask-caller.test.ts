@@ -104,6 +104,10 @@ describeEachDatabase("runs that ask their caller", (ctx) => {
 
     const resumed = await engine.answerInput({ caller, runId, answer: "a.txt" });
     expect(resumed.runId).toBe(runId);
+    // Claimed, it waits for the answering request to resume it.
+    expect((await readRunRow(ctx.database, runId)).status).toBe("working");
+    expect(model.calls).toHaveLength(1);
+    resumed.resume();
     const end = await resumed.outcome;
     expect(end).toMatchObject({ status: "completed", text: "Reading a.txt." });
     expect(model.toolResults(1).join("\n")).toContain("a.txt");
@@ -137,7 +141,9 @@ describeEachDatabase("runs that ask their caller", (ctx) => {
     const [current] = await ctx.db.select().from(callers).where(eq(callers.id, caller.id));
     if (!current) throw new Error("no caller");
 
-    const end = await (await engine.answerInput({ caller: current, runId, answer: "go" })).outcome;
+    const answered = await engine.answerInput({ caller: current, runId, answer: "go" });
+    answered.resume();
+    const end = await answered.outcome;
     expect(end.status).toBe("completed");
     expect(model.offered(1)).not.toContain("write_file");
     expect(tools.log.executed.some((e) => e.includes("write_file"))).toBe(false);
@@ -173,5 +179,28 @@ describeEachDatabase("runs that ask their caller", (ctx) => {
     const canceled = await readRunRow(ctx.database, second.runId);
     expect(canceled.status).toBe("canceled");
     expect(canceled.pendingInput).toBeNull();
+  });
+
+  it("a claimed run that is never resumed goes on only to record its cancel", async () => {
+    const caller = await insertCaller(ctx.database);
+    const model = scriptModel([{ calls: [askCall] }, { text: "never said" }]);
+    const { engine } = await startEngine(ctx.database, {
+      model,
+      tools: toolsWithAsk(),
+      options: { policies },
+    });
+    const { runId } = await runToEnd(engine, caller);
+    const claimed = await engine.answerInput({ caller, runId, answer: "a.txt" });
+    // The request that claimed it let go (its task refused the answer): it cancels the run.
+    expect(await engine.cancel(runId, "the answer could not be delivered")).toBe(true);
+    const end = await claimed.outcome;
+    expect(end.status).toBe("canceled");
+    expect(model.calls).toHaveLength(1);
+    const row = await readRunRow(ctx.database, runId);
+    expect(row.status).toBe("canceled");
+    expect(await readRunningSlots(ctx.db, caller.id)).toBe(0);
+    // A resume after the end changes nothing.
+    claimed.resume();
+    expect((await readRunRow(ctx.database, runId)).status).toBe("canceled");
   });
 });

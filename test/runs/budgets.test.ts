@@ -182,8 +182,9 @@ describeEachDatabase("run budgets", (ctx) => {
         caller,
         origin: "webhook",
         messages: userMessage("two"),
-        inCreateTransaction: async () => {
+        atStart: () => {
           hookCalls += 1;
+          return [];
         },
       })
       .catch((error: unknown) => error);

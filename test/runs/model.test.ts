@@ -109,14 +109,15 @@ describeEachDatabase("runs without a model", (ctx) => {
       caller,
       origin: "webhook",
       messages: [{ role: "user", content: "hi" }],
-      inCreateTransaction: async () => {
+      atStart: () => {
         claimed += 1;
+        return [];
       },
     });
     const outcome = await handle.outcome;
     expect(outcome).toMatchObject({ status: "failed", error: { code: "no-model" } });
     expect(outcome.error?.message).toMatch(/^no model configured: set PEERGATE_MODEL=/);
-    // The webhook delivery is still claimed exactly once, with the failed run.
+    // The request's own rows are still written exactly once, with the failed run.
     expect(claimed).toBe(1);
     expect(await readRunRow(ctx.database, handle.runId)).toMatchObject({
       status: "failed",

@@ -3,6 +3,7 @@
 import { and, eq } from "drizzle-orm";
 import { afterEach, expect, it } from "vitest";
 import { auditEvents, callers, runs, toolCalls } from "../../src/db/schema.ts";
+import { recoverOrphanedRuns } from "../../src/runs/run-state.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 import { eventually } from "../support/eventually.ts";
 import {
@@ -233,6 +234,39 @@ describeEachDatabase("stopping runs", (ctx) => {
     expect(events).toHaveLength(1);
     expect((await readRunRow(ctx.database, alive?.id ?? "")).status).toBe("working");
     expect(await engine.recoverRuns()).toBe(0);
+  });
+
+  it("a run of this instance that starts while recovery reads is not taken for an orphan", async () => {
+    const caller = await insertCaller(ctx.database);
+    // Owned by this instance with a fresh heartbeat: the row of a run that is starting here.
+    const [starting] = await ctx.db
+      .insert(runs)
+      .values({
+        callerId: caller.id,
+        origin: "a2a",
+        status: "working",
+        approvalPolicy: "auto",
+        toolSet: [],
+        ownerInstanceId: "this-instance",
+        heartbeatAt: new Date(),
+      })
+      .returning();
+    if (!starting) throw new Error("no row");
+    // Registered only after recovery began (the start's row committed while its query waited):
+    // the first question says no, the one asked under the row's lock says yes.
+    const asked: string[] = [];
+    const recovered = await recoverOrphanedRuns(ctx.db, {
+      instanceId: "this-instance",
+      staleBefore: new Date(Date.now() - 60_000),
+      isLocal: (runId) => {
+        asked.push(runId);
+        return asked.length > 1;
+      },
+      at: new Date(),
+    });
+    expect(recovered).toEqual([]);
+    expect(asked).toEqual([starting.id, starting.id]);
+    expect((await readRunRow(ctx.database, starting.id)).status).toBe("working");
   });
 
   it.runIf(ctx.kind === "postgres")(

@@ -23,6 +23,7 @@ import {
 import type { AuthDeps } from "../../src/services/authenticate-caller.ts";
 import { type CallerDirectory, openCallerDirectory } from "../../src/services/caller-directory.ts";
 import type { ServiceContext } from "../../src/services/context.ts";
+import { claimDelivery } from "../../src/services/runs/delivery-claim.ts";
 import { shippedPoliciesDir } from "./shipped-policies.ts";
 
 /**
@@ -42,8 +43,8 @@ export function createFakeRunEngine(database: Database): FakeRunEngine {
     canceled,
     async start(request) {
       const runId = crypto.randomUUID();
-      // Like the real engine: the run row and the surface's hook commit together or not at all.
-      await database.db.transaction(async (tx) => {
+      // Like the real engine: the run row and the request's own rows commit together or not at all.
+      const claimed = await database.db.transaction(async (tx) => {
         await tx.insert(runs).values({
           id: runId,
           callerId: request.caller.id,
@@ -51,11 +52,15 @@ export function createFakeRunEngine(database: Database): FakeRunEngine {
           approvalPolicy: request.caller.approvalPolicy,
           toolSet: [],
         });
-        await request.inCreateTransaction?.(tx, runId);
+        for (const write of request.atStart?.(runId) ?? []) await tx.execute(write);
+        return request.delivery
+          ? claimDelivery(tx, request.delivery, { runId, callerId: request.caller.id })
+          : { retryOf: undefined };
       });
       started.push(request);
       return {
         runId,
+        ...(claimed.retryOf ? { retryOf: claimed.retryOf } : {}),
         outcome: Promise.resolve({ runId, status: "completed", messages: request.messages }),
       };
     },

@@ -8,6 +8,12 @@
 // exist, get the same NotFoundError, so an answer learns nothing about other callers' runs. A run
 // that is not waiting for input is refused (ConflictError) and left as it is. A run whose window
 // closed, or whose caller was revoked, is closed, not resumed.
+//
+// The claim and the going on are two steps (AnsweredRun): the claim is the compare-and-set that
+// lets one answer through; the run goes on when the answering request resumes it, once the
+// answer is recorded where the caller reads it (the A2A task's history). Otherwise a fast run
+// could write its task's end before the task took the answer, and the answer would find its task
+// finished. A stop meanwhile lets it go on as well, so it records why it ended.
 
 import { appendAuditEvent } from "../../db/audit.ts";
 import type { Caller, Run } from "../../db/schema.ts";
@@ -16,7 +22,7 @@ import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts"
 import type { RunCore } from "../../runs/run-core.ts";
 import { isUuid, lockRun } from "../../runs/run-queries.ts";
 import { executeSegment } from "../../runs/segment.ts";
-import type { AnswerRunInputRequest, RunEvent, RunHandle } from "../../runs/types.ts";
+import type { AnsweredRun, AnswerRunInputRequest, RunEvent } from "../../runs/types.ts";
 import { closeOrClaimWaitingRun, refuseClosedRun } from "./close-or-claim-waiting-run.ts";
 
 /** Bound on the answer the model reads (the same order as a conversation turn). */
@@ -32,7 +38,7 @@ export async function answerRunInput({
 }: {
   ctx: RunCore;
   input: { request: AnswerRunInputRequest; onEvent?: (event: RunEvent) => void };
-}): Promise<RunHandle> {
+}): Promise<AnsweredRun> {
   const { request, onEvent = () => {} } = input;
   if (ctx.stopping()) throw new UnavailableError("the run engine is shutting down");
   if (!isUuid(request.runId)) throw new NotFoundError("no such run");
@@ -42,18 +48,28 @@ export async function answerRunInput({
     if (claim.kind === "closed") return await refuseClosedRun(ctx, request.runId, claim.why);
     const { run, caller, pending } = claim;
     const entry = ctx.active.register(run.id, caller.id);
-    ctx.emit(onEvent, { type: "status", status: "working" });
-    const outcome = executeSegment(ctx, entry, {
-      run,
-      caller,
-      // The recomputed ceiling, never wider than the set the run started with.
-      set: ctx.toolSetFor(caller, run.toolSet),
-      resume: { answer: { pending, text: request.answer.slice(0, maxAnswerChars) } },
-      ...(request.stream === false ? { stream: false } : {}),
-      onEvent,
-    }).then((result) => result.outcome);
+    let resume = () => {};
+    const resumed = new Promise<void>((go) => {
+      resume = go;
+      const signal = entry.controller.signal;
+      if (signal.aborted) go();
+      else signal.addEventListener("abort", () => go(), { once: true });
+    });
+    const outcome = resumed.then(() => {
+      ctx.emit(onEvent, { type: "status", status: "working" });
+      return executeSegment(ctx, entry, {
+        run,
+        caller,
+        // The recomputed ceiling, never wider than the set the run started with.
+        set: ctx.toolSetFor(caller, run.toolSet),
+        resume: { answer: { pending, text: request.answer.slice(0, maxAnswerChars) } },
+        ...(request.stream === false ? { stream: false } : {}),
+        ...(request.atEnd ? { atEnd: request.atEnd } : {}),
+        onEvent,
+      }).then((result) => result.outcome);
+    });
     entry.done = outcome;
-    return { runId: run.id, outcome };
+    return { runId: run.id, outcome, resume };
   } finally {
     ctx.active.claiming.delete(request.runId);
   }

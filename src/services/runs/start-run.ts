@@ -16,6 +16,7 @@ import { insertRun } from "../../runs/run-state.ts";
 import { executeSegment } from "../../runs/segment.ts";
 import type { RunEvent, RunHandle, StartRunRequest } from "../../runs/types.ts";
 import { failSpan, startSpan } from "../../trace.ts";
+import { claimDelivery } from "./delivery-claim.ts";
 
 export async function startRun({
   ctx,
@@ -34,7 +35,13 @@ export async function startRun({
   const leave = await ctx.startQueue.enter(request.caller.id, concurrencyLimitOf(request.caller));
   const runId = randomUUID();
   const model = ctx.model;
-  let created: { run: Run; caller: Caller; set: EffectiveToolSet; failure?: RunError };
+  let created: {
+    run: Run;
+    caller: Caller;
+    set: EffectiveToolSet;
+    retryOf: string | undefined;
+    failure?: RunError;
+  };
   let entry: ReturnType<typeof ctx.active.register>;
   try {
     if (ctx.stopping()) throw new UnavailableError("the run engine is shutting down");
@@ -51,11 +58,9 @@ export async function startRun({
       const limits = readRunLimits(caller.budgets);
       const set = ctx.toolSetFor(caller);
       // The run, its event and the request's own rows are independent: sent together (pipelined),
-      // and the COMMIT with them when the request's rows are writes it declared (nothing below
-      // reads an answer before deciding).
-      if (!request.inCreateTransaction || request.inCreateTransactionStatements !== undefined) {
-        commitAfterStatements(tx, 2 + (request.inCreateTransactionStatements ?? 0));
-      }
+      // with the COMMIT behind them unless a delivery is claimed (that reads, then decides).
+      const writes = request.atStart?.(runId) ?? [];
+      if (!request.delivery) commitAfterStatements(tx, 2 + writes.length);
       const inserting = insertRun(tx, {
         id: runId,
         callerId: caller.id,
@@ -93,12 +98,15 @@ export async function startRun({
           ...(failure ? { error: { code: failure.code } } : {}),
         },
       });
-      const [run] = await Promise.all([
+      const [run, claimed] = await Promise.all([
         inserting,
+        request.delivery
+          ? claimDelivery(tx, request.delivery, { runId, callerId: caller.id })
+          : undefined,
         auditing,
-        request.inCreateTransaction?.(tx, runId),
+        ...writes.map((write) => tx.execute(write)),
       ]);
-      return { run, caller, set, ...(failure ? { failure } : {}) };
+      return { run, caller, set, retryOf: claimed?.retryOf, ...(failure ? { failure } : {}) };
     });
     if (created.failure) failSpan(admission, undefined, created.failure.code);
   } catch (error) {
@@ -115,7 +123,11 @@ export async function startRun({
     ctx.active.remove(runId);
     ctx.logger.warn("a run failed before it started", { runId, code: created.failure.code });
     ctx.emit(onEvent, { type: "status", status: "failed", message: created.failure.message });
-    return { runId, outcome: Promise.resolve(outcomeOf(created.run)) };
+    return {
+      runId,
+      ...(created.retryOf ? { retryOf: created.retryOf } : {}),
+      outcome: Promise.resolve(outcomeOf(created.run)),
+    };
   }
   ctx.emit(onEvent, { type: "status", status: "working" });
   const outcome = executeSegment(ctx, entry, {
@@ -123,11 +135,11 @@ export async function startRun({
     caller: created.caller,
     set: created.set,
     ...(request.stream === false ? { stream: false } : {}),
-    ...(request.inFinishTransaction ? { inFinishTransaction: request.inFinishTransaction } : {}),
+    ...(request.atEnd ? { atEnd: request.atEnd } : {}),
     onEvent,
   }).then((result) => result.outcome);
   entry.done = outcome;
-  return { runId, outcome };
+  return { runId, ...(created.retryOf ? { retryOf: created.retryOf } : {}), outcome };
 }
 
 /** The caller's concurrent-run limit as it authenticated (null: none). */
