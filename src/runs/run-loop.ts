@@ -21,7 +21,7 @@ import {
   type ToolSet,
 } from "ai";
 import type { PendingBatch, QueuedApproval, RunBudgetUsed, RunError } from "../db/schema.ts";
-import type { HeldCall, PendingInput } from "../domain/run.ts";
+import type { BudgetName, HeldCall, PendingInput } from "../domain/run.ts";
 import { digestArgs } from "../gate/args-digest.ts";
 import {
   type ApprovalDecision,
@@ -36,7 +36,7 @@ import { errorResult, notStartedText } from "../gate/results.ts";
 import type { Logger } from "../log.ts";
 import { checkToolCall } from "../policy/check-tool-call.ts";
 import { askCallerToolName, readQuestion } from "../tools/context/ask-caller.ts";
-import type { BudgetMeters, BudgetName } from "./budgets.ts";
+import type { BudgetMeters } from "./budgets.ts";
 import { type ModelCallTelemetry, modelCallTelemetry } from "./model-telemetry.ts";
 import { computeCostUsd, type ModelPrice } from "./prices.ts";
 

@@ -103,9 +103,6 @@ export const exceptions: Record<string, string> = {
   "src/cli/tools.ts → tools": "describe declared tools through a service",
   // Services reaching sideways and up.
   "src/services/doctor.ts → control": "the CLI asks the control socket, then the service",
-  // The gate was cut out of runs/: two run-level words it still reads from there.
-  "src/gate/classifier-budget.ts → runs":
-    "the budget meters belong in a leaf both gate and runs read",
   // Which tools start processes is the tools' own knowledge; the sandbox asks for a name.
   "src/sandbox/prepare-sandbox.ts → tools": "take startsProcesses from tools/ (a descriptor flag)",
 };
