@@ -103,8 +103,6 @@ export const exceptions: Record<string, string> = {
   "src/cli/tools.ts → tools": "describe declared tools through a service",
   // Services reaching sideways and up.
   "src/services/doctor.ts → control": "the CLI asks the control socket, then the service",
-  // Which tools start processes is the tools' own knowledge; the sandbox asks for a name.
-  "src/sandbox/prepare-sandbox.ts → tools": "take startsProcesses from tools/ (a descriptor flag)",
 };
 
 export type Import = { file: string; specifier: string; typeOnly: boolean };
