@@ -3,6 +3,7 @@
 // printed: the model, database, policies and sandbox it runs with, not this shell's environment.
 // Only when none answers does doctor check locally, and it says which view it prints.
 import { loadConfig } from "../config.ts";
+import { requestControl } from "../control/request-control.ts";
 import { type DoctorCheck, diagnose } from "../services/doctor.ts";
 import { ApiError, callAdmin, createAdminClient } from "./admin-client.ts";
 import { type CliContext, type Command, exitCodes } from "./command.ts";
@@ -49,7 +50,7 @@ export const doctorCommand: Command = {
       };
     } else {
       const config = loadConfig(ctx.env, ctx.cwd);
-      const checks = await diagnose({ config, modelCall });
+      const checks = await diagnose({ config, modelCall, serverHoldsDatabase });
       const why = asked?.reason ?? "--local";
       report = {
         view: "local",
@@ -97,6 +98,15 @@ async function askServer(
       return { reason: `the server at ${client.baseUrl} ${why}` };
     }
     return { reason: `no server answered at ${client.baseUrl}` };
+  }
+}
+
+/** Whether a server answers on the control socket, and so holds the embedded database. */
+async function serverHoldsDatabase(dataDir: string): Promise<boolean> {
+  try {
+    return (await requestControl(dataDir, { verb: "ping" }, 3_000)) !== undefined;
+  } catch {
+    return false;
   }
 }
 
