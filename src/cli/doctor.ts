@@ -37,9 +37,9 @@ export const doctorCommand: Command = {
     local: { type: "boolean" },
     json: { type: "boolean" },
   },
-  async run(args, ctx) {
+  async run(args, cli) {
     const modelCall = args.values["no-model-call"] !== true;
-    const asked = args.values.local === true ? undefined : await askServer(ctx, modelCall);
+    const asked = args.values.local === true ? undefined : await askServer(cli, modelCall);
     let report: { view: "server" | "local"; server?: string; note: string; checks: DoctorCheck[] };
     if (asked && "checks" in asked) {
       report = {
@@ -49,7 +49,7 @@ export const doctorCommand: Command = {
         checks: asked.checks,
       };
     } else {
-      const config = loadConfig(ctx.env, ctx.cwd);
+      const config = loadConfig(cli.env, cli.cwd);
       const checks = await diagnose({ config, modelCall, serverHoldsDatabase });
       const why = asked?.reason ?? "--local";
       report = {
@@ -59,8 +59,8 @@ export const doctorCommand: Command = {
       };
     }
     const failed = report.checks.some((c) => c.status === "fail");
-    if (args.values.json) ctx.io.out(toTerminalJson({ ok: !failed, ...report }));
-    else ctx.io.out(`${report.note}\n\n${describeChecks(report.checks)}`);
+    if (args.values.json) cli.io.out(toTerminalJson({ ok: !failed, ...report }));
+    else cli.io.out(`${report.note}\n\n${describeChecks(report.checks)}`);
     return failed ? exitCodes.failed : exitCodes.ok;
   },
 };
@@ -70,18 +70,18 @@ export const doctorCommand: Command = {
  * or a server too old to have the route.
  */
 async function askServer(
-  ctx: CliContext,
+  cli: CliContext,
   modelCall: boolean,
 ): Promise<{ server: string; checks: DoctorCheck[] } | { reason: string }> {
   let client: Awaited<ReturnType<typeof createAdminClient>>;
   try {
-    client = await createAdminClient(ctx);
+    client = await createAdminClient(cli);
   } catch (error) {
     return { reason: (error as Error).message };
   }
   try {
     const answer = await callAdmin(
-      ctx,
+      cli,
       "getDoctor",
       { query: { modelCall: modelCall ? "true" : "false" } },
       client,

@@ -32,14 +32,14 @@ export const toolsCommand: Command = {
     "  --json  print {inventoryVersion, tools: [...]} as JSON",
   ].join("\n"),
   options: { json: { type: "boolean" } },
-  async run(args, ctx) {
-    const view = describeTools(await loadPolicies(loadConfig(ctx.env, ctx.cwd).policiesDir));
+  async run(args, cli) {
+    const view = describeTools(await loadPolicies(loadConfig(cli.env, cli.cwd).policiesDir));
     const { tools, declared } = view;
     if (args.values.json) {
-      ctx.io.out(toTerminalJson(view));
+      cli.io.out(toTerminalJson(view));
       return exitCodes.ok;
     }
-    ctx.io.out(
+    cli.io.out(
       formatTable(
         ["TOOL", "CATEGORY", "RISK", "DISCLOSURE", "EGRESS", "ALIASES", "HIDDEN HALF", "NOTES"],
         tools.map((tool) => [
@@ -54,9 +54,9 @@ export const toolsCommand: Command = {
         ]),
       ),
     );
-    ctx.io.out(`\n${tools.length} tools (inventory ${view.inventoryVersion.slice(0, 12)})`);
+    cli.io.out(`\n${tools.length} tools (inventory ${view.inventoryVersion.slice(0, 12)})`);
     if (declared.length > 0) {
-      ctx.io.out(
+      cli.io.out(
         `\n${formatTable(
           ["DECLARED TOOL", "MODE", "CONTRACT", "DECLARATION SHA-256"],
           declared.map((d) => [d.name, d.mode, d.contract, d.declarationSha256.slice(0, 16)]),
