@@ -71,6 +71,7 @@ import { createRunEngine, type PeergateRunEngine } from "./services/runs/engine.
 import { createMcpInstances } from "./tools/declared/mcp-instances.ts";
 import { createToolRuntime, type ToolRuntimeOptions } from "./tools/runtime.ts";
 import { isSecretName } from "./tools/scrub-environment.ts";
+import { startsProcesses } from "./tools/starts-processes.ts";
 
 /** The HTTP port, bound by src/server.ts when the core asks for it (step 3 above). */
 export type Listening = { readonly url: string; close(): Promise<void> };
@@ -252,7 +253,7 @@ export async function openCore(
     starting("probing the sandbox", { sandbox: config.sandbox });
     const sandbox = await prepareSandbox({
       kind: config.sandbox,
-      policies,
+      processTools: startsProcesses(policies),
       logger,
       dataDir: config.dataDir,
       workspace: config.workspace,
@@ -305,7 +306,7 @@ export async function openCore(
       checkSandbox: async (next) => {
         await prepareSandbox({
           kind: config.sandbox,
-          policies: next,
+          processTools: startsProcesses(next),
           logger,
           dataDir: config.dataDir,
           workspace: config.workspace,

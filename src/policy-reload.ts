@@ -28,7 +28,7 @@ import { ConfigError, type Problem } from "./errors.ts";
 import { type LoadedPolicies, loadPolicies, policiesNowKey } from "./load-policies.ts";
 import type { Logger } from "./log.ts";
 import { emptyPriceTable, type PriceTable, parsePriceTable } from "./runs/prices.ts";
-import { startsProcesses } from "./sandbox/prepare-sandbox.ts";
+import { startsProcesses } from "./tools/starts-processes.ts";
 import type { ToolRuntime } from "./tools/types.ts";
 
 export const policyFiles = ["agent.yaml", "tools.yaml", "models.yaml"] as const;

@@ -4,7 +4,7 @@
 // printed as the server phrased them, field problems included.
 //
 // Request and response types come from the admin API's contract (src/http/routes/admin-api*.ts),
-// the schemas the server validates and documents with: `callAdmin(ctx, "getCaller", …)` is typed
+// the schemas the server validates and documents with: `callAdmin(cli, "getCaller", …)` is typed
 // end to end, and `AdminResponse<"listRuns">` names what a verb prints. Every verb calls through
 // callAdmin (there is no untyped helper), so a changed response type fails to compile in the CLI.
 // Only the types come from the contract: at run time the CLI reads each operation's method and
@@ -38,11 +38,11 @@ export type AdminClient = {
   ): Promise<T>;
 };
 
-export async function createAdminClient(ctx: CliContext): Promise<AdminClient> {
-  const config = loadConfig(ctx.env, ctx.cwd);
+export async function createAdminClient(cli: CliContext): Promise<AdminClient> {
+  const config = loadConfig(cli.env, cli.cwd);
   // PEERGATE_URL, else a PEERGATE_PORT given, else where a local `peergate serve` says it listens.
-  const recorded = ctx.env.PEERGATE_PORT ? undefined : await readServerUrl(config.dataDir);
-  const baseUrl = (ctx.env.PEERGATE_URL ?? recorded ?? `http://127.0.0.1:${config.port}`).replace(
+  const recorded = cli.env.PEERGATE_PORT ? undefined : await readServerUrl(config.dataDir);
+  const baseUrl = (cli.env.PEERGATE_URL ?? recorded ?? `http://127.0.0.1:${config.port}`).replace(
     /\/+$/,
     "",
   );
@@ -138,13 +138,13 @@ export function adminPath<O extends AdminOperation>(op: O, call: AdminCall<O> = 
 
 /** One admin API call by operation name, typed from the contract. */
 export async function callAdmin<O extends AdminOperation>(
-  ctx: CliContext,
+  cli: CliContext,
   op: O,
   call: AdminCall<O> = {},
   client?: AdminClient,
 ): Promise<AdminResponse<O>> {
   const route = adminPaths[op];
-  return (client ?? (await createAdminClient(ctx))).request<AdminResponse<O>>(
+  return (client ?? (await createAdminClient(cli))).request<AdminResponse<O>>(
     route.method.toUpperCase(),
     adminPath(op, call),
     call.body,

@@ -26,36 +26,36 @@ export const adminTokenRotateCommand: Command = {
     "  --json                   print the server's answer as JSON",
   ].join("\n"),
   options: { grace: { type: "string" }, json: { type: "boolean" }, ...operatorTokenOption },
-  async run(args, ctx) {
+  async run(args, cli) {
     const grace = args.values.grace === undefined ? 0 : Number(args.values.grace);
     if (!Number.isInteger(grace) || grace < 0 || grace > 30 * 86_400) {
       throw new UsageError(
         `--grace ${JSON.stringify(args.values.grace)}: expected whole seconds from 0 to 2592000 (30 days)`,
       );
     }
-    const config = loadConfig(ctx.env, ctx.cwd);
+    const config = loadConfig(cli.env, cli.cwd);
     const fromFile =
       config.adminToken === undefined
         ? await readSecretFile(config.dataDir, adminTokenFile)
         : undefined;
-    const result = await callAdmin(ctx, "rotateAdminToken", {
+    const result = await callAdmin(cli, "rotateAdminToken", {
       body: { graceSeconds: grace },
-      headers: await operatorHeaders(args, ctx),
+      headers: await operatorHeaders(args, cli),
     });
     const written =
       fromFile !== undefined &&
       (await replaceSecretFile(config.dataDir, adminTokenFile, fromFile, result.token));
     if (args.values.json) {
-      ctx.io.out(toTerminalJson({ ...result, writtenTo: written ? adminTokenFile : null }));
+      cli.io.out(toTerminalJson({ ...result, writtenTo: written ? adminTokenFile : null }));
       return exitCodes.ok;
     }
-    ctx.io.out(`new admin token (shown once): ${result.token}`);
-    ctx.io.out(
+    cli.io.out(`new admin token (shown once): ${result.token}`);
+    cli.io.out(
       grace === 0
         ? "the old admin token stopped working now"
         : `the old admin token works until ${result.oldTokensExpireAt}`,
     );
-    ctx.io.out(
+    cli.io.out(
       written
         ? `written to ${config.dataDir}/${adminTokenFile}`
         : `give it to every instance and script that uses the admin token (PEERGATE_ADMIN_TOKEN, or the ${adminTokenFile} file in each data directory)`,

@@ -20,17 +20,17 @@ export const auditCheckpointsCommand: Command = {
     "  --json  print {checkpoints: [{seq, hash, count, createdAt, keyId, signature, signedText}], publicKey}",
   ].join("\n"),
   options: { json: { type: "boolean" } },
-  async run(args, ctx) {
-    const result = await callAdmin(ctx, "listAuditCheckpoints");
+  async run(args, cli) {
+    const result = await callAdmin(cli, "listAuditCheckpoints");
     if (args.values.json) {
-      ctx.io.out(toTerminalJson(result));
+      cli.io.out(toTerminalJson(result));
       return exitCodes.ok;
     }
     if (result.checkpoints.length === 0) {
-      ctx.io.out("no checkpoints: the audit chain was never pruned");
+      cli.io.out("no checkpoints: the audit chain was never pruned");
       return exitCodes.ok;
     }
-    ctx.io.out(
+    cli.io.out(
       formatTable(
         ["seq", "events", "created", "hash"],
         result.checkpoints.map((c) => [String(c.seq), String(c.count), c.createdAt, c.hash]),

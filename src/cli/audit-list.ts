@@ -69,8 +69,8 @@ export const auditListCommand: Command = {
     subject: { type: "string" },
     json: { type: "boolean" },
   },
-  async run(args, ctx) {
-    const client = await createAdminClient(ctx);
+  async run(args, cli) {
+    const client = await createAdminClient(cli);
     const kind = typeof args.values.kind === "string" ? args.values.kind : undefined;
     if (kind !== undefined && !auditKinds.includes(kind)) {
       throw new UsageError(
@@ -82,7 +82,7 @@ export const auditListCommand: Command = {
     const callerName = subject?.startsWith("caller:") ? subject.slice("caller:".length) : undefined;
     if (callerName !== undefined && !isUuid(callerName)) {
       const { caller } = await callAdmin(
-        ctx,
+        cli,
         "getCaller",
         { params: { name: callerName } },
         client,
@@ -95,8 +95,8 @@ export const auditListCommand: Command = {
       "kind",
       "subject",
     ]);
-    const result = await callAdmin(ctx, "listAudit", { query: Object.fromEntries(query) }, client);
-    printListing(ctx.io.out, {
+    const result = await callAdmin(cli, "listAudit", { query: Object.fromEntries(query) }, client);
+    printListing(cli.io.out, {
       json: args.values.json === true,
       value: result,
       headers: ["SEQ", "TIME", "ACTOR", "KIND", "SUBJECT", "DATA"],
@@ -116,7 +116,7 @@ export const auditListCommand: Command = {
         const value = args.values[key];
         return typeof value === "string" ? [`--${key} ${shellWord(value)}`] : [];
       });
-      ctx.io.out(
+      cli.io.out(
         `\nmore: ${escapeForTerminal(["peergate audit", ...again, `--after ${result.next}`].join(" "))}`,
       );
     }

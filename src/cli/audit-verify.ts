@@ -22,7 +22,7 @@ async function checkpointKey(config: Config) {
 }
 
 /** Progress on stderr, once a second, for a walk that takes longer than that. */
-function progressReporter(ctx: CliContext) {
+function progressReporter(cli: CliContext) {
   const started = performance.now();
   let lastAt = started;
   return (verified: number, total: number) => {
@@ -30,27 +30,27 @@ function progressReporter(ctx: CliContext) {
     if (now - lastAt < 1_000) return;
     lastAt = now;
     const rate = Math.round(verified / ((now - started) / 1_000));
-    ctx.io.err(`verified ${verified} of ${total} events (${rate}/s)`);
+    cli.io.err(`verified ${verified} of ${total} events (${rate}/s)`);
   };
 }
 
-function report(result: AdminResponse<"verifyAudit">, json: boolean, ctx: CliContext): number {
+function report(result: AdminResponse<"verifyAudit">, json: boolean, cli: CliContext): number {
   if (json) {
-    ctx.io.out(toTerminalJson(result));
+    cli.io.out(toTerminalJson(result));
   } else if (result.ok) {
-    ctx.io.out(`audit chain intact: ${result.count} events (last hash ${result.lastHash})`);
+    cli.io.out(`audit chain intact: ${result.count} events (last hash ${result.lastHash})`);
     if (result.checkpoint) {
-      ctx.io.out(
+      cli.io.out(
         `events 1 to ${result.checkpoint.seq} were pruned; the rest verified from their signed checkpoint of ${result.checkpoint.createdAt}`,
       );
     }
   } else {
-    ctx.io.err(`audit chain BROKEN at event ${result.seq}: ${result.problem}`);
+    cli.io.err(`audit chain BROKEN at event ${result.seq}: ${result.problem}`);
   }
   // Older servers (asked through the admin API) do not report the tail.
   const tail = result.unchained;
   if (!json && tail && tail.count > 0) {
-    ctx.io.out(
+    cli.io.out(
       `${tail.count} committed events not chained yet (oldest ${tail.oldestAgeMs} ms old): ` +
         "an older transaction is still open, or no chainer is running",
     );
@@ -84,8 +84,8 @@ export const auditVerifyCommand: Command = {
     '          {"count", "oldestAgeMs"}',
   ].join("\n"),
   options: { json: { type: "boolean" } },
-  async run(args, ctx) {
-    const config = loadConfig(ctx.env, ctx.cwd);
+  async run(args, cli) {
+    const config = loadConfig(cli.env, cli.cwd);
     const options = resolveDatabaseOptions(config);
     let database: Awaited<ReturnType<typeof openDatabase>>;
     try {
@@ -93,18 +93,18 @@ export const auditVerifyCommand: Command = {
     } catch (error) {
       // The embedded database is held by a running server: ask that server instead.
       if (!(error instanceof UnavailableError) || options.kind !== "pglite") throw error;
-      const result = await callAdmin(ctx, "verifyAudit").catch((apiError: unknown) => {
+      const result = await callAdmin(cli, "verifyAudit").catch((apiError: unknown) => {
         if (apiError instanceof ApiError && apiError.status === 409) {
           return apiError.body as AdminResponse<"verifyAudit">;
         }
         throw apiError;
       });
-      return report(result, args.values.json === true, ctx);
+      return report(result, args.values.json === true, cli);
     }
     try {
       const status = await migrationStatus(database);
       if (status.pending.length > 0) {
-        ctx.io.err(
+        cli.io.err(
           `peergate audit verify: ${describeDatabase(options)} is not migrated ` +
             `(${status.pending.length} pending); run \`peergate migrate\` first`,
         );
@@ -112,9 +112,9 @@ export const auditVerifyCommand: Command = {
       }
       const result = await verifyAuditChain(database.db, {
         checkpointKey: await checkpointKey(config),
-        onProgress: progressReporter(ctx),
+        onProgress: progressReporter(cli),
       });
-      return report(result, args.values.json === true, ctx);
+      return report(result, args.values.json === true, cli);
     } finally {
       await database.close();
     }

@@ -45,27 +45,27 @@ export const callersAddCommand: Command = {
     "jwt-jwk-file": { type: "string" },
     "jwt-pem-file": { type: "string" },
   },
-  async run(args, ctx) {
+  async run(args, cli) {
     if (typeof args.values.kind !== "string")
       throw new UsageError("--kind is required: peer, github, ifttt or webhook");
     const body: Json = { name: nameOf(args), kind: args.values.kind, ...(await buildFields(args)) };
     const jwt = await readJwt(args);
     if (jwt) body.jwt = jwt;
-    const result = await callAdmin(ctx, "createCaller", {
+    const result = await callAdmin(cli, "createCaller", {
       body: body as AdminRequestBody<"createCaller">,
-      headers: await operatorHeaders(args, ctx),
+      headers: await operatorHeaders(args, cli),
     });
     if (args.values.json) {
-      ctx.io.out(toTerminalJson(result));
+      cli.io.out(toTerminalJson(result));
       return exitCodes.ok;
     }
-    ctx.io.out(`created ${describeCaller(result.caller)}`);
+    cli.io.out(`created ${describeCaller(result.caller)}`);
     if (result.unknownAllowEntries.length) {
-      ctx.io.out(
+      cli.io.out(
         `note: allow entries that name no tool: ${result.unknownAllowEntries.map((e) => quoteUntrusted(e)).join(", ")}`,
       );
     }
-    printCredential(ctx, result.credential);
+    printCredential(cli, result.credential);
     return exitCodes.ok;
   },
 };

@@ -46,9 +46,9 @@ function readDesired(text: string, file: string): Json[] {
   });
 }
 
-function printCredentials(ctx: CliContext, credentials: readonly Credential[]): void {
+function printCredentials(cli: CliContext, credentials: readonly Credential[]): void {
   for (const c of credentials) {
-    ctx.io.out(
+    cli.io.out(
       `\nCredential for ${escapeForTerminal(c.name)} (shown once; peergate keeps only its hash):\n  ${c.url ?? c.secret}\n  ${c.usage}`,
     );
   }
@@ -63,7 +63,7 @@ function shown(value: unknown): string {
   return escapeForTerminal(text.length > 120 ? `${text.slice(0, 117)}...` : text);
 }
 
-function printReport(ctx: CliContext, report: Report): void {
+function printReport(cli: CliContext, report: Report): void {
   for (const a of report.actions) {
     const name = escapeForTerminal(a.name);
     const verb =
@@ -74,13 +74,13 @@ function printReport(ctx: CliContext, report: Report): void {
       ? ` (widens: ${a.needsOperator.join(", ")}; needs the operator token)`
       : "";
     if (a.action === "update") {
-      ctx.io.out(`${verb} ${name}: ${Object.keys(a.changes ?? {}).join(", ")}${operator}`);
+      cli.io.out(`${verb} ${name}: ${Object.keys(a.changes ?? {}).join(", ")}${operator}`);
       for (const [field, change] of Object.entries(a.changes ?? {}))
-        ctx.io.out(`    ${field}: ${shown(change.from)} → ${shown(change.to)}`);
-    } else if (a.action === "drift") ctx.io.out(`drift   ${name} ${a.note ?? ""}`);
+        cli.io.out(`    ${field}: ${shown(change.from)} → ${shown(change.to)}`);
+    } else if (a.action === "drift") cli.io.out(`drift   ${name} ${a.note ?? ""}`);
     else if (a.action === "revoke" || a.action === "delete")
-      ctx.io.out(`${verb} ${name}: ${a.note ?? ""}`);
-    else ctx.io.out(`${verb} ${name}${operator}`);
+      cli.io.out(`${verb} ${name}: ${a.note ?? ""}`);
+    else cli.io.out(`${verb} ${name}${operator}`);
   }
 }
 
@@ -117,26 +117,26 @@ export const callersApplyCommand: Command = {
     json: { type: "boolean" },
     ...operatorTokenOption,
   },
-  async run(args, ctx) {
+  async run(args, cli) {
     const file = args.values.file;
     if (typeof file !== "string") throw new UsageError("-f callers.yaml is required");
     const desired = readDesired(await readFile(file, "utf8"), file);
     const dryRun = args.values["dry-run"] === true;
     let report: Report;
     try {
-      report = await callAdmin(ctx, "applyCallers", {
+      report = await callAdmin(cli, "applyCallers", {
         body: { callers: desired, dryRun, prune: args.values.prune === true },
-        headers: await operatorHeaders(args, ctx),
+        headers: await operatorHeaders(args, cli),
       });
     } catch (error) {
       throw new Error(`${file}: nothing was applied:\n${(error as Error).message}`);
     }
     if (args.values.json) {
-      ctx.io.out(toTerminalJson(report));
+      cli.io.out(toTerminalJson(report));
       return exitCodes.ok;
     }
-    printReport(ctx, report);
-    printCredentials(ctx, report.credentials);
+    printReport(cli, report);
+    printCredentials(cli, report.credentials);
     return exitCodes.ok;
   },
 };

@@ -44,8 +44,8 @@ export const callersExportCommand: Command = {
     "output or to the file -o names (created owner-only). Applying the export changes nothing.",
   ].join("\n"),
   options: { output: { type: "string", short: "o" } },
-  async run(args, ctx) {
-    const listed = (await callAdmin(ctx, "listCallers")).callers;
+  async run(args, cli) {
+    const listed = (await callAdmin(cli, "listCallers")).callers;
     // Push grants are part of what an operator configures: exported, so apply round-trips them.
     const callers: Json[] = [];
     for (const caller of listed) {
@@ -53,16 +53,16 @@ export const callersExportCommand: Command = {
         callers.push(caller);
         continue;
       }
-      const { hosts } = await callAdmin(ctx, "getPushHosts", { params: { name: caller.name } });
+      const { hosts } = await callAdmin(cli, "getPushHosts", { params: { name: caller.name } });
       callers.push(hosts.length > 0 ? { ...caller, pushHosts: hosts } : caller);
     }
     const text = exportCallersYaml(callers);
     if (typeof args.values.output === "string") {
       await writeFile(args.values.output, text, { mode: 0o600 });
-      ctx.io.out(
+      cli.io.out(
         `wrote ${callers.filter((c) => c.revoked !== true).length} caller(s) to ${args.values.output}`,
       );
-    } else ctx.io.out(text.trimEnd());
+    } else cli.io.out(text.trimEnd());
     return exitCodes.ok;
   },
 };

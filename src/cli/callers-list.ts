@@ -9,9 +9,9 @@ export const callersListCommand: Command = {
   summary: "list callers",
   help: "[--json]\n\nOne line per caller: name, kind, tier, state, allow list, active credentials.",
   options: { json: { type: "boolean" } },
-  async run(args, ctx) {
-    const { callers } = await callAdmin(ctx, "listCallers");
-    printListing(ctx.io.out, {
+  async run(args, cli) {
+    const { callers } = await callAdmin(cli, "listCallers");
+    printListing(cli.io.out, {
       json: args.values.json === true,
       value: { callers },
       headers: ["NAME", "KIND", "TIER", "STATE", "ALLOW", "CREDENTIALS"],

@@ -47,13 +47,13 @@ export function describeCaller(c: CallerView): string {
   ].join("\n");
 }
 
-export function printCredential(ctx: CliContext, credential: IssuedCredential | null): void {
-  ctx.io.out("");
+export function printCredential(cli: CliContext, credential: IssuedCredential | null): void {
+  cli.io.out("");
   if (!credential) {
-    ctx.io.out("No static token: this peer authenticates only with JWTs signed by its key.");
+    cli.io.out("No static token: this peer authenticates only with JWTs signed by its key.");
     return;
   }
-  ctx.io.out("Credential (shown once; peergate keeps only its hash):");
-  ctx.io.out(`  ${credential.url ?? credential.secret}`);
-  ctx.io.out(`  ${credential.usage}`);
+  cli.io.out("Credential (shown once; peergate keeps only its hash):");
+  cli.io.out(`  ${credential.url ?? credential.secret}`);
+  cli.io.out(`  ${credential.usage}`);
 }

@@ -25,10 +25,10 @@ export const callersRestoreCommand: Command = {
     json: { type: "boolean" },
     ...operatorTokenOption,
   },
-  async run(args, ctx) {
+  async run(args, cli) {
     if (typeof args.values.tier !== "string")
       throw new UsageError("--tier is required: public, internal or private");
-    const result = await callAdmin(ctx, "restoreCaller", {
+    const result = await callAdmin(cli, "restoreCaller", {
       params: { name: nameOf(args) },
       body: {
         tier: args.values.tier,
@@ -37,12 +37,12 @@ export const callersRestoreCommand: Command = {
           .map((a) => a.trim())
           .filter((a) => a !== ""),
       } as AdminRequestBody<"restoreCaller">,
-      headers: await operatorHeaders(args, ctx),
+      headers: await operatorHeaders(args, cli),
     });
-    if (args.values.json) ctx.io.out(toTerminalJson(result));
+    if (args.values.json) cli.io.out(toTerminalJson(result));
     else {
-      ctx.io.out(`restored ${describeCaller(result.caller)}`);
-      printCredential(ctx, result.credential);
+      cli.io.out(`restored ${describeCaller(result.caller)}`);
+      printCredential(cli, result.credential);
     }
     return exitCodes.ok;
   },

@@ -15,14 +15,14 @@ export const callersRevokeCommand: Command = {
   ].join("\n"),
   positionals: { min: 1, max: 1, names: "a caller name" },
   options: { reason: { type: "string" }, json: { type: "boolean" } },
-  async run(args, ctx) {
-    const result = await callAdmin(ctx, "revokeCaller", {
+  async run(args, cli) {
+    const result = await callAdmin(cli, "revokeCaller", {
       params: { name: nameOf(args) },
       body: typeof args.values.reason === "string" ? { reason: args.values.reason } : {},
     });
-    if (args.values.json) ctx.io.out(toTerminalJson(result));
+    if (args.values.json) cli.io.out(toTerminalJson(result));
     else
-      ctx.io.out(
+      cli.io.out(
         `revoked ${escapeForTerminal(result.caller.name)}: ${result.credentialsRevoked} credential(s) killed, ${result.waitingRunsRevoked} waiting run(s) ended, ${result.workingRunsStopped} working run(s) stopping`,
       );
     return exitCodes.ok;

@@ -20,25 +20,25 @@ export const callersRotateCommand: Command = {
   ].join("\n"),
   positionals: { min: 1, max: 1, names: "a caller name" },
   options: { grace: { type: "string" }, json: { type: "boolean" }, ...operatorTokenOption },
-  async run(args, ctx) {
+  async run(args, cli) {
     const grace = args.values.grace === undefined ? 0 : Number(args.values.grace);
     if (!Number.isInteger(grace) || grace < 0)
       throw new UsageError(
         `--grace ${JSON.stringify(args.values.grace)}: expected whole seconds ≥ 0`,
       );
-    const result = await callAdmin(ctx, "rotateCredential", {
+    const result = await callAdmin(cli, "rotateCredential", {
       params: { name: nameOf(args) },
       body: { graceSeconds: grace },
-      headers: await operatorHeaders(args, ctx),
+      headers: await operatorHeaders(args, cli),
     });
-    if (args.values.json) ctx.io.out(toTerminalJson(result));
+    if (args.values.json) cli.io.out(toTerminalJson(result));
     else {
-      ctx.io.out(
+      cli.io.out(
         grace === 0
           ? "old credentials revoked now"
           : `old credentials work until ${result.oldCredentialsExpireAt}`,
       );
-      printCredential(ctx, result.credential);
+      printCredential(cli, result.credential);
     }
     return exitCodes.ok;
   },

@@ -45,7 +45,7 @@ export const callersSetCommand: Command = {
     "remove-allow": { type: "string", multiple: true },
     "allow-unknown-tools": { type: "boolean" },
   },
-  async run(args, ctx) {
+  async run(args, cli) {
     const body = await buildFields(args);
     const add = listOption(args.values["add-allow"]);
     const remove = listOption(args.values["remove-allow"]);
@@ -56,7 +56,7 @@ export const callersSetCommand: Command = {
     }
     let before: readonly string[] | undefined;
     if (add.length || remove.length || body.allow !== undefined) {
-      const { caller } = await callAdmin(ctx, "getCaller", { params: { name: nameOf(args) } });
+      const { caller } = await callAdmin(cli, "getCaller", { params: { name: nameOf(args) } });
       before = caller.allow;
       if (add.length || remove.length) {
         body.allow = [...new Set([...caller.allow, ...add])].filter((a) => !remove.includes(a));
@@ -66,33 +66,33 @@ export const callersSetCommand: Command = {
     if (Object.keys(body).length === 0)
       throw new UsageError("nothing to change: give at least one option");
     if (Array.isArray(body.allow) && args.values["allow-unknown-tools"] !== true) {
-      await refuseUnknownTools(ctx, body.allow as string[], before ?? []);
+      await refuseUnknownTools(cli, body.allow as string[], before ?? []);
     }
     if (body.budgets) {
       // The API replaces the budgets object; the CLI merges into what is stored and sends the
       // version it read, so a change made meanwhile is refused rather than overwritten.
-      const { caller } = await callAdmin(ctx, "getCaller", { params: { name: nameOf(args) } });
+      const { caller } = await callAdmin(cli, "getCaller", { params: { name: nameOf(args) } });
       body.budgets = mergeBudgets(caller.budgets as CallerBudgets, body.budgets as BudgetsChange);
       body.expectedVersion = caller.version;
     }
-    const result = await callAdmin(ctx, "updateCaller", {
+    const result = await callAdmin(cli, "updateCaller", {
       params: { name: nameOf(args) },
       body: body as AdminRequestBody<"updateCaller">,
-      headers: await operatorHeaders(args, ctx),
+      headers: await operatorHeaders(args, cli),
     });
-    if (args.values.json) ctx.io.out(toTerminalJson(result));
+    if (args.values.json) cli.io.out(toTerminalJson(result));
     else {
-      ctx.io.out(
+      cli.io.out(
         result.changed.length ? `changed ${result.changed.join(", ")}` : "nothing changed",
       );
       if (before !== undefined && result.changed.includes("allow")) {
         const shown = (list: readonly string[]) =>
           list.length ? list.map((a) => quoteUntrusted(a)).join(", ") : "(none)";
-        ctx.io.out(`allow: ${shown(before)} → ${shown(result.caller.allow)}`);
+        cli.io.out(`allow: ${shown(before)} → ${shown(result.caller.allow)}`);
       }
-      ctx.io.out(describeCaller(result.caller));
+      cli.io.out(describeCaller(result.caller));
       if (result.unknownAllowEntries.length)
-        ctx.io.out(
+        cli.io.out(
           `note: allow entries that name no tool: ${result.unknownAllowEntries.map((a) => quoteUntrusted(a)).join(", ")}`,
         );
     }
@@ -114,11 +114,11 @@ function listOption(value: unknown): string[] {
  * change is sent, naming the nearest tool; entries the caller already had are left alone.
  */
 async function refuseUnknownTools(
-  ctx: CliContext,
+  cli: CliContext,
   allow: readonly string[],
   before: readonly string[],
 ): Promise<void> {
-  const { tools } = await callAdmin(ctx, "listTools");
+  const { tools } = await callAdmin(cli, "listTools");
   const names = tools.map((t) => t.name);
   const unknown = allow.filter((a) => !before.includes(a) && !names.includes(a));
   if (unknown.length === 0) return;

@@ -11,9 +11,9 @@ export const callersShowCommand: Command = {
   help: "<name> [--json]",
   positionals: { min: 1, max: 1, names: "a caller name" },
   options: { json: { type: "boolean" } },
-  async run(args, ctx) {
-    const result = await callAdmin(ctx, "getCaller", { params: { name: nameOf(args) } });
-    ctx.io.out(args.values.json ? toTerminalJson(result) : describeCaller(result.caller));
+  async run(args, cli) {
+    const result = await callAdmin(cli, "getCaller", { params: { name: nameOf(args) } });
+    cli.io.out(args.values.json ? toTerminalJson(result) : describeCaller(result.caller));
     return exitCodes.ok;
   },
 };

@@ -49,7 +49,7 @@ export const ceilingCommand: Command = {
     json: { type: "boolean" },
     command: { type: "string" },
   },
-  async run(args, ctx) {
+  async run(args, cli) {
     const name = args.positionals[0];
     const tier = args.values.tier;
     // `controls` and `command` are not declared in the contract's getCeiling response yet: typed
@@ -67,7 +67,7 @@ export const ceilingCommand: Command = {
       if (tier !== undefined || args.values.allow !== undefined) {
         throw new UsageError("give a caller name or --tier/--allow, not both");
       }
-      report = await callAdmin(ctx, "getCeiling", {
+      report = await callAdmin(cli, "getCeiling", {
         params: { name },
         query: { command: typeof command === "string" ? command : undefined },
       });
@@ -82,7 +82,7 @@ export const ceilingCommand: Command = {
           `--tier ${quoteUntrusted(tier)}: not a tier${near ? ` (did you mean ${near}?)` : ""}; expected one of ${tiers.join(", ")}`,
         );
       }
-      const { agent, inventory } = await loadPolicies(loadConfig(ctx.env, ctx.cwd).policiesDir);
+      const { agent, inventory } = await loadPolicies(loadConfig(cli.env, cli.cwd).policiesDir);
       report = reportCeiling(inventory, agent, {
         name: "(hypothetical)",
         tier,
@@ -92,22 +92,22 @@ export const ceilingCommand: Command = {
       heading = `Ceiling for a hypothetical caller; agent ${quoteUntrusted(agent.name)}, ${inventory.tools.length} tools in the inventory`;
     }
     if (args.values.json) {
-      ctx.io.out(toTerminalJson(report));
+      cli.io.out(toTerminalJson(report));
       return exitCodes.ok;
     }
 
     const allow = report.caller.allow;
     const allowShown =
       allow.length === 0 ? "(empty)" : allow.map((e) => quoteUntrusted(e)).join(", ");
-    ctx.io.out(heading);
-    ctx.io.out(`tier ${quoteUntrusted(report.caller.tier)}, allow ${allowShown}\n`);
-    ctx.io.out(
+    cli.io.out(heading);
+    cli.io.out(`tier ${quoteUntrusted(report.caller.tier)}, allow ${allowShown}\n`);
+    cli.io.out(
       formatTable(
         ["TOOL", "ADMITTED", "REASON", "WHY"],
         report.decisions.map((d) => [d.tool, d.admitted ? "yes" : "no", d.reason, d.sentence]),
       ),
     );
-    ctx.io.out(
+    cli.io.out(
       `\nAdmitted (${report.admitted.length}): ${report.admitted.length === 0 ? "nothing" : report.admitted.join(", ")}`,
     );
     const otherNames = report.runNames.filter((n) => n.kind !== "tool");
@@ -117,20 +117,20 @@ export const ceilingCommand: Command = {
           ? `${n.name} (alias of ${n.tool})`
           : `${n.name} (hidden half of ${n.tool}, approval path only)`,
       );
-      ctx.io.out(`A run also answers to: ${described.join(", ")}`);
+      cli.io.out(`A run also answers to: ${described.join(", ")}`);
     }
-    if (report.controls !== undefined) printControls(ctx.io.out, report.controls);
+    if (report.controls !== undefined) printControls(cli.io.out, report.controls);
     if (report.command !== undefined) {
       const c = report.command;
-      ctx.io.out(
+      cli.io.out(
         `\nCommand ${quoteUntrusted(c.command)}: ${c.covered ? "covered" : "not covered"} (key ${c.key === null ? "none" : quoteUntrusted(c.key)})`,
       );
-      ctx.io.out(`  ${quoteUntrusted(c.reason, 2_000).slice(1, -1)}`);
+      cli.io.out(`  ${quoteUntrusted(c.reason, 2_000).slice(1, -1)}`);
     }
     const unknown = report.unknownAllowEntries;
     if (unknown.length > 0) {
-      ctx.io.out(`\nAllow entries that name no tool (${unknown.length}):`);
-      ctx.io.out(
+      cli.io.out(`\nAllow entries that name no tool (${unknown.length}):`);
+      cli.io.out(
         formatTable(
           ["ENTRY", "NOTE"],
           unknown.map((u) => [quoteUntrusted(u.entry), u.note]),

@@ -32,7 +32,7 @@ export type Command = {
   options?: ParseArgsOptionsConfig;
   /** How many positionals it takes; omitted means none. */
   positionals?: { min: number; max: number; names: string };
-  run(args: ParsedArgs, ctx: CliContext): Promise<number>;
+  run(args: ParsedArgs, cli: CliContext): Promise<number>;
 };
 
 /**

@@ -3,6 +3,7 @@
 // printed: the model, database, policies and sandbox it runs with, not this shell's environment.
 // Only when none answers does doctor check locally, and it says which view it prints.
 import { loadConfig } from "../config.ts";
+import { requestControl } from "../control/request-control.ts";
 import { type DoctorCheck, diagnose } from "../services/doctor.ts";
 import { ApiError, callAdmin, createAdminClient } from "./admin-client.ts";
 import { type CliContext, type Command, exitCodes } from "./command.ts";
@@ -36,9 +37,9 @@ export const doctorCommand: Command = {
     local: { type: "boolean" },
     json: { type: "boolean" },
   },
-  async run(args, ctx) {
+  async run(args, cli) {
     const modelCall = args.values["no-model-call"] !== true;
-    const asked = args.values.local === true ? undefined : await askServer(ctx, modelCall);
+    const asked = args.values.local === true ? undefined : await askServer(cli, modelCall);
     let report: { view: "server" | "local"; server?: string; note: string; checks: DoctorCheck[] };
     if (asked && "checks" in asked) {
       report = {
@@ -48,8 +49,8 @@ export const doctorCommand: Command = {
         checks: asked.checks,
       };
     } else {
-      const config = loadConfig(ctx.env, ctx.cwd);
-      const checks = await diagnose({ config, modelCall });
+      const config = loadConfig(cli.env, cli.cwd);
+      const checks = await diagnose({ config, modelCall, serverHoldsDatabase });
       const why = asked?.reason ?? "--local";
       report = {
         view: "local",
@@ -58,8 +59,8 @@ export const doctorCommand: Command = {
       };
     }
     const failed = report.checks.some((c) => c.status === "fail");
-    if (args.values.json) ctx.io.out(toTerminalJson({ ok: !failed, ...report }));
-    else ctx.io.out(`${report.note}\n\n${describeChecks(report.checks)}`);
+    if (args.values.json) cli.io.out(toTerminalJson({ ok: !failed, ...report }));
+    else cli.io.out(`${report.note}\n\n${describeChecks(report.checks)}`);
     return failed ? exitCodes.failed : exitCodes.ok;
   },
 };
@@ -69,18 +70,18 @@ export const doctorCommand: Command = {
  * or a server too old to have the route.
  */
 async function askServer(
-  ctx: CliContext,
+  cli: CliContext,
   modelCall: boolean,
 ): Promise<{ server: string; checks: DoctorCheck[] } | { reason: string }> {
   let client: Awaited<ReturnType<typeof createAdminClient>>;
   try {
-    client = await createAdminClient(ctx);
+    client = await createAdminClient(cli);
   } catch (error) {
     return { reason: (error as Error).message };
   }
   try {
     const answer = await callAdmin(
-      ctx,
+      cli,
       "getDoctor",
       { query: { modelCall: modelCall ? "true" : "false" } },
       client,
@@ -97,6 +98,15 @@ async function askServer(
       return { reason: `the server at ${client.baseUrl} ${why}` };
     }
     return { reason: `no server answered at ${client.baseUrl}` };
+  }
+}
+
+/** Whether a server answers on the control socket, and so holds the embedded database. */
+async function serverHoldsDatabase(dataDir: string): Promise<boolean> {
+  try {
+    return (await requestControl(dataDir, { verb: "ping" }, 3_000)) !== undefined;
+  } catch {
+    return false;
   }
 }
 

@@ -41,7 +41,7 @@ export const migrateDataCommand: Command = {
     apply: { type: "boolean" },
     json: { type: "boolean" },
   },
-  async run(args, ctx) {
+  async run(args, cli) {
     const fromText = args.values.from;
     const toText = args.values.to;
     if (typeof fromText !== "string" || fromText === "") throw new UsageError("--from is required");
@@ -49,12 +49,12 @@ export const migrateDataCommand: Command = {
     const resolve = (text: string) => {
       const store = parseDataStore(text);
       return store.kind === "pglite"
-        ? { kind: "pglite" as const, dataDir: path.resolve(ctx.cwd, store.dataDir) }
+        ? { kind: "pglite" as const, dataDir: path.resolve(cli.cwd, store.dataDir) }
         : store;
     };
     const json = args.values.json === true;
     // Progress goes beside the answer: to stderr when stdout carries the JSON.
-    const progress = (line: string) => (json ? ctx.io.err(line) : ctx.io.out(line));
+    const progress = (line: string) => (json ? cli.io.err(line) : cli.io.out(line));
     let result: MigrateDataResult;
     try {
       result = await migrateData({
@@ -65,19 +65,19 @@ export const migrateDataCommand: Command = {
       });
     } catch (error) {
       if (json && error instanceof ConfigError) {
-        ctx.io.out(toTerminalJson({ ok: false, refused: error.problems }));
+        cli.io.out(toTerminalJson({ ok: false, refused: error.problems }));
         return exitCodes.failed;
       }
       throw error;
     }
     if (json) {
-      ctx.io.out(toTerminalJson({ ok: true, ...result }));
+      cli.io.out(toTerminalJson({ ok: true, ...result }));
       return exitCodes.ok;
     }
-    ctx.io.out(`from ${result.from}`);
-    ctx.io.out(`to   ${result.to}`);
-    ctx.io.out(`both carry all ${result.migrations} migrations; the target is empty`);
-    ctx.io.out(
+    cli.io.out(`from ${result.from}`);
+    cli.io.out(`to   ${result.to}`);
+    cli.io.out(`both carry all ${result.migrations} migrations; the target is empty`);
+    cli.io.out(
       formatTable(
         result.apply ? ["TABLE", "SOURCE", "TARGET"] : ["TABLE", "ROWS TO COPY"],
         result.tables.map((t) =>
@@ -89,13 +89,13 @@ export const migrateDataCommand: Command = {
     );
     if (!result.apply) {
       if (result.unchainedAudit > 0) {
-        ctx.io.out(
+        cli.io.out(
           `${result.unchainedAudit} audit events are not chained yet: --apply chains them on the source first`,
         );
       }
-      ctx.io.out("dry run: nothing copied (--apply copies)");
+      cli.io.out("dry run: nothing copied (--apply copies)");
     } else {
-      ctx.io.out(
+      cli.io.out(
         "copied; every table's count matches. Next: point the server at the target (same secret key and admin token), then `peergate audit verify`",
       );
     }

@@ -24,21 +24,21 @@ export const migrateCommand: Command = {
     '  --json  print {"applied": n, "migrations": [...], "database": "..."}',
   ].join("\n"),
   options: { json: { type: "boolean" } },
-  async run(args, ctx) {
-    const config = loadConfig(ctx.env, ctx.cwd);
+  async run(args, cli) {
+    const config = loadConfig(cli.env, cli.cwd);
     const options = resolveDatabaseOptions(config);
     const where = describeDatabase(options);
     const database = await openConfiguredDatabase(config);
     try {
       const result = await migrateDatabase(database);
       if (args.values.json) {
-        ctx.io.out(toTerminalJson({ ...result, database: where }));
+        cli.io.out(toTerminalJson({ ...result, database: where }));
       } else if (result.applied === 0) {
-        ctx.io.out(`${where}: up to date, no migrations to apply`);
+        cli.io.out(`${where}: up to date, no migrations to apply`);
       } else {
         const noun = result.applied === 1 ? "migration" : "migrations";
-        ctx.io.out(`${where}: applied ${result.applied} ${noun}`);
-        for (const name of result.migrations) ctx.io.out(`  ${name}`);
+        cli.io.out(`${where}: applied ${result.applied} ${noun}`);
+        for (const name of result.migrations) cli.io.out(`  ${name}`);
       }
       return exitCodes.ok;
     } finally {

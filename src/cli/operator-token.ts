@@ -25,19 +25,19 @@ export const operatorTokenHelp = [
 /** The operator token from --operator-token-file or PEERGATE_OPERATOR_TOKEN, if given. */
 export async function readOperatorToken(
   args: ParsedArgs,
-  ctx: CliContext,
+  cli: CliContext,
 ): Promise<string | undefined> {
   const file = args.values["operator-token-file"];
   if (typeof file === "string") return (await readFile(file, "utf8")).trim();
-  return ctx.env.PEERGATE_OPERATOR_TOKEN || undefined;
+  return cli.env.PEERGATE_OPERATOR_TOKEN || undefined;
 }
 
 /** The request header carrying the operator token, when there is one. */
 export async function operatorHeaders(
   args: ParsedArgs,
-  ctx: CliContext,
+  cli: CliContext,
 ): Promise<Record<string, string>> {
-  const token = await readOperatorToken(args, ctx);
+  const token = await readOperatorToken(args, cli);
   return token ? { [operatorTokenHeader.toLowerCase()]: token } : {};
 }
 
@@ -46,11 +46,11 @@ class OperatorTokenExistsError extends Error {
 }
 
 async function createDirectly(
-  ctx: CliContext,
+  cli: CliContext,
   force: boolean,
   actor: `cli:${string}`,
 ): Promise<{ token: string; replaced: boolean }> {
-  const config = loadConfig(ctx.env, ctx.cwd);
+  const config = loadConfig(cli.env, cli.cwd);
   const [
     { migrateDatabase },
     { openConfiguredDatabase },
@@ -101,10 +101,10 @@ export const operatorTokenCreateCommand: Command = {
     "  --json   print {operatorToken, replaced} as JSON",
   ].join("\n"),
   options: { force: { type: "boolean" }, json: { type: "boolean" } },
-  async run(args, ctx) {
-    const config = loadConfig(ctx.env, ctx.cwd);
+  async run(args, cli) {
+    const config = loadConfig(cli.env, cli.cwd);
     const force = args.values.force === true;
-    const user = (ctx.env.USER ?? "operator").replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 64);
+    const user = (cli.env.USER ?? "operator").replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 64);
     let created: { token: string; replaced: boolean } | undefined;
     try {
       if (!config.databaseUrl) {
@@ -122,22 +122,22 @@ export const operatorTokenCreateCommand: Command = {
           created = { token: answer.operatorToken, replaced: answer.replaced };
         }
       }
-      created ??= await createDirectly(ctx, force, `cli:${user}`);
+      created ??= await createDirectly(cli, force, `cli:${user}`);
     } catch (error) {
       if (!(error instanceof OperatorTokenExistsError)) throw error;
-      ctx.io.err(
+      cli.io.err(
         "peergate operator-token create: an operator token exists already. Creating a new one makes the old one stop working at once; run again with --force to do that.",
       );
       return exitCodes.failed;
     }
     if (args.values.json) {
-      ctx.io.out(toTerminalJson({ operatorToken: created.token, replaced: created.replaced }));
+      cli.io.out(toTerminalJson({ operatorToken: created.token, replaced: created.replaced }));
       return exitCodes.ok;
     }
-    ctx.io.out("Operator token (shown once; peergate keeps only its hash):");
-    ctx.io.out(`  ${created.token}`);
-    if (created.replaced) ctx.io.out("The previous operator token no longer works.");
-    ctx.io.out(
+    cli.io.out("Operator token (shown once; peergate keeps only its hash):");
+    cli.io.out(`  ${created.token}`);
+    if (created.replaced) cli.io.out("The previous operator token no longer works.");
+    cli.io.out(
       `Send it as ${operatorTokenHeader} (the CLI: PEERGATE_OPERATOR_TOKEN or --operator-token-file) to approve parked runs and to widen callers. Keep it out of the server's environment.`,
     );
     return exitCodes.ok;

@@ -26,17 +26,17 @@ export const pruneCommand: Command = {
     "  --json                   print the server's answer as JSON",
   ].join("\n"),
   options: { apply: { type: "boolean" }, json: { type: "boolean" }, ...operatorTokenOption },
-  async run(args, ctx) {
+  async run(args, cli) {
     const apply = args.values.apply === true;
-    const result = await callAdmin(ctx, "prune", {
+    const result = await callAdmin(cli, "prune", {
       body: { apply },
-      headers: apply ? await operatorHeaders(args, ctx) : {},
+      headers: apply ? await operatorHeaders(args, cli) : {},
     });
     if (args.values.json) {
-      ctx.io.out(toTerminalJson(result));
+      cli.io.out(toTerminalJson(result));
       return exitCodes.ok;
     }
-    ctx.io.out(
+    cli.io.out(
       formatTable(
         ["family", "kept", apply ? "deleted" : "would delete", "older than"],
         result.families.map((f) => [
@@ -48,9 +48,9 @@ export const pruneCommand: Command = {
       ),
     );
     if (result.checkpoint) {
-      ctx.io.out(`audit checkpoint written at event ${result.checkpoint.seq}`);
+      cli.io.out(`audit checkpoint written at event ${result.checkpoint.seq}`);
     }
-    if (!apply) ctx.io.out("dry run: nothing deleted (--apply deletes)");
+    if (!apply) cli.io.out("dry run: nothing deleted (--apply deletes)");
     return exitCodes.ok;
   },
 };

@@ -57,12 +57,12 @@ export async function runCli(
   outer: CliContext,
 ): Promise<number> {
   const safe = escapeOutput;
-  const ctx: CliContext = {
+  const cli: CliContext = {
     ...outer,
     io: { out: (text) => outer.io.out(safe(text)), err: (text) => outer.io.err(safe(text)) },
   };
   if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-V")) {
-    ctx.io.out(`peergate ${await packageVersion()}`);
+    cli.io.out(`peergate ${await packageVersion()}`);
     return exitCodes.ok;
   }
   const found = findCommand(commands, argv);
@@ -80,10 +80,10 @@ export async function runCli(
     const wantsHelp = argv.length === 0 || argv.includes("--help") || argv.includes("-h");
     const unknown = prefix[known.length];
     if (wantsHelp && unknown === undefined) {
-      ctx.io.out(describeGroup(commands, known));
+      cli.io.out(describeGroup(commands, known));
       return exitCodes.ok;
     }
-    ctx.io.err(
+    cli.io.err(
       unknown === undefined
         ? describeGroup(commands, known)
         : `peergate: unknown command "${[...known, unknown].join(" ")}"\n\n${describeGroup(commands, known)}`,
@@ -95,7 +95,7 @@ export async function runCli(
   // Only the verb that runs is loaded, with what it imports.
   const command = "load" in entry ? await entry.load() : entry;
   if (rest.includes("--help") || rest.includes("-h")) {
-    ctx.io.out(formatHelp(command));
+    cli.io.out(formatHelp(command));
     return exitCodes.ok;
   }
   try {
@@ -115,7 +115,7 @@ export async function runCli(
     }
     return await command.run(
       { values: parsed.values as ParsedValues, positionals: parsed.positionals },
-      ctx,
+      cli,
     );
   } catch (error) {
     if (error instanceof UsageError || isParseArgsError(error)) {
@@ -124,18 +124,18 @@ export async function runCli(
       const words = command.words.join(" ");
       const message =
         error instanceof UsageError ? error.message : describeParseError(error as Error, command);
-      ctx.io.err(
+      cli.io.err(
         `peergate ${words}: ${message}\n${usageLine(command)}\nRun \`peergate ${words} --help\` for every option.`,
       );
       return exitCodes.usage;
     }
     if (error instanceof ConfigError) {
-      ctx.io.err(error.message);
+      cli.io.err(error.message);
       return exitCodes.failed;
     }
     const message = error instanceof Error ? error.message : String(error);
-    ctx.io.err(`peergate ${command.words.join(" ")}: ${message}`);
-    if (ctx.env.PEERGATE_DEBUG && error instanceof Error && error.stack) ctx.io.err(error.stack);
+    cli.io.err(`peergate ${command.words.join(" ")}: ${message}`);
+    if (cli.env.PEERGATE_DEBUG && error instanceof Error && error.stack) cli.io.err(error.stack);
     return exitCodes.failed;
   }
 }

@@ -112,18 +112,18 @@ export const runsListCommand: Command = {
     limit: { type: "string" },
     json: { type: "boolean" },
   },
-  async run(args, ctx) {
+  async run(args, cli) {
     const query = queryFromOptions(args.values, ["caller", "status", "limit"]);
-    const { runs } = await callAdmin(ctx, "listRuns", { query: Object.fromEntries(query) });
+    const { runs } = await callAdmin(cli, "listRuns", { query: Object.fromEntries(query) });
     // A webhook run says which kind of webhook: github, ifttt or a plain webhook caller.
     const kinds = runs.some((r) => r.origin === "webhook")
-      ? new Map((await callAdmin(ctx, "listCallers")).callers.map((c) => [c.name, c.kind]))
+      ? new Map((await callAdmin(cli, "listCallers")).callers.map((c) => [c.name, c.kind]))
       : new Map<string, string>();
     const originOf = (r: RunSummary) => {
       const kind = kinds.get(r.callerName);
       return r.origin === "webhook" && kind && kind !== "webhook" ? `webhook:${kind}` : r.origin;
     };
-    printListing(ctx.io.out, {
+    printListing(cli.io.out, {
       json: args.values.json === true,
       value: { runs },
       headers: ["RUN", "CALLER", "ORIGIN", "STATUS", "WAITING ON", "CREATED"],
@@ -147,15 +147,15 @@ export const runsShowCommand: Command = {
   help: "<run-id or A2A task id> [--json]\n\nThe A2A task id a peer was given names its run too.",
   positionals: { min: 1, max: 1, names: "a run id or A2A task id" },
   options: { json: { type: "boolean" } },
-  async run(args, ctx) {
-    const { run } = await callAdmin(ctx, "getRun", { params: runIdOf(args) });
-    ctx.io.out(args.values.json ? toTerminalJson({ run }) : describeRun(run));
+  async run(args, cli) {
+    const { run } = await callAdmin(cli, "getRun", { params: runIdOf(args) });
+    cli.io.out(args.values.json ? toTerminalJson({ run }) : describeRun(run));
     return exitCodes.ok;
   },
 };
 
-async function requireOperatorToken(args: ParsedArgs, ctx: CliContext): Promise<string> {
-  const token = await readOperatorToken(args, ctx);
+async function requireOperatorToken(args: ParsedArgs, cli: CliContext): Promise<string> {
+  const token = await readOperatorToken(args, cli);
   if (!token) {
     throw new UsageError(
       "approving needs the operator token: set PEERGATE_OPERATOR_TOKEN or pass --operator-token-file (create one with `peergate operator-token create`)",
@@ -181,20 +181,20 @@ export const runsApproveCommand: Command = {
     "operator-token-file": { type: "string" },
     json: { type: "boolean" },
   },
-  async run(args, ctx) {
+  async run(args, cli) {
     const { call, digest } = args.values;
     if (typeof call !== "string" || typeof digest !== "string") {
       throw new UsageError(
         "--call and --digest are required (both are printed by `peergate runs show`)",
       );
     }
-    const token = await requireOperatorToken(args, ctx);
-    const result = await callAdmin(ctx, "approveRun", {
+    const token = await requireOperatorToken(args, cli);
+    const result = await callAdmin(cli, "approveRun", {
       params: runIdOf(args),
       body: { callId: call, argsDigest: digest },
       headers: { "x-peergate-operator-token": token },
     });
-    ctx.io.out(
+    cli.io.out(
       args.values.json ? toTerminalJson(result) : `approved; run ${args.positionals[0]} resumes`,
     );
     return exitCodes.ok;
@@ -207,12 +207,12 @@ export const runsRejectCommand: Command = {
   help: "<run-id> [--reason TEXT] [--call CALL-ID] [--json]",
   positionals: { min: 1, max: 1, names: "a run id" },
   options: { reason: { type: "string" }, call: { type: "string" }, json: { type: "boolean" } },
-  async run(args, ctx) {
+  async run(args, cli) {
     const body: AdminRequestBody<"rejectRun"> = {};
     if (typeof args.values.reason === "string") body.reason = args.values.reason;
     if (typeof args.values.call === "string") body.callId = args.values.call;
-    const result = await callAdmin(ctx, "rejectRun", { params: runIdOf(args), body });
-    ctx.io.out(
+    const result = await callAdmin(cli, "rejectRun", { params: runIdOf(args), body });
+    cli.io.out(
       args.values.json
         ? toTerminalJson(result)
         : `rejected; run ${args.positionals[0]} resumes without that call`,
@@ -227,9 +227,9 @@ export const runsCancelCommand: Command = {
   help: "<run-id or A2A task id> [--json]\n\nThe A2A task id a peer was given names its run too.",
   positionals: { min: 1, max: 1, names: "a run id or A2A task id" },
   options: { json: { type: "boolean" } },
-  async run(args, ctx) {
-    const result = await callAdmin(ctx, "cancelRun", { params: runIdOf(args) });
-    ctx.io.out(
+  async run(args, cli) {
+    const result = await callAdmin(cli, "cancelRun", { params: runIdOf(args) });
+    cli.io.out(
       args.values.json
         ? toTerminalJson(result)
         : result.stopped
@@ -258,9 +258,9 @@ export const runsRetryCommand: Command = {
   ].join("\n"),
   positionals: { min: 1, max: 1, names: "a run id" },
   options: { json: { type: "boolean" } },
-  async run(args, ctx) {
-    const result = await callAdmin(ctx, "retryRun", { params: runIdOf(args) });
-    ctx.io.out(
+  async run(args, cli) {
+    const result = await callAdmin(cli, "retryRun", { params: runIdOf(args) });
+    cli.io.out(
       args.values.json
         ? toTerminalJson(result)
         : `started run ${line(result.runId)} (a retry of ${line(result.retryOf)}); follow it with \`peergate runs show ${line(result.runId)}\``,

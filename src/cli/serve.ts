@@ -27,10 +27,10 @@ it, and what a server holds a tool may come to read.
 The URL it listens on is written to <data dir>/server-url while it runs, so the CLI on the same
 machine finds it on any port without PEERGATE_URL. Under systemd (NOTIFY_SOCKET set, a unit of
 Type=notify) it reports READY=1 once it listens and STOPPING=1 when it begins to stop.`,
-  async run(_args, ctx) {
-    const config = loadConfig(ctx.env, ctx.cwd);
-    const logger = createLogger({ level: config.logLevel, write: ctx.io.out });
-    if (ctx.env.PEERGATE_OPERATOR_TOKEN) {
+  async run(_args, cli) {
+    const config = loadConfig(cli.env, cli.cwd);
+    const logger = createLogger({ level: config.logLevel, write: cli.io.out });
+    if (cli.env.PEERGATE_OPERATOR_TOKEN) {
       logger.warn(
         "PEERGATE_OPERATOR_TOKEN is set in the server's environment: the server never needs it, and a process it starts may read it; keep it with the operator's CLI only",
         {},
@@ -42,13 +42,13 @@ Type=notify) it reports READY=1 once it listens and STOPPING=1 when it begins to
       import("../server.ts"),
       import("../services/doctor.ts"),
     ]);
-    const server = await startServer(config, logger, ctx.env);
+    const server = await startServer(config, logger, cli.env);
     const forgetUrl = await recordServerUrl(config.dataDir, server.url);
     // What was compiled to get here, written to Node's compile cache now rather than at exit
     // (src/main.ts): the next start reads it even if this process never exits cleanly.
     flushCompileCache();
     await notifyServiceManager(
-      ctx.env,
+      cli.env,
       { state: "ready", status: `listening on ${server.url}` },
       logger,
     );
@@ -61,10 +61,10 @@ Type=notify) it reports READY=1 once it listens and STOPPING=1 when it begins to
       modelTimeoutMs: 10_000,
     });
     await new Promise<void>((resolve) => {
-      if (ctx.signal.aborted) resolve();
-      ctx.signal.addEventListener("abort", () => resolve(), { once: true });
+      if (cli.signal.aborted) resolve();
+      cli.signal.addEventListener("abort", () => resolve(), { once: true });
     });
-    await notifyServiceManager(ctx.env, { state: "stopping", status: "stopping" }, logger);
+    await notifyServiceManager(cli.env, { state: "stopping", status: "stopping" }, logger);
     await checked;
     await forgetUrl();
     await server.stop();

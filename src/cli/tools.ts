@@ -2,14 +2,13 @@
 // ceiling is computed from (risk, disclosure, egress). No server, no database.
 import { loadConfig } from "../config.ts";
 import { loadPolicies } from "../load-policies.ts";
-import { describeInventory } from "../policy/explain.ts";
-import type { ToolDescriptor } from "../policy/tools.ts";
-import { describeDeclaration } from "../tools/declared/describe.ts";
+import type { ToolView } from "../policy/explain.ts";
+import { describeTools } from "../services/describe-tools.ts";
 import { type Command, exitCodes } from "./command.ts";
 import { formatTable } from "./format-table.ts";
 import { toTerminalJson } from "./terminal-text.ts";
 
-function describeNotes(tool: ToolDescriptor): string {
+function describeNotes(tool: ToolView): string {
   const notes: string[] = [];
   if (tool.needsPerson) notes.push("needs a person: never in caller runs");
   if (tool.persistsOperatorState) notes.push("persists operator state: never in caller runs");
@@ -33,20 +32,17 @@ export const toolsCommand: Command = {
     "  --json  print {inventoryVersion, tools: [...]} as JSON",
   ].join("\n"),
   options: { json: { type: "boolean" } },
-  async run(args, ctx) {
-    const { inventory, toolsPolicy } = await loadPolicies(loadConfig(ctx.env, ctx.cwd).policiesDir);
-    const declared = toolsPolicy.commands.map((tool) => ({
-      name: tool.name,
-      ...describeDeclaration(tool),
-    }));
+  async run(args, cli) {
+    const view = describeTools(await loadPolicies(loadConfig(cli.env, cli.cwd).policiesDir));
+    const { tools, declared } = view;
     if (args.values.json) {
-      ctx.io.out(toTerminalJson({ ...describeInventory(inventory), declared }));
+      cli.io.out(toTerminalJson(view));
       return exitCodes.ok;
     }
-    ctx.io.out(
+    cli.io.out(
       formatTable(
         ["TOOL", "CATEGORY", "RISK", "DISCLOSURE", "EGRESS", "ALIASES", "HIDDEN HALF", "NOTES"],
-        inventory.tools.map((tool) => [
+        tools.map((tool) => [
           tool.name,
           tool.category,
           tool.risk,
@@ -58,9 +54,9 @@ export const toolsCommand: Command = {
         ]),
       ),
     );
-    ctx.io.out(`\n${inventory.tools.length} tools (inventory ${inventory.version.slice(0, 12)})`);
+    cli.io.out(`\n${tools.length} tools (inventory ${view.inventoryVersion.slice(0, 12)})`);
     if (declared.length > 0) {
-      ctx.io.out(
+      cli.io.out(
         `\n${formatTable(
           ["DECLARED TOOL", "MODE", "CONTRACT", "DECLARATION SHA-256"],
           declared.map((d) => [d.name, d.mode, d.contract, d.declarationSha256.slice(0, 16)]),

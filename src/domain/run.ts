@@ -92,6 +92,15 @@ export type RunBudgetLimits = {
 
 export type RunBudgetUsed = { tokens: number; costUsd: number; durationMs: number; steps: number };
 
+/** A budget a run is metered against: its own limits, and the caller's daily totals. */
+export type BudgetName =
+  | "steps"
+  | "tokens"
+  | "costUsd"
+  | "durationMs"
+  | "daily.tokens"
+  | "daily.costUsd";
+
 /** The one call a parked run waits on; approving must name `callId` and `argsDigest`. */
 export type PendingApproval = {
   callId: string;

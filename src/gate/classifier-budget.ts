@@ -2,14 +2,21 @@
 // remaining budget before it is made (DESIGN §5, §10): with a budget used up no model is called
 // and the command fails closed (`high-risk`, naming the budget), and what a call spends is charged
 // to the run's meters and usage at once, so one step of many commands cannot outspend its budget.
-import type { BudgetMeters } from "../runs/budgets.ts";
+import type { BudgetName } from "../domain/run.ts";
 import type { Classification } from "./decide.ts";
 
 type Classify = (command: string) => Promise<Classification>;
 
+/** What the classifier's admission needs of a run's budget meters (runs/budgets.ts makes them). */
+export type ClassifierMeters = {
+  /** The first budget already used up, if any. */
+  exhausted(): BudgetName | undefined;
+  charge(delta: { steps: number; tokens: number; costUsd: number }): void;
+};
+
 /** `classify`, admitted against `meters` before each call and charged to them (and `used`) after. */
 export function admitClassifier(
-  meters: Pick<BudgetMeters, "exhausted" | "charge">,
+  meters: ClassifierMeters,
   used: { tokens: number; costUsd: number },
   classify: Classify,
 ): Classify {

@@ -203,7 +203,7 @@ export type Invocation =
 
 type Executable = {
   readonly name?: string;
-  execute(args: unknown, ctx: ToolCallContext): Promise<ToolResult>;
+  execute(args: unknown, invocation: ToolCallContext): Promise<ToolResult>;
 };
 
 /**
@@ -231,7 +231,7 @@ export async function invokeTool(
         deps.logger.error("a stage audit event was not written", { callId, error }),
       );
   };
-  const ctx: ToolCallContext = {
+  const invocation: ToolCallContext = {
     signal,
     workspace: deps.workspace,
     callId,
@@ -243,7 +243,9 @@ export async function invokeTool(
     progress: (text) => deps.emit({ type: "tool-progress", callId, text }),
   };
   const work: Promise<Invocation> = Promise.resolve()
-    .then(() => traceToolCall(tool.name ?? "tool", callId, args, () => tool.execute(args, ctx)))
+    .then(() =>
+      traceToolCall(tool.name ?? "tool", callId, args, () => tool.execute(args, invocation)),
+    )
     .then(
       (result): Invocation => ({ end: "returned", result }),
       (error: unknown): Invocation => ({ end: "threw", error }),

@@ -7,15 +7,8 @@
 // its input. Wall time is a timer for what is left of `durationMs`, aborting the model call and
 // every tool in flight.
 import type { CallerBudgets, RunBudgetLimits, RunBudgetUsed } from "../db/schema.ts";
+import type { BudgetName } from "../domain/run.ts";
 import type { ModelPrice } from "./prices.ts";
-
-export type BudgetName =
-  | "steps"
-  | "tokens"
-  | "costUsd"
-  | "durationMs"
-  | "daily.tokens"
-  | "daily.costUsd";
 
 type Meter = {
   readonly name: BudgetName;

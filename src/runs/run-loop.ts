@@ -21,7 +21,7 @@ import {
   type ToolSet,
 } from "ai";
 import type { PendingBatch, QueuedApproval, RunBudgetUsed, RunError } from "../db/schema.ts";
-import type { HeldCall, PendingInput } from "../domain/run.ts";
+import type { BudgetName, HeldCall, PendingInput } from "../domain/run.ts";
 import { digestArgs } from "../gate/args-digest.ts";
 import {
   type ApprovalDecision,
@@ -36,7 +36,7 @@ import { errorResult, notStartedText } from "../gate/results.ts";
 import type { Logger } from "../log.ts";
 import { checkToolCall } from "../policy/check-tool-call.ts";
 import { askCallerToolName, readQuestion } from "../tools/context/ask-caller.ts";
-import type { BudgetMeters, BudgetName } from "./budgets.ts";
+import type { BudgetMeters } from "./budgets.ts";
 import { type ModelCallTelemetry, modelCallTelemetry } from "./model-telemetry.ts";
 import { computeCostUsd, type ModelPrice } from "./prices.ts";
 
@@ -90,43 +90,47 @@ export type SegmentEnd =
   | { kind: "input-required"; pending: Omit<PendingInput, "askedAt"> };
 
 /** Runs one segment. Throws only for peergate's own failures (database, bugs). */
-export async function runSegment(ctx: SegmentContext): Promise<SegmentEnd> {
-  if (ctx.resume && "answer" in ctx.resume) {
-    await answerAskCaller(ctx, ctx.resume.answer.pending, ctx.resume.answer.text);
-  } else if (ctx.resume) {
-    const end = await finishParkedBatch(ctx, ctx.resume.batch, ctx.resume.decision);
+export async function runSegment(segment: SegmentContext): Promise<SegmentEnd> {
+  if (segment.resume && "answer" in segment.resume) {
+    await answerAskCaller(segment, segment.resume.answer.pending, segment.resume.answer.text);
+  } else if (segment.resume) {
+    const end = await finishParkedBatch(segment, segment.resume.batch, segment.resume.decision);
     if (end) return end;
   }
   for (;;) {
-    if (ctx.signal.aborted) return { kind: "stopped" };
-    const spent = ctx.meters.exhausted();
+    if (segment.signal.aborted) return { kind: "stopped" };
+    const spent = segment.meters.exhausted();
     if (spent) return { kind: "budget", budget: spent };
 
-    const step = await callModel(ctx);
+    const step = await callModel(segment);
     if (step.kind === "stopped") return step;
     if (step.kind === "failed") return step;
 
     const calls = step.calls;
-    const over = calls.length > 0 ? ctx.meters.exhausted() : undefined;
-    ctx.messages.push(...step.assistant);
+    const over = calls.length > 0 ? segment.meters.exhausted() : undefined;
+    segment.messages.push(...step.assistant);
     if (calls.length === 0) {
-      if (step.capped && ctx.meters.exhausted()) {
-        return { kind: "budget", budget: ctx.meters.exhausted() as BudgetName, text: step.text };
+      if (step.capped && segment.meters.exhausted()) {
+        return {
+          kind: "budget",
+          budget: segment.meters.exhausted() as BudgetName,
+          text: step.text,
+        };
       }
       return { kind: "completed", text: step.text };
     }
     if (over) {
       // No step is left to read the results: nothing runs, every call is answered "not started".
-      await ctx.batch.recorder.open(
+      await segment.batch.recorder.open(
         calls.map((call) => ({
-          recordId: ctx.batch.takeRecordId(call.toolCallId),
+          recordId: segment.batch.takeRecordId(call.toolCallId),
           tool: String(call.toolName).slice(0, 128),
           argsDigest: digestArgs(call.input),
           status: "not-started" as const,
           code: "budget-exceeded",
         })),
       );
-      ctx.messages.push(
+      segment.messages.push(
         toolMessage(
           calls.map((call, index) => ({ index, part: errorResult(call, notStartedText) })),
         ),
@@ -135,38 +139,40 @@ export async function runSegment(ctx: SegmentContext): Promise<SegmentEnd> {
     }
 
     // Other instances see today's totals before this run spends time in its tools.
-    await ctx.flushUsage();
-    await ctx.checkBetweenSteps();
-    const question = ctx.canAskCaller === true ? readAskCaller(ctx, calls) : undefined;
-    if (question) return askCaller(ctx, question);
-    const outcome = await executeToolBatch(ctx.batch, calls);
+    await segment.flushUsage();
+    await segment.checkBetweenSteps();
+    const question = segment.canAskCaller === true ? readAskCaller(segment, calls) : undefined;
+    if (question) return askCaller(segment, question);
+    const outcome = await executeToolBatch(segment.batch, calls);
     if (outcome.approvals.length > 0) {
       return park(outcome.results, outcome.approvals, outcome.held);
     }
-    ctx.messages.push(toolMessage(outcome.results));
+    segment.messages.push(toolMessage(outcome.results));
     if (outcome.stopped) return { kind: "stopped" };
-    await ctx.checkpoint();
+    await segment.checkpoint();
   }
 }
 
 /** Answers the call a resumed run parked on; once nothing waits, its batch runs (src/gate/resume.ts). */
 async function finishParkedBatch(
-  ctx: SegmentContext,
+  segment: SegmentContext,
   batch: PendingBatch,
   decision: ApprovalDecision,
 ): Promise<SegmentEnd | undefined> {
-  const answered = await answerParkedBatch(ctx.batch, batch, decision, (id) => inputOf(ctx, id));
+  const answered = await answerParkedBatch(segment.batch, batch, decision, (id) =>
+    inputOf(segment, id),
+  );
   if (answered.kind === "park") return park(answered.results, answered.approvals, answered.held);
-  ctx.messages.push(toolMessage(answered.results));
+  segment.messages.push(toolMessage(answered.results));
   if (answered.stopped) return { kind: "stopped" };
-  await ctx.checkpoint();
+  await segment.checkpoint();
   return undefined;
 }
 
 /** The model's input for one of its tool calls, from the conversation (the latest such call). */
-function inputOf(ctx: SegmentContext, toolCallId: string): unknown {
-  for (let i = ctx.messages.length - 1; i >= 0; i--) {
-    const message = ctx.messages[i];
+function inputOf(segment: SegmentContext, toolCallId: string): unknown {
+  for (let i = segment.messages.length - 1; i >= 0; i--) {
+    const message = segment.messages[i];
     if (message?.role !== "assistant" || typeof message.content === "string") continue;
     for (const part of message.content) {
       if (part.type === "tool-call" && part.toolCallId === toolCallId) return part.input;
@@ -182,12 +188,12 @@ function inputOf(ctx: SegmentContext, toolCallId: string): unknown {
  * call that cannot wait for the caller.
  */
 function readAskCaller(
-  ctx: SegmentContext,
+  segment: SegmentContext,
   calls: readonly ModelToolCall[],
 ): { call: ModelToolCall; question: string } | undefined {
   const [call, ...others] = calls;
   if (call === undefined || others.length > 0 || call.unparsable) return undefined;
-  const gate = checkToolCall(ctx.batch.controls.current.set, call.toolName, "model");
+  const gate = checkToolCall(segment.batch.controls.current.set, call.toolName, "model");
   if (!gate.allowed || (gate.kind !== "tool" && gate.kind !== "alias")) return undefined;
   if (gate.tool.name !== askCallerToolName) return undefined;
   const question = readQuestion(call.input);
@@ -195,12 +201,12 @@ function readAskCaller(
 }
 
 async function askCaller(
-  ctx: SegmentContext,
+  segment: SegmentContext,
   asked: { call: ModelToolCall; question: string },
 ): Promise<SegmentEnd> {
   const { call, question } = asked;
-  const callId = ctx.batch.takeRecordId(call.toolCallId);
-  await ctx.batch.recorder.open([
+  const callId = segment.batch.takeRecordId(call.toolCallId);
+  await segment.batch.recorder.open([
     {
       recordId: callId,
       tool: askCallerToolName,
@@ -208,9 +214,9 @@ async function askCaller(
       status: "parked",
     },
   ]);
-  if (ctx.signal.aborted) {
-    await ctx.batch.recorder.finish(callId, { status: "not-started" });
-    ctx.messages.push(toolMessage([{ index: 0, part: errorResult(call, notStartedText) }]));
+  if (segment.signal.aborted) {
+    await segment.batch.recorder.finish(callId, { status: "not-started" });
+    segment.messages.push(toolMessage([{ index: 0, part: errorResult(call, notStartedText) }]));
     return { kind: "stopped" };
   }
   return {
@@ -221,12 +227,12 @@ async function askCaller(
 
 /** The caller's answer, as the result of the `ask_caller` call the run waited on. */
 async function answerAskCaller(
-  ctx: SegmentContext,
+  segment: SegmentContext,
   pending: PendingInput,
   text: string,
 ): Promise<void> {
-  await ctx.batch.recorder.finish(pending.callId, { status: "completed" });
-  ctx.messages.push(
+  await segment.batch.recorder.finish(pending.callId, { status: "completed" });
+  segment.messages.push(
     toolMessage([
       {
         index: 0,
@@ -240,7 +246,7 @@ async function answerAskCaller(
       },
     ]),
   );
-  await ctx.checkpoint();
+  await segment.checkpoint();
 }
 
 function park(
@@ -284,21 +290,21 @@ type StepOutcome =
   | { kind: "stopped" };
 
 /** One model step, reported through the AI SDK's telemetry (src/runs/model-telemetry.ts). */
-async function callModel(ctx: SegmentContext): Promise<StepOutcome> {
+async function callModel(segment: SegmentContext): Promise<StepOutcome> {
   const telemetry = modelCallTelemetry();
   try {
-    return await callModelWith(ctx, telemetry.options);
+    return await callModelWith(segment, telemetry.options);
   } finally {
     telemetry.close();
   }
 }
 
 async function callModelWith(
-  ctx: SegmentContext,
+  segment: SegmentContext,
   telemetry: ModelCallTelemetry["options"],
 ): Promise<StepOutcome> {
-  const maxOutputTokens = ctx.meters.maxOutputTokens(ctx.price);
-  const hasTools = Object.keys(ctx.tools).length > 0;
+  const maxOutputTokens = segment.meters.maxOutputTokens(segment.price);
+  const hasTools = Object.keys(segment.tools).length > 0;
   let text = "";
   let streamError: unknown;
   let usage: LanguageModelUsage | undefined;
@@ -306,29 +312,36 @@ async function callModelWith(
   let assistant: ModelMessage[] = [];
   let finishReason: string | undefined;
   const options = {
-    model: ctx.model,
-    ...(ctx.instructions.trim() === "" ? {} : { instructions: ctx.instructions }),
-    messages: ctx.messages,
-    ...(hasTools ? { tools: ctx.tools } : {}),
-    abortSignal: ctx.signal,
-    maxRetries: ctx.maxRetries,
+    model: segment.model,
+    ...(segment.instructions.trim() === "" ? {} : { instructions: segment.instructions }),
+    messages: segment.messages,
+    ...(hasTools ? { tools: segment.tools } : {}),
+    abortSignal: segment.signal,
+    maxRetries: segment.maxRetries,
     ...(maxOutputTokens === undefined ? {} : { maxOutputTokens }),
     stopWhen: isStepCount(1),
     ...telemetry,
   };
   try {
-    if (!ctx.stream) {
+    if (!segment.stream) {
       const result = await generateText(options);
-      if (ctx.signal.aborted) return { kind: "stopped" };
+      if (segment.signal.aborted) return { kind: "stopped" };
       text = result.text;
-      if (text !== "") ctx.onTextDelta(text);
+      if (text !== "") segment.onTextDelta(text);
       usage = result.usage;
       finishReason = result.finishReason;
       calls = result.toolCalls
         .filter((call) => call.providerExecuted !== true)
-        .map((call) => readToolCall(call, ctx.renamed));
+        .map((call) => readToolCall(call, segment.renamed));
       assistant = result.responseMessages.filter((m) => m.role === "assistant");
-      return chargeModelStep(ctx, { text, usage, calls, assistant, finishReason, maxOutputTokens });
+      return chargeModelStep(segment, {
+        text,
+        usage,
+        calls,
+        assistant,
+        finishReason,
+        maxOutputTokens,
+      });
     }
     const result = streamText({
       ...options,
@@ -338,38 +351,38 @@ async function callModelWith(
     for await (const part of result.fullStream) {
       if (part.type === "text-delta") {
         text += part.text;
-        ctx.onTextDelta(part.text);
+        segment.onTextDelta(part.text);
       } else if (part.type === "error") {
         streamError ??= part.error;
       }
     }
-    if (ctx.signal.aborted) return { kind: "stopped" };
+    if (segment.signal.aborted) return { kind: "stopped" };
     if (streamError === undefined) {
       usage = await result.usage;
       finishReason = await result.finishReason;
       calls = (await result.toolCalls)
         .filter((call) => call.providerExecuted !== true)
-        .map((call) => readToolCall(call, ctx.renamed));
+        .map((call) => readToolCall(call, segment.renamed));
       assistant = (await result.responseMessages).filter((m) => m.role === "assistant");
     }
   } catch (error) {
-    if (ctx.signal.aborted) return { kind: "stopped" };
+    if (segment.signal.aborted) return { kind: "stopped" };
     streamError ??= error;
   }
-  if (ctx.signal.aborted) return { kind: "stopped" };
+  if (segment.signal.aborted) return { kind: "stopped" };
   if (streamError !== undefined || usage === undefined) {
-    ctx.logger.warn("the model call failed", { error: streamError });
+    segment.logger.warn("the model call failed", { error: streamError });
     return {
       kind: "failed",
       error: { code: "model-error", message: describeModelError(streamError) },
     };
   }
-  return chargeModelStep(ctx, { text, usage, calls, assistant, finishReason, maxOutputTokens });
+  return chargeModelStep(segment, { text, usage, calls, assistant, finishReason, maxOutputTokens });
 }
 
 /** Charges a finished model step to the run's meters and usage. */
 function chargeModelStep(
-  ctx: SegmentContext,
+  segment: SegmentContext,
   step: {
     text: string;
     usage: LanguageModelUsage;
@@ -381,7 +394,7 @@ function chargeModelStep(
 ): StepOutcome {
   const { text, usage, calls, assistant, finishReason, maxOutputTokens } = step;
   const tokens = readTokens(usage);
-  if (tokens === undefined && ctx.meters.metersUsage) {
+  if (tokens === undefined && segment.meters.metersUsage) {
     return {
       kind: "failed",
       error: {
@@ -394,13 +407,13 @@ function chargeModelStep(
   const delta = {
     steps: 1,
     tokens: tokens?.total ?? 0,
-    costUsd: ctx.price && tokens ? computeCostUsd(ctx.price, tokens) : 0,
+    costUsd: segment.price && tokens ? computeCostUsd(segment.price, tokens) : 0,
   };
-  ctx.meters.charge(delta);
-  ctx.used.steps += 1;
-  ctx.used.tokens += delta.tokens;
-  ctx.used.costUsd += delta.costUsd;
-  ctx.chargeStep({ tokens: delta.tokens, costUsd: delta.costUsd });
+  segment.meters.charge(delta);
+  segment.used.steps += 1;
+  segment.used.tokens += delta.tokens;
+  segment.used.costUsd += delta.costUsd;
+  segment.chargeStep({ tokens: delta.tokens, costUsd: delta.costUsd });
   return {
     kind: "step",
     text,

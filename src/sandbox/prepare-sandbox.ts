@@ -1,16 +1,12 @@
 // Choosing and checking the sandbox at start. The sandbox is required only when the agent can
 // start a process for a run: it offers execute_command, or tools.yaml declares a command tool or
-// a stdio MCP server. Then a backend that does not work stops start-up with the fix; without
-// such a tool the server starts anywhere (bubblewrap absent, macOS) and says so in /readyz.
+// a stdio MCP server (which tools do is the tools' knowledge, src/tools/starts-processes.ts: the
+// caller passes the answer in). Then a backend that does not work stops start-up with the fix;
+// without such a tool the server starts anywhere (bubblewrap absent, macOS) and says so in /readyz.
 // `none` is only ever the operator's explicit choice, and is logged as a warning every start.
 
 import { ConfigError } from "../errors.ts";
 import type { Logger } from "../log.ts";
-import type { AgentToolPolicy } from "../policy/agent-tools.ts";
-import { eligibleCode, viewAgentTools } from "../policy/agent-tools.ts";
-import type { ToolsPolicy } from "../policy/policy-files.ts";
-import type { Inventory } from "../policy/tools.ts";
-import { executeCommandTool } from "../tools/process/execute-command.ts";
 import { createSandboxBackend } from "./create-sandbox.ts";
 import { probeSandbox } from "./probe.ts";
 import type { SandboxBackend, SandboxKind, SandboxProbe } from "./types.ts";
@@ -21,23 +17,10 @@ export type SandboxStatus = { readonly ok: boolean; readonly detail: string };
 export const sandboxFix =
   "install bubblewrap and util-linux (Debian/Ubuntu: `apt-get install bubblewrap util-linux`; it needs unprivileged user namespaces and seccomp); as root, give the workspace to an unprivileged user; or, knowing that processes then run unconfined as the server's user, set PEERGATE_SANDBOX=none";
 
-/** True when the agent's tools can start a process for a run. */
-export function startsProcesses(policies: {
-  readonly inventory: Inventory;
-  readonly agent: AgentToolPolicy;
-  readonly toolsPolicy: ToolsPolicy;
-}): boolean {
-  if (policies.toolsPolicy.commands.length > 0) return true;
-  if (policies.toolsPolicy.mcpServers.some((s) => s.transport === "stdio")) return true;
-  const entry = policies.inventory.names.get(executeCommandTool.descriptor.name);
-  if (entry === undefined) return false;
-  const view = viewAgentTools(policies.inventory, policies.agent);
-  return view.verdicts[entry.index] === eligibleCode;
-}
-
 export async function prepareSandbox(options: {
   readonly kind: SandboxKind;
-  readonly policies: Parameters<typeof startsProcesses>[0];
+  /** Whether the agent's tools can start a process for a run (tools/starts-processes.ts). */
+  readonly processTools: boolean;
   readonly logger: Logger;
   /** peergate's data directory: the backend never binds it into a sandbox. */
   readonly dataDir?: string;
@@ -53,7 +36,7 @@ export async function prepareSandbox(options: {
       options.kind,
       options.dataDir === undefined ? {} : { dataDir: options.dataDir },
     );
-  const needed = startsProcesses(options.policies);
+  const needed = options.processTools;
   if (backend.kind === "none") {
     options.logger.warn(
       "PEERGATE_SANDBOX=none: processes started for runs are NOT confined (they run as this server's user and can read its files, environment and network)",

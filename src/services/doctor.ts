@@ -8,7 +8,6 @@ import { and, isNotNull, isNull, sql } from "drizzle-orm";
 import { openSecret, parseSecretKey, type SecretKey } from "../auth/sealed-secrets.ts";
 import { hashSecret, safeEqual } from "../auth/secrets.ts";
 import type { Config } from "../config.ts";
-import { requestControl } from "../control/request-control.ts";
 import type { Database, DbOrTx } from "../db/client.ts";
 import { migrationStatus } from "../db/migrate.ts";
 import { openConfiguredDatabase } from "../db/open-configured.ts";
@@ -43,6 +42,12 @@ export type DoctorInput = {
   /** Probe the sandbox backend (default true; the server probes it itself). */
   readonly sandbox?: boolean;
   readonly modelTimeoutMs?: number;
+  /**
+   * Whether a running server holds the embedded database (it admits one process), asked only when
+   * doctor would open that database itself; the CLI asks the server's control socket. Without
+   * it, doctor opens the database.
+   */
+  readonly serverHoldsDatabase?: (dataDir: string) => Promise<boolean>;
 };
 
 const describe = (error: unknown) => (error instanceof Error ? error.message : String(error));
@@ -113,7 +118,7 @@ export async function diagnose(input: DoctorInput): Promise<DoctorCheck[]> {
   let database = input.database;
   let opened: Database | undefined;
   if (!database) {
-    if (!config.databaseUrl && (await serverHoldsEmbeddedDatabase(config.dataDir))) {
+    if (!config.databaseUrl && (await input.serverHoldsDatabase?.(config.dataDir)) === true) {
       add({
         check: "database",
         status: "skip",
@@ -191,14 +196,6 @@ function priceCheck(modelId: string, table: PriceTable): DoctorCheck {
 async function readSecretKey(config: Config): Promise<SecretKey | undefined> {
   const text = config.secretKey ?? (await readSecretFile(config.dataDir, secretKeyFile));
   return text ? parseSecretKey(text) : undefined;
-}
-
-async function serverHoldsEmbeddedDatabase(dataDir: string): Promise<boolean> {
-  try {
-    return (await requestControl(dataDir, { verb: "ping" }, 3_000)) !== undefined;
-  } catch {
-    return false;
-  }
 }
 
 async function adminTokenCheck(config: Config, db: DbOrTx): Promise<DoctorCheck> {

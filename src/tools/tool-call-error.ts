@@ -45,11 +45,11 @@ function describeUnexpected(error: unknown): string {
  * without the raw message (which may hold absolute paths outside the workspace).
  */
 export async function runGuarded<T extends ToolResult>(
-  ctx: ToolCallContext,
+  invocation: ToolCallContext,
   body: () => Promise<T>,
 ): Promise<T | ToolFailure> {
   try {
-    throwIfAborted(ctx.signal);
+    throwIfAborted(invocation.signal);
     return await body();
   } catch (error) {
     if (error instanceof ToolCallError) {
@@ -58,7 +58,7 @@ export async function runGuarded<T extends ToolResult>(
     if (error instanceof SandboxUnavailableError) {
       return { ok: false, code: "refused", error: error.message };
     }
-    if (ctx.signal.aborted) {
+    if (invocation.signal.aborted) {
       return { ok: false, code: "interrupted", error: "The call was stopped." };
     }
     return { ok: false, code: "failed", error: `The tool failed: ${describeUnexpected(error)}.` };

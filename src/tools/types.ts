@@ -145,14 +145,14 @@ export type ToolImplementation = {
   readonly inputSchema: z.ZodType;
   /** Default 60 s. A call past it fails with code `timeout`; the run goes on. */
   readonly timeoutMs?: number;
-  execute(args: unknown, ctx: ToolCallContext): Promise<ToolResult>;
+  execute(args: unknown, invocation: ToolCallContext): Promise<ToolResult>;
   /** Two-phase tools: the hidden half, run only by the approval path with the request's args. */
   readonly executeHalf?: {
     readonly name: string;
     readonly inputSchema: z.ZodType;
     /** Default: the tool's own `timeoutMs`. A command's half runs far longer than its proposal. */
     readonly timeoutMs?: number;
-    execute(args: unknown, ctx: ToolCallContext): Promise<ToolSuccess | ToolFailure>;
+    execute(args: unknown, invocation: ToolCallContext): Promise<ToolSuccess | ToolFailure>;
   };
   /**
    * Declared command tools: true once a script or pinned program was found changed since load;

@@ -3,9 +3,9 @@
 // the rules allow, or a listed exception. `npm run check` runs this; a violation fails it.
 //
 // The exceptions below are known breaks of the written rules, each with the room the code belongs
-// in. The list may only shrink: an exception that no longer occurs fails the check too, so
-// fixing one means deleting its line, and a new break cannot hide behind an old one (each names
-// the exact file and room).
+// in; there are none now. The list may only shrink: an exception that no longer occurs fails the
+// check too, so fixing one means deleting its line, and a new break cannot hide behind an old one
+// (each names the exact file and room).
 //
 // Usage: node test/architecture/check-imports.ts [src dir]
 import { readdirSync, readFileSync, statSync } from "node:fs";
@@ -98,17 +98,7 @@ export const rules: Rules = {
 };
 
 /** Known breaks of the rules: `file → room`, each with where the code belongs. Only shrinks. */
-export const exceptions: Record<string, string> = {
-  // The CLI reaches past the services.
-  "src/cli/tools.ts → tools": "describe declared tools through a service",
-  // Services reaching sideways and up.
-  "src/services/doctor.ts → control": "the CLI asks the control socket, then the service",
-  // The gate was cut out of runs/: two run-level words it still reads from there.
-  "src/gate/classifier-budget.ts → runs":
-    "the budget meters belong in a leaf both gate and runs read",
-  // Which tools start processes is the tools' own knowledge; the sandbox asks for a name.
-  "src/sandbox/prepare-sandbox.ts → tools": "take startsProcesses from tools/ (a descriptor flag)",
-};
+export const exceptions: Record<string, string> = {};
 
 export type Import = { file: string; specifier: string; typeOnly: boolean };
 

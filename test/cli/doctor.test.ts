@@ -222,6 +222,9 @@ describe("peergate doctor asks the running server", () => {
     expect(report.view).toBe("local");
     expect(report.note).toContain("this shell's environment (--local)");
     expect(report.checks.find((c) => c.check === "model")?.status).toBe("fail");
+    // The CLI asked the server's control socket: it holds the embedded database, so doctor
+    // leaves it alone rather than opening it beside the server.
+    expect(report.checks.find((c) => c.check === "database")?.status).toBe("skip");
 
     const closed = createServer();
     await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));

@@ -12,11 +12,12 @@ import { createLogger } from "../../src/log.ts";
 import { parseAgentPolicy, parseToolsPolicy } from "../../src/policy/policy-files.ts";
 import { bwrapArguments } from "../../src/sandbox/bwrap.ts";
 import { createNoneBackend } from "../../src/sandbox/none.ts";
-import { prepareSandbox, startsProcesses } from "../../src/sandbox/prepare-sandbox.ts";
+import { prepareSandbox } from "../../src/sandbox/prepare-sandbox.ts";
 import { createRedactor, databaseUrlSecrets } from "../../src/sandbox/redact.ts";
 import { defaultSandboxLimits, type SandboxBackend } from "../../src/sandbox/types.ts";
 import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
 import { scrubEnvironment } from "../../src/tools/scrub-environment.ts";
+import { startsProcesses } from "../../src/tools/starts-processes.ts";
 import { shippedPoliciesDir } from "../support/shipped-policies.ts";
 
 const repoPolicies = shippedPoliciesDir;
@@ -87,7 +88,7 @@ describe("start-up with a sandbox that does not work", () => {
     const { logger } = recordingLogger();
     const error = await prepareSandbox({
       kind: "bwrap",
-      policies: await policiesWith("[shell]"),
+      processTools: startsProcesses(await policiesWith("[shell]")),
       logger,
       backend: brokenBackend,
       probe: failing,
@@ -103,7 +104,7 @@ describe("start-up with a sandbox that does not work", () => {
     const { logger, lines } = recordingLogger();
     const prepared = await prepareSandbox({
       kind: "bwrap",
-      policies: await loadPolicies(repoPolicies),
+      processTools: startsProcesses(await loadPolicies(repoPolicies)),
       logger,
       backend: brokenBackend,
       probe: failing,
@@ -127,7 +128,7 @@ describe("PEERGATE_SANDBOX=none", () => {
     const { logger, lines } = recordingLogger();
     const prepared = await prepareSandbox({
       kind: "none",
-      policies: await policiesWith("[shell]"),
+      processTools: startsProcesses(await policiesWith("[shell]")),
       logger,
     });
     expect(prepared.backend.confines).toBe(false);

@@ -16,6 +16,7 @@ import { findModelPrice } from "../../src/runs/prices.ts";
 import { prepareSandbox } from "../../src/sandbox/prepare-sandbox.ts";
 import type { SandboxBackend } from "../../src/sandbox/types.ts";
 import { startServer } from "../../src/server.ts";
+import { startsProcesses } from "../../src/tools/starts-processes.ts";
 import type { ToolRuntime } from "../../src/tools/types.ts";
 import { repoPoliciesDir } from "../support/app.ts";
 import {
@@ -270,7 +271,12 @@ describe("a reload that would start processes", () => {
         signals: false,
         checkSandbox: async (next) => {
           checked += 1;
-          await prepareSandbox({ kind: "bwrap", policies: next, logger, backend: brokenBackend });
+          await prepareSandbox({
+            kind: "bwrap",
+            processTools: startsProcesses(next),
+            logger,
+            backend: brokenBackend,
+          });
         },
         buildTools: async () => noTools,
       });

@@ -50,8 +50,8 @@ export function createAskCallerTool(): ToolImplementation {
     description: askCallerTool.descriptor.description,
     inputSchema: askCallerInput,
     timeoutMs: 5_000,
-    execute: (args, ctx) =>
-      runGuarded(ctx, async () => {
+    execute: (args, invocation) =>
+      runGuarded(invocation, async () => {
         askCallerInput.parse(args);
         throw new ToolCallError(
           "refused",

@@ -26,10 +26,10 @@ export function createGetTimeTool(): ToolImplementation {
     description: getTimeTool.descriptor.description,
     inputSchema,
     timeoutMs: 5_000,
-    execute: (args, ctx) =>
-      runGuarded(ctx, async () => {
+    execute: (args, invocation) =>
+      runGuarded(invocation, async () => {
         inputSchema.parse(args);
-        const now = ctx.now();
+        const now = invocation.now();
         const timeZone = Intl.DateTimeFormat().resolvedOptions().timeZone;
         return {
           ok: true as const,

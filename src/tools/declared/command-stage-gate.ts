@@ -32,16 +32,20 @@ export type StageGate = {
    */
   gateStage(
     stage: PlannedStage,
-    ctx: ToolCallContext,
+    invocation: ToolCallContext,
     floorReasons?: readonly string[],
   ): Promise<void>;
   /**
    * Before any stage starts: a stage the floor flags asks for an operator (when the engine gates
    * stages; otherwise the call's own decision covers it). Throws StageParked or a refusal.
    */
-  gateFloor(stage: PlannedStage, ctx: ToolCallContext, reasons: readonly string[]): Promise<void>;
+  gateFloor(
+    stage: PlannedStage,
+    invocation: ToolCallContext,
+    reasons: readonly string[],
+  ): Promise<void>;
   stageEvent(
-    ctx: ToolCallContext,
+    invocation: ToolCallContext,
     stage: PlannedStage,
     event: StageEvent["event"],
     extra?: { reason?: string; status?: Record<string, unknown> },
@@ -70,14 +74,14 @@ export function createStageGate(tool: CommandToolPolicy, manifest: string): Stag
   });
 
   const stageEvent = (
-    ctx: ToolCallContext,
+    invocation: ToolCallContext,
     stage: PlannedStage,
     event: StageEvent["event"],
     extra: { reason?: string; status?: Record<string, unknown> } = {},
   ) => {
-    if (ctx.onStage === undefined) return;
+    if (invocation.onStage === undefined) return;
     const request = stageRequest(stage, "");
-    ctx.onStage({
+    invocation.onStage({
       event,
       tool: tool.name,
       program: stage.name,
@@ -91,65 +95,69 @@ export function createStageGate(tool: CommandToolPolicy, manifest: string): Stag
 
   const gateFloor = async (
     stage: PlannedStage,
-    ctx: ToolCallContext,
+    invocation: ToolCallContext,
     reasons: readonly string[],
   ) => {
-    if (ctx.commands === undefined) return;
-    await ask(stage, ctx, `the risk floor: ${reasons.join("; ")}`);
+    if (invocation.commands === undefined) return;
+    await ask(stage, invocation, `the risk floor: ${reasons.join("; ")}`);
   };
 
   const gateStage = async (
     stage: PlannedStage,
-    ctx: ToolCallContext,
+    invocation: ToolCallContext,
     floorReasons: readonly string[] = [],
   ) => {
-    const gate = ctx.commands;
+    const gate = invocation.commands;
     if (gate === undefined) {
-      stageEvent(ctx, stage, "allowed", { reason: "the call's own decision covers every stage" });
+      stageEvent(invocation, stage, "allowed", {
+        reason: "the call's own decision covers every stage",
+      });
       return;
     }
     if (floorReasons.length > 0) {
-      await ask(stage, ctx, `the risk floor: ${floorReasons.join("; ")}`);
+      await ask(stage, invocation, `the risk floor: ${floorReasons.join("; ")}`);
       return;
     }
     const coverage = explainCoverage(argvKey([stage.name, ...stage.shown]), gate.entries);
     if (coverage.covered) {
-      stageEvent(ctx, stage, "allowed", {
+      stageEvent(invocation, stage, "allowed", {
         reason: `covered by ${JSON.stringify(coverage.entry.text)}`,
       });
       return;
     }
-    await ask(stage, ctx, coverage.reason);
+    await ask(stage, invocation, coverage.reason);
   };
 
   /** Stages approved during one call (a flagged stage is asked once: before any stage starts). */
   const approvedInCall = new WeakMap<ToolCallContext, Set<string>>();
 
   /** Approved before (by fingerprint) or now; else the call parks there or the stage is refused. */
-  const ask = async (stage: PlannedStage, ctx: ToolCallContext, reason: string) => {
-    const gate = ctx.commands as NonNullable<ToolCallContext["commands"]>;
+  const ask = async (stage: PlannedStage, invocation: ToolCallContext, reason: string) => {
+    const gate = invocation.commands as NonNullable<ToolCallContext["commands"]>;
     const coverage = { reason };
     const request = stageRequest(stage, coverage.reason);
-    const inCall = approvedInCall.get(ctx) ?? new Set<string>();
-    approvedInCall.set(ctx, inCall);
+    const inCall = approvedInCall.get(invocation) ?? new Set<string>();
+    approvedInCall.set(invocation, inCall);
     if (inCall.has(request.fingerprint)) {
-      stageEvent(ctx, stage, "allowed", { reason: "approved (this stage only)" });
+      stageEvent(invocation, stage, "allowed", { reason: "approved (this stage only)" });
       return;
     }
     if (gate.approved?.includes(request.fingerprint) === true) {
-      stageEvent(ctx, stage, "allowed", { reason: "approved by an operator (this stage only)" });
+      stageEvent(invocation, stage, "allowed", {
+        reason: "approved by an operator (this stage only)",
+      });
       return;
     }
     if (gate.approveStage !== undefined && (await gate.approveStage(request))) {
       inCall.add(request.fingerprint);
-      stageEvent(ctx, stage, "allowed", { reason: "approved (this stage only)" });
+      stageEvent(invocation, stage, "allowed", { reason: "approved (this stage only)" });
       return;
     }
     if (gate.park === true) {
-      stageEvent(ctx, stage, "parked", { reason: coverage.reason });
+      stageEvent(invocation, stage, "parked", { reason: coverage.reason });
       throw new StageParked(request);
     }
-    stageEvent(ctx, stage, "refused", { reason: `${coverage.reason}; not approved` });
+    stageEvent(invocation, stage, "refused", { reason: `${coverage.reason}; not approved` });
     throw new DeclaredToolError(
       "stage-not-approved",
       `The stage ${quoteUntrusted(request.argv.join(" "), 200)} ${reason.startsWith("the risk floor") ? `needs an operator's approval (${coverage.reason})` : `is not covered by the caller's command allowlist (${coverage.reason})`} and was not approved; it did not run.`,

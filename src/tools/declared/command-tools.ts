@@ -117,12 +117,16 @@ function buildCommandTool(
     ...[...prepared.programs.values()].filter((p) => p.staged !== undefined).map((p) => p.path),
   ];
   /** Runs a check; a changed file's refusal is audited as a refused stage before it is thrown. */
-  const audited = async (ctx: ToolCallContext, stage: PlannedStage, check: () => Promise<void>) => {
+  const audited = async (
+    invocation: ToolCallContext,
+    stage: PlannedStage,
+    check: () => Promise<void>,
+  ) => {
     try {
       await check();
     } catch (error) {
       if (error instanceof ChangedFileError) {
-        stageEvent(ctx, stage, "refused", { reason: error.message });
+        stageEvent(invocation, stage, "refused", { reason: error.message });
       }
       throw error;
     }
@@ -154,9 +158,9 @@ function buildCommandTool(
 
   const run = async (
     input: CallInput,
-    ctx: ToolCallContext,
+    invocation: ToolCallContext,
   ): Promise<ToolSuccess | ToolFailure> => {
-    checkCallWorkspace(ctx.workspace, options.workspace);
+    checkCallWorkspace(invocation.workspace, options.workspace);
     if (input.manifest !== manifest) {
       throw new DeclaredToolError(
         "manifest-changed",
@@ -179,16 +183,21 @@ function buildCommandTool(
         }
         const reasons = floorStage(stage);
         if (reasons.length > 0) floors.set(stage, reasons);
-        await audited(ctx, stage, () => verify(stage));
+        await audited(invocation, stage, () => verify(stage));
       }
     }
     const stdin = input.stdin === undefined ? undefined : Buffer.from(input.stdin, "utf8");
     const progress =
-      tool.stream === "sanitized" && ctx.progress !== undefined
-        ? createProgressStream(ctx.progress, redactor, commandToolLimits.maxProgressBytes, 256)
+      tool.stream === "sanitized" && invocation.progress !== undefined
+        ? createProgressStream(
+            invocation.progress,
+            redactor,
+            commandToolLimits.maxProgressBytes,
+            256,
+          )
         : undefined;
     const deadline = Date.now() + timeoutMs;
-    const resume = ctx.commands?.resume;
+    const resume = invocation.commands?.resume;
     const saved = resume === undefined ? undefined : readCheckpoint(resume, items.length);
     const records: StageRecord[] = saved?.records ?? [];
     const stdout: Buffer[] = saved === undefined ? [] : [Buffer.from(saved.stdout, "utf8")];
@@ -227,7 +236,7 @@ function buildCommandTool(
     };
     // A stage the floor flags asks before any stage of the call starts, taken branch or not.
     try {
-      for (const [stage, reasons] of floors) await gateFloor(stage, ctx, reasons);
+      for (const [stage, reasons] of floors) await gateFloor(stage, invocation, reasons);
     } catch (error) {
       if (!(error instanceof StageParked)) throw error;
       progress?.end();
@@ -246,10 +255,11 @@ function buildCommandTool(
         continue;
       }
       try {
-        for (const stage of item.stages) await gateStage(stage, ctx, floors.get(stage));
+        for (const stage of item.stages) await gateStage(stage, invocation, floors.get(stage));
         const first = item.stages[0];
-        if (tool.mode === "script" && first !== undefined) await audited(ctx, first, verifyScript);
-        for (const stage of item.stages) await audited(ctx, stage, () => verify(stage));
+        if (tool.mode === "script" && first !== undefined)
+          await audited(invocation, first, verifyScript);
+        for (const stage of item.stages) await audited(invocation, stage, () => verify(stage));
       } catch (error) {
         if (error instanceof StageParked) {
           progress?.end();
@@ -261,7 +271,7 @@ function buildCommandTool(
           records.push({ ...recordOf(stage), status: { skipped: true } });
         continue;
       }
-      for (const stage of item.stages) stageEvent(ctx, stage, "started");
+      for (const stage of item.stages) stageEvent(invocation, stage, "started");
       const started = launchVerified(item.stages, options.sandbox);
       const result = await runPipeline({
         stages: started.argvs,
@@ -278,7 +288,7 @@ function buildCommandTool(
         ].filter((p) => !started.verified.has(p)),
         backend: started.backend,
         timeoutMs: Math.max(1, deadline - Date.now()),
-        signal: ctx.signal,
+        signal: invocation.signal,
         maxOutputBytes,
         ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
         ...(progress === undefined ? {} : { onOutput: (chunk: Buffer) => progress.write(chunk) }),
@@ -292,7 +302,7 @@ function buildCommandTool(
       for (const [i, stage] of item.stages.entries()) {
         const stageStatus = statusOf(result.stages[i] as StageStatus);
         records.push({ ...recordOf(stage), status: stageStatus });
-        stageEvent(ctx, stage, "exited", { status: stageStatus });
+        stageEvent(invocation, stage, "exited", { status: stageStatus });
       }
       const exits = result.stages.map(exitOf);
       status =
@@ -323,13 +333,13 @@ function buildCommandTool(
     changedSinceLoad: () => verifiedPaths.some((p) => changes.has(p)),
     inputSchema,
     timeoutMs: timeoutMs + 10_000,
-    execute: async (args, ctx) => {
+    execute: async (args, invocation) => {
       try {
-        if (ctx.signal.aborted)
+        if (invocation.signal.aborted)
           return { ok: false, code: "interrupted", error: "The call was stopped." };
         const input = inputSchema.parse(args) as CallInput;
         if (input.rationale !== undefined) input.rationale = stripTerminal(input.rationale);
-        return await run(input, ctx);
+        return await run(input, invocation);
       } catch (error) {
         if (error instanceof DeclaredToolError)
           return { ok: false, code: error.code, error: error.message };
@@ -358,7 +368,7 @@ function buildCommandTool(
         if (error instanceof SandboxUnavailableError) {
           return { ok: false, code: "refused", error: error.message };
         }
-        if (ctx.signal.aborted)
+        if (invocation.signal.aborted)
           return { ok: false, code: "interrupted", error: "The call was stopped." };
         return { ok: false, code: "failed", error: "The tool failed unexpectedly." };
       }

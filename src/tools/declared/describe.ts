@@ -2,8 +2,6 @@
 // mode (what the model provides, how output and nonzero exits come back, that policy and approval
 // govern it), then "Additional tool guidance:" and the operator's description, which grants
 // nothing.
-import { createHash } from "node:crypto";
-import { canonicalJson } from "../../json-text.ts";
 import type { CommandToolPolicy } from "../../policy/policy-files.ts";
 
 function describeInput(tool: CommandToolPolicy, optionsAllowed: boolean): string[] {
@@ -74,26 +72,4 @@ export function describeDeclaredTool(tool: CommandToolPolicy, optionsAllowed: bo
     "",
     `Additional tool guidance: ${tool.description}`,
   ].join("\n");
-}
-
-/** A declared tool's mode, contracts and declaration digest (no program resolved), for `peergate tools`. */
-export function describeDeclaration(tool: CommandToolPolicy): {
-  mode: string;
-  contract: string;
-  declarationSha256: string;
-} {
-  const contract = tool.arguments ?? { mode: "optional" };
-  const parts = [
-    `arguments ${contract.mode}${contract.maxCount === undefined ? "" : ` ≤${contract.maxCount}`}`,
-    `stdin ${tool.stdin ?? "none"}`,
-    `rationale ${tool.rationale ?? (tool.mode === "fixed" ? "none" : "optional")}`,
-    `result ${tool.result ?? "combined"}`,
-    `nonzero ${tool.nonzero ?? "result"}`,
-    `stream ${tool.stream ?? "finalized"}`,
-  ];
-  return {
-    mode: tool.mode,
-    contract: parts.join(", "),
-    declarationSha256: createHash("sha256").update(canonicalJson(tool)).digest("hex"),
-  };
 }

@@ -243,10 +243,10 @@ export function createMcpTools(options: {
         description: tool.description ?? `The ${tool.name} tool of the MCP server ${server.name}.`,
         inputSchema,
         timeoutMs: mcpLimits.callTimeoutMs + 5_000,
-        execute: (args, ctx) =>
-          runGuarded(ctx, async () => {
+        execute: (args, invocation) =>
+          runGuarded(invocation, async () => {
             const input = inputSchema.parse(args) as Record<string, unknown>;
-            if (ctx.run === undefined) {
+            if (invocation.run === undefined) {
               // Without a caller there is no instance that may serve the call.
               throw new ToolCallError(
                 "refused",
@@ -255,15 +255,15 @@ export function createMcpTools(options: {
             }
             let result: CallResult;
             try {
-              result = await instances.use(slot, generation, ctx.run, (client) =>
+              result = await instances.use(slot, generation, invocation.run, (client) =>
                 client.callTool({ name: tool.name, arguments: input }, undefined, {
-                  signal: ctx.signal,
+                  signal: invocation.signal,
                   timeout: mcpLimits.callTimeoutMs,
                 }),
               );
             } catch (error) {
               if (error instanceof ToolCallError) throw error;
-              if (ctx.signal.aborted)
+              if (invocation.signal.aborted)
                 throw new ToolCallError("interrupted", "The call was stopped.");
               const message = error instanceof Error ? error.message : String(error);
               const timedOut = /timed out|timeout/i.test(message);

@@ -147,9 +147,9 @@ export function createEditFileTool(
     description: editFileTool.descriptor.description,
     inputSchema,
     timeoutMs: 60_000,
-    execute: (args, ctx) =>
-      runGuarded(ctx, async (): Promise<ApprovalRequest> => {
-        checkCallWorkspace(ctx.workspace, workspace);
+    execute: (args, invocation) =>
+      runGuarded(invocation, async (): Promise<ApprovalRequest> => {
+        checkCallWorkspace(invocation.workspace, workspace);
         const input = inputSchema.parse(args);
         const replaceAll = input.replaceAll === true;
         const plan = await planEdit(workspace, { ...input, replaceAll });
@@ -172,9 +172,9 @@ export function createEditFileTool(
       name: executeHalfName,
       inputSchema: executeSchema,
       timeoutMs: 60_000,
-      execute: (args, ctx) =>
-        runGuarded(ctx, async () => {
-          checkCallWorkspace(ctx.workspace, workspace);
+      execute: (args, invocation) =>
+        runGuarded(invocation, async () => {
+          checkCallWorkspace(invocation.workspace, workspace);
           const input = executeSchema.parse(args);
           const plan = await planEdit(workspace, input).catch((error: unknown) => {
             // Whatever no longer matches, the file is not the one the diff was made against.
@@ -202,7 +202,7 @@ export function createEditFileTool(
           }
           await writeFileAtomically(workspace, target, Buffer.from(plan.newText, "utf8"), {
             mode: plan.mode,
-            signal: ctx.signal,
+            signal: invocation.signal,
           });
           return {
             ok: true as const,

@@ -69,9 +69,9 @@ export function createFindFilesTool(
     description: findFilesTool.descriptor.description,
     inputSchema,
     timeoutMs: 30_000,
-    execute: (args, ctx) =>
-      runGuarded(ctx, async () => {
-        checkCallWorkspace(ctx.workspace, workspace);
+    execute: (args, invocation) =>
+      runGuarded(invocation, async () => {
+        checkCallWorkspace(invocation.workspace, workspace);
         const input = inputSchema.parse(args);
         const limit = input.limit ?? findLimits.defaultResults;
         const confined = await workspace.resolveExisting(input.path ?? ".");
@@ -93,7 +93,7 @@ export function createFindFilesTool(
             maxDepth: findLimits.maxDepth,
             maxEntries: findLimits.maxEntries,
             deadline,
-            signal: ctx.signal,
+            signal: invocation.signal,
           },
           state,
         );

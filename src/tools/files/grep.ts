@@ -176,9 +176,9 @@ export function createGrepTool(
     description: grepTool.descriptor.description,
     inputSchema,
     timeoutMs: timeMs + 20_000,
-    execute: (args, ctx) =>
-      runGuarded(ctx, async () => {
-        checkCallWorkspace(ctx.workspace, workspace);
+    execute: (args, invocation) =>
+      runGuarded(invocation, async () => {
+        checkCallWorkspace(invocation.workspace, workspace);
         const input = inputSchema.parse(args);
         const flags = input.ignoreCase === true ? "i" : "";
         try {
@@ -204,7 +204,7 @@ export function createGrepTool(
         let stoppedBy: "deadline" | "entries" | "matches" | "output" | undefined;
         let filesSearched = 0;
         const aborted = new Promise<"aborted">((resolve) => {
-          ctx.signal.addEventListener("abort", () => resolve("aborted"), { once: true });
+          invocation.signal.addEventListener("abort", () => resolve("aborted"), { once: true });
         });
 
         let batch: { relative: string; text: string }[] = [];
@@ -288,7 +288,7 @@ export function createGrepTool(
                 maxDepth: grepLimits.maxDepth,
                 maxEntries: grepLimits.maxEntries,
                 deadline,
-                signal: ctx.signal,
+                signal: invocation.signal,
               },
               state,
             );

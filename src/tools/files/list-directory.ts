@@ -40,9 +40,9 @@ export function createListDirectoryTool(workspace: Workspace): ToolImplementatio
     description: listDirectoryTool.descriptor.description,
     inputSchema,
     timeoutMs: 30_000,
-    execute: (args, ctx) =>
-      runGuarded(ctx, async () => {
-        checkCallWorkspace(ctx.workspace, workspace);
+    execute: (args, invocation) =>
+      runGuarded(invocation, async () => {
+        checkCallWorkspace(invocation.workspace, workspace);
         const given = inputSchema.parse(args).path ?? ".";
         const confined = await workspace.resolveExisting(given);
         if (!confined.stats.isDirectory()) {

@@ -40,9 +40,9 @@ export function createMakeDirectoryTool(workspace: Workspace): ToolImplementatio
     description: makeDirectoryTool.descriptor.description,
     inputSchema,
     timeoutMs: 30_000,
-    execute: (args, ctx) =>
-      runGuarded(ctx, async () => {
-        checkCallWorkspace(ctx.workspace, workspace);
+    execute: (args, invocation) =>
+      runGuarded(invocation, async () => {
+        checkCallWorkspace(invocation.workspace, workspace);
         const input = inputSchema.parse(args);
         const parents = input.parents !== false;
         const components = workspace.resolveComponents(input.path);
@@ -54,7 +54,7 @@ export function createMakeDirectoryTool(workspace: Workspace): ToolImplementatio
         try {
           let relative = ".";
           for (const [index, name] of components.entries()) {
-            throwIfAborted(ctx.signal);
+            throwIfAborted(invocation.signal);
             const isLast = index === components.length - 1;
             relative = relative === "." ? name : `${relative}/${name}`;
             const exists = await lstat(dir.at(name)).then(

@@ -58,9 +58,9 @@ export function createReadFileTool(workspace: Workspace): ToolImplementation {
     description: readFileTool.descriptor.description,
     inputSchema,
     timeoutMs: 30_000,
-    execute: (args, ctx) =>
-      runGuarded(ctx, async () => {
-        checkCallWorkspace(ctx.workspace, workspace);
+    execute: (args, invocation) =>
+      runGuarded(invocation, async () => {
+        checkCallWorkspace(invocation.workspace, workspace);
         const input = inputSchema.parse(args);
         const offset = input.offset ?? 1;
         const limit = input.limit ?? readFileLimits.defaultLines;
@@ -118,7 +118,7 @@ export function createReadFileTool(workspace: Workspace): ToolImplementation {
           };
 
           while (!done) {
-            throwIfAborted(ctx.signal);
+            throwIfAborted(invocation.signal);
             const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
             if (bytesRead === 0) break;
             const chunk = buffer.subarray(0, bytesRead);

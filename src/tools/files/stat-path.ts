@@ -29,9 +29,9 @@ export function createStatTool(workspace: Workspace): ToolImplementation {
     description: statTool.descriptor.description,
     inputSchema,
     timeoutMs: 10_000,
-    execute: (args, ctx) =>
-      runGuarded(ctx, async () => {
-        checkCallWorkspace(ctx.workspace, workspace);
+    execute: (args, invocation) =>
+      runGuarded(invocation, async () => {
+        checkCallWorkspace(invocation.workspace, workspace);
         const confined = await workspace.resolveExisting(inputSchema.parse(args).path);
         const stats = confined.stats;
         return {

@@ -83,9 +83,9 @@ export function createWriteFileTool(
     description: writeFileTool.descriptor.description,
     inputSchema,
     timeoutMs: 60_000,
-    execute: (args, ctx) =>
-      runGuarded(ctx, async (): Promise<ApprovalRequest> => {
-        checkCallWorkspace(ctx.workspace, workspace);
+    execute: (args, invocation) =>
+      runGuarded(invocation, async (): Promise<ApprovalRequest> => {
+        checkCallWorkspace(invocation.workspace, workspace);
         const input = inputSchema.parse(args);
         const data = checkContentSize(input.content);
         const target = await workspace.resolveTarget(input.path);
@@ -119,9 +119,9 @@ export function createWriteFileTool(
       name: executeHalfName,
       inputSchema: executeSchema,
       timeoutMs: 60_000,
-      execute: (args, ctx) =>
-        runGuarded(ctx, async () => {
-          checkCallWorkspace(ctx.workspace, workspace);
+      execute: (args, invocation) =>
+        runGuarded(invocation, async () => {
+          checkCallWorkspace(invocation.workspace, workspace);
           const input = executeSchema.parse(args);
           const data = checkContentSize(input.content);
           const target = await workspace.resolveTarget(input.path);
@@ -134,7 +134,7 @@ export function createWriteFileTool(
           const state = await readState(workspace, target);
           checkUnchanged(input.path, input.expectedSha256, state.sha256);
           const mode = target.existing === undefined ? 0o644 : target.existing.mode;
-          await writeFileAtomically(workspace, target, data, { mode, signal: ctx.signal });
+          await writeFileAtomically(workspace, target, data, { mode, signal: invocation.signal });
           return {
             ok: true as const,
             content: {

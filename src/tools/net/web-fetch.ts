@@ -71,8 +71,8 @@ export function createWebFetchTool(options: WebFetchOptions = {}): ToolImplement
     description: webFetchTool.descriptor.description,
     inputSchema,
     timeoutMs: timeoutMs + 5_000,
-    execute: (args, ctx) =>
-      runGuarded(ctx, async () => {
+    execute: (args, invocation) =>
+      runGuarded(invocation, async () => {
         const input = inputSchema.parse(args);
         let url: URL;
         try {
@@ -81,7 +81,7 @@ export function createWebFetchTool(options: WebFetchOptions = {}): ToolImplement
           throw new ToolCallError("invalid-input", `${quoteUntrusted(input.url)} is not a URL.`);
         }
         const deadline = AbortSignal.timeout(timeoutMs);
-        const signal = AbortSignal.any([ctx.signal, deadline]);
+        const signal = AbortSignal.any([invocation.signal, deadline]);
         const redirects: string[] = [];
         try {
           for (;;) {
@@ -103,8 +103,8 @@ export function createWebFetchTool(options: WebFetchOptions = {}): ToolImplement
                   `The redirect target ${quoteUntrusted(location)} is not a URL.`,
                 );
               }
-              if (ctx.urlGrants !== undefined) {
-                const granted = checkUrlGrant(next, ctx.urlGrants);
+              if (invocation.urlGrants !== undefined) {
+                const granted = checkUrlGrant(next, invocation.urlGrants);
                 if (!granted.granted) {
                   throw new ToolCallError(
                     outsideUrlGrantCode,
@@ -121,7 +121,8 @@ export function createWebFetchTool(options: WebFetchOptions = {}): ToolImplement
         } catch (error) {
           if (error instanceof ToolCallError) throw error;
           if (error instanceof EgressError) throw new ToolCallError(error.code, error.message);
-          if (ctx.signal.aborted) throw new ToolCallError("interrupted", "The call was stopped.");
+          if (invocation.signal.aborted)
+            throw new ToolCallError("interrupted", "The call was stopped.");
           if (deadline.aborted) {
             throw new ToolCallError("timeout", `The fetch took longer than ${timeoutMs} ms.`);
           }

@@ -220,9 +220,9 @@ export function createExecuteCommandTool(options: {
     inputSchema,
     // Also the bound the engine may apply to the hidden half, which runs the command.
     timeoutMs: commandLimits.maxTimeoutMs + 15_000,
-    execute: (args, ctx) =>
-      runGuarded(ctx, async (): Promise<ApprovalRequest> => {
-        checkCallWorkspace(ctx.workspace, workspace);
+    execute: (args, invocation) =>
+      runGuarded(invocation, async (): Promise<ApprovalRequest> => {
+        checkCallWorkspace(invocation.workspace, workspace);
         const input = inputSchema.parse(args);
         checkArgvSize(input.args);
         checkDenylist(input.program, input.args);
@@ -240,9 +240,9 @@ export function createExecuteCommandTool(options: {
       name: executeHalfName,
       inputSchema: executeSchema,
       timeoutMs: commandLimits.maxTimeoutMs + 15_000,
-      execute: (args, ctx) =>
-        runGuarded(ctx, async () => {
-          checkCallWorkspace(ctx.workspace, workspace);
+      execute: (args, invocation) =>
+        runGuarded(invocation, async () => {
+          checkCallWorkspace(invocation.workspace, workspace);
           const input = executeSchema.parse(args);
           checkArgvSize(input.args);
           checkDenylist(input.program, input.args);
@@ -254,7 +254,7 @@ export function createExecuteCommandTool(options: {
             cwd: cwd.absolute,
             env,
             timeoutMs,
-            signal: ctx.signal,
+            signal: invocation.signal,
             maxOutputBytes: commandLimits.maxOutputBytes,
             ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
             sandbox: {
