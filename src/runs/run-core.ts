@@ -61,6 +61,11 @@ export type RunCoreOptions = {
   readonly startsAtOnce?: number;
   /** Told of each segment's end and each tool call's record (the /metrics counters). */
   readonly meter?: RunMeter;
+  /**
+   * Schedules the wall-time budget's deadline (`fire` after `ms`); returns what cancels it.
+   * Default: a timer. Tests fire it when they choose.
+   */
+  readonly scheduleDeadline?: (ms: number, fire: () => void) => () => void;
 };
 
 export type RunCore = {
@@ -87,6 +92,7 @@ export type RunCore = {
   readonly classifierModel: ResolvedModel;
   readonly redactor: Redactor | undefined;
   readonly meter: RunMeter;
+  readonly scheduleDeadline: (ms: number, fire: () => void) => () => void;
   readonly active: ActiveRuns;
   /** The bound on runs starting at once, and the starts waiting for a place. */
   readonly startQueue: StartQueue;
@@ -138,6 +144,7 @@ export async function createRunCore(
     classifierModel: options.classifierModel?.ok === true ? options.classifierModel : model,
     redactor: options.redactor,
     meter: options.meter ?? noRunMeter,
+    scheduleDeadline: options.scheduleDeadline ?? scheduleTimer,
     active: createActiveRuns(),
     startQueue: createStartQueue(options.startsAtOnce ?? defaultStartsAtOnce, {
       retryAfterSeconds: options.concurrencyRetryAfterSeconds ?? 5,
@@ -192,4 +199,10 @@ export async function createRunCore(
       }
     },
   };
+}
+
+/** The wall-time deadline on a timer. */
+function scheduleTimer(ms: number, fire: () => void): () => void {
+  const timer = setTimeout(fire, ms);
+  return () => clearTimeout(timer);
 }

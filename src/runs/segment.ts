@@ -348,14 +348,18 @@ async function runSteps(
         ? await readDailyTotals(db, caller.id, formatUtcDay(now()))
         : { tokens: 0, costUsd: 0, runs: 0 },
   });
-  let timer: NodeJS.Timeout | undefined;
+  let cancelDeadline = () => {};
   if (meters.remainingMs !== undefined) {
     const deadline: StopReason = {
       kind: "deadline",
       message: describeBudgetExceeded("durationMs", run.budgetLimits, caller.budgets.daily),
     };
     if (meters.remainingMs <= 0) core.active.stop(entry, deadline);
-    else timer = setTimeout(() => core.active.stop(entry, deadline), meters.remainingMs);
+    else {
+      cancelDeadline = core.scheduleDeadline(meters.remainingMs, () =>
+        core.active.stop(entry, deadline),
+      );
+    }
   }
   // The caller's controls when the run first stepped: widening later never reaches it.
   const started = run.controls ?? snapshotControls(caller);
@@ -466,7 +470,7 @@ async function runSteps(
       onTextDelta: (delta) => core.emit(input.onEvent, { type: "text-delta", delta }),
     });
   } finally {
-    clearTimeout(timer);
+    cancelDeadline();
   }
 }
 
