@@ -9,7 +9,7 @@ import { commands } from "../../src/cli/commands.ts";
 import { runCli } from "../../src/cli/run-cli.ts";
 import { serverUrlFile } from "../../src/cli/server-url.ts";
 import { repoPoliciesDir } from "../support/app.ts";
-import { eventually } from "../support/eventually.ts";
+import { eventually, GiveUpError } from "../support/eventually.ts";
 
 describe("the CLI finds a server on another port (pglite)", () => {
   let dir: string;
@@ -33,7 +33,23 @@ describe("the CLI finds a server on another port (pglite)", () => {
       io: { out: (t) => serveOut.push(t), err: (t) => serveOut.push(t) },
       signal: stopServe.signal,
     });
-  }, 60_000);
+    // A fresh embedded database is created first: on a loaded machine that alone can take
+    // longer than a test's own 30 s, so the wait for the server is here.
+    let exited: number | undefined;
+    void served.then((code) => {
+      exited = code;
+    });
+    await eventually(
+      "the server to record its URL",
+      async () => {
+        if (exited !== undefined) {
+          throw new GiveUpError(`serve exited with ${exited}: ${serveOut.join("\n")}`);
+        }
+        return (await readFile(path.join(dataDir, serverUrlFile), "utf8")) || undefined;
+      },
+      { withinMs: 110_000 },
+    );
+  }, 120_000);
 
   afterAll(async () => {
     stopServe.abort();
