@@ -17,9 +17,15 @@
 // 3, and execs prlimit, which sets the limits and execs, as root, setpriv, which drops to the
 // workspace's owner (src/sandbox/host-user.ts) and execs bwrap: so bwrap never runs as host root,
 // and every process inside inherits the cgroup, the limits and the user. If any step fails
-// nothing is run. When the outer bwrap dies (the run's kill reaches its process group),
-// --die-with-parent kills the sandbox's PID 1 and the kernel kills every process left in its PID
-// namespace: a setsid or double-forked child cannot outlive the call.
+// nothing is run.
+//
+// A sandbox's end does not rest on the outer bwrap. --die-with-parent is armed by the sandbox's
+// PID 1 (the inner bwrap) only at the very end of its setup, after its setsid (--new-session): an
+// outer bwrap killed in between leaves a PID 1 no group kill reaches and no parent death kills,
+// and the command it then starts runs on. So a spawner that passes `statusFd` is told the host pid
+// of that PID 1 (--json-status-fd, written before the sandbox is let run) and SIGKILLs it
+// (src/tools/run-process.ts): from an ancestor PID namespace that signal always lands, and the
+// kernel then kills every process left in the sandbox's PID namespace, setsid or double-forked.
 import { chmodSync, cpSync, existsSync, lstatSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -271,6 +277,7 @@ export function bwrapArguments(
     "/etc",
     "--seccomp",
     seccompFd,
+    ...(request.statusFd === undefined ? [] : ["--json-status-fd", String(request.statusFd)]),
   ];
   // Only regular files (a program, a script): an argument such as `/` must not bind the host's
   // root, and nothing in or around the data directory is ever bound.

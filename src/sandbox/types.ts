@@ -58,6 +58,13 @@ export type SandboxRequest = {
    * second open of the operator's file.
    */
   readonly boundFiles?: readonly { readonly source: string; readonly target: string }[];
+  /**
+   * A descriptor the spawner holds open as a pipe: bwrap writes its status there
+   * (`--json-status-fd`), whose first document names the host pid of the sandbox's PID 1, so a
+   * stop can kill the whole sandbox whatever became of the outer bwrap. Unset (MCP servers, the
+   * probe): nothing is written. Ignored by `none`.
+   */
+  readonly statusFd?: number;
 };
 
 /** What to spawn: `command` with `args`, in `cwd`, with exactly `env`. */

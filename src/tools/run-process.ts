@@ -6,12 +6,15 @@
 // its group after it exited are killed too.
 //
 // Under bwrap the spawned process becomes the outer bwrap, whose child is bwrap again, the
-// sandbox's PID 1; everything below that is the command. SIGTERM goes to each of those processes
-// (bwrap itself would only take the sandbox down at once), so a script's TERM trap runs; the
-// SIGKILL after the grace goes to the group, whose bwrap's death takes the sandbox's PID
-// namespace (every process in it, setsid or not) with it.
+// sandbox's PID 1; everything below that is the command. SIGTERM goes to each process below the
+// PID 1 (bwrap itself would only take the sandbox down at once), so a script's TERM trap runs; the
+// SIGKILL after the grace goes to the sandbox's PID 1, whose host pid bwrap reports on a pipe
+// (--json-status-fd), and to the group. The PID 1's death takes its PID namespace (every process
+// in it, setsid or not) with it, whether or not the outer bwrap is still there: an outer killed
+// before the PID 1 armed --die-with-parent (src/sandbox/bwrap.ts) no longer leaves the sandbox
+// running.
 //
-// Every live group is registered, so a forced exit of the server (a second SIGINT or SIGTERM,
+// Every live command is registered, so a forced exit of the server (a second SIGINT or SIGTERM,
 // src/main.ts) kills them all at once, whatever the backend: under `none` nothing else would.
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
@@ -87,21 +90,155 @@ function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
   }
 }
 
-/** The process groups of every command still running, for a forced exit. */
-const liveGroups = new Set<number>();
+/**
+ * The descriptor a bwrap sandbox reports its PID 1 on (SandboxRequest.statusFd); 3 is the seccomp
+ * filter's (src/sandbox/bwrap.ts).
+ */
+export const sandboxStatusFd = 4;
 
-/** Registers a command's process group until the returned function is called. */
-export function trackCommandGroup(pid: number | undefined): () => void {
-  if (pid === undefined) return () => {};
-  liveGroups.add(pid);
-  return () => liveGroups.delete(pid);
+/** The spawn stdio of a command: stdin as given, stdout and stderr piped, and bwrap's status. */
+export function commandStdio(
+  backend: SandboxBackend,
+  stdin: "ignore" | "pipe",
+): ("ignore" | "pipe")[] {
+  return backend.kind === "bwrap"
+    ? [stdin, "pipe", "pipe", "ignore", "pipe"]
+    : [stdin, "pipe", "pipe"];
 }
 
-/** SIGKILLs every live command's group at once (the server is exiting without waiting). */
+/** What a backend is asked for so that a stop can reach the whole sandbox. */
+export function statusRequest(backend: SandboxBackend): { statusFd?: number } {
+  return backend.kind === "bwrap" ? { statusFd: sandboxStatusFd } : {};
+}
+
+/** A sandbox's PID 1 as the host sees it, with its start time so a reused pid is never hit. */
+type SandboxInit = { readonly pid: number; readonly startTime: string };
+
+/** Field 22 of /proc/<pid>/stat (after the command name, which may hold spaces). */
+function startTimeOf(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/** `pid` as a live PID namespace's init (NSpid ends in 1), or undefined. */
+function sandboxInit(pid: number): SandboxInit | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    const nspid = /^NSpid:\s+(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/) ?? [];
+    if (nspid.length < 2 || nspid.at(-1) !== "1") return undefined;
+  } catch {
+    return undefined;
+  }
+  const startTime = startTimeOf(pid);
+  return startTime === undefined ? undefined : { pid, startTime };
+}
+
+/**
+ * One spawned command's processes: its process group (the spawned pid) and, in a bwrap sandbox,
+ * the sandbox's PID 1 once bwrap has reported it on `sandboxStatusFd`. `kill` takes both down:
+ * SIGKILL to the PID 1 from the host's PID namespace ends every process of the sandbox, whatever
+ * became of the outer bwrap (killed before the PID 1 armed --die-with-parent, say), and a PID 1
+ * reported only after the kill is killed as it is reported. Until `release`, a forced exit of the
+ * server kills it too (`killCommandGroups`).
+ */
+export class CommandProcesses {
+  readonly group: number | undefined;
+  private init: SandboxInit | undefined;
+  private killed = false;
+
+  constructor(group: number | undefined, status: NodeJS.ReadableStream | null | undefined) {
+    this.group = group;
+    if (group !== undefined) liveCommands.add(this);
+    if (status === null || status === undefined) return;
+    let text = "";
+    let read = false;
+    // Read to the end: the outer bwrap writes here again when it ends, and a reader gone would
+    // fail that write.
+    status.on("data", (chunk: Buffer | string) => {
+      if (read) return;
+      text += chunk.toString();
+      const line = text.indexOf("\n");
+      if (line === -1) return;
+      read = true;
+      const pid = Number(/"child-pid"\s*:\s*(\d+)/.exec(text.slice(0, line))?.[1]);
+      if (!Number.isSafeInteger(pid) || pid <= 1) return;
+      this.init = sandboxInit(pid);
+      if (this.killed) this.killInit();
+    });
+    status.on("error", () => {
+      // The pipe broke: the outer bwrap is gone; what it reported was already read.
+    });
+  }
+
+  /**
+   * Asks the command to stop: SIGTERM to its group, or, in a bwrap sandbox, to every process
+   * below the sandbox's PID 1 (the command and its children), so a TERM trap runs. Returns false
+   * when a sandbox has no process of the command yet (or any more): nothing can take the signal,
+   * so the caller kills.
+   */
+  terminate(backend: SandboxBackend): boolean {
+    if (this.group === undefined) return false;
+    if (backend.kind !== "bwrap") {
+      killGroup(this.group, "SIGTERM");
+      return true;
+    }
+    const init = this.liveInit();
+    const inside = init !== undefined ? descendantsOf(init, 0) : descendantsOf(this.group, 1);
+    let signalled = false;
+    for (const pid of inside) {
+      try {
+        process.kill(pid, "SIGTERM");
+        signalled = true;
+      } catch {
+        // It ended meanwhile.
+      }
+    }
+    return signalled;
+  }
+
+  /** SIGKILL to the sandbox's PID 1 (now, or when reported) and to the group. */
+  kill(): void {
+    this.killed = true;
+    this.killInit();
+    killGroup(this.group, "SIGKILL");
+  }
+
+  /** The command is over: kills what is left and stops tracking it. */
+  release(): void {
+    this.kill();
+    liveCommands.delete(this);
+  }
+
+  /** The sandbox's PID 1 while it is the process bwrap reported (a reused pid is another). */
+  private liveInit(): number | undefined {
+    const init = this.init;
+    if (init === undefined || startTimeOf(init.pid) !== init.startTime) return undefined;
+    return init.pid;
+  }
+
+  private killInit(): void {
+    const pid = this.liveInit();
+    if (pid === undefined) return;
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // ESRCH: it ended meanwhile.
+    }
+  }
+}
+
+/** Every command still running, for a forced exit. */
+const liveCommands = new Set<CommandProcesses>();
+
+/** SIGKILLs every live command (its sandbox and its group) at once: the server is exiting. */
 export function killCommandGroups(): number {
-  const count = liveGroups.size;
-  for (const pid of liveGroups) killGroup(pid, "SIGKILL");
-  liveGroups.clear();
+  const count = liveCommands.size;
+  for (const command of liveCommands) command.kill();
+  liveCommands.clear();
   return count;
 }
 
@@ -132,29 +269,6 @@ function descendantsOf(pid: number, skip: number): number[] {
   return found;
 }
 
-/**
- * Asks a command to stop: SIGTERM to its group, or, in a bwrap sandbox, to every process below
- * the two bwraps (the outer one and the sandbox's PID 1). Returns false when a sandbox has no
- * process of the command yet (or any more): nothing can take the signal, so the caller kills.
- */
-export function terminateCommand(pid: number | undefined, backend: SandboxBackend): boolean {
-  if (pid === undefined) return false;
-  if (backend.kind !== "bwrap") {
-    killGroup(pid, "SIGTERM");
-    return true;
-  }
-  let signalled = false;
-  for (const inside of descendantsOf(pid, 1)) {
-    try {
-      process.kill(inside, "SIGTERM");
-      signalled = true;
-    } catch {
-      // It ended meanwhile.
-    }
-  }
-  return signalled;
-}
-
 export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
   const started = performance.now();
   const grace = request.killGraceMs ?? processDefaults.killGraceMs;
@@ -181,17 +295,20 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
       limits: request.sandbox.limits,
       ...(request.sandbox.readOnlyPaths ? { readOnlyPaths: request.sandbox.readOnlyPaths } : {}),
       ...(request.sandbox.boundFiles ? { boundFiles: request.sandbox.boundFiles } : {}),
+      ...statusRequest(request.sandbox.backend),
     });
     const child = spawn(command.command, [...command.args], {
       cwd: command.cwd,
       env: command.env,
       detached: true,
       shell: false,
-      stdio: ["ignore", "pipe", "pipe"],
+      stdio: commandStdio(request.sandbox.backend, "ignore"),
       windowsHide: true,
     });
-    const pid = child.pid;
-    const untrack = trackCommandGroup(pid);
+    const processes = new CommandProcesses(
+      child.pid,
+      child.stdio[sandboxStatusFd] as NodeJS.ReadableStream | null | undefined,
+    );
 
     const finish = () => {
       if (settled) return;
@@ -199,9 +316,9 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
       clearTimeout(timeoutTimer);
       clearTimeout(lingerTimer);
       request.signal.removeEventListener("abort", onAbort);
-      // Whatever is left of the group (background children) does not outlive the call.
-      killGroup(pid, "SIGKILL");
-      untrack();
+      // Whatever is left of the group and of the sandbox (background children) does not
+      // outlive the call.
+      processes.release();
       clearTimeout(killTimer);
       const stdout = redactStream(out, request.sandbox.redactor);
       const stderr = redactStream(err, request.sandbox.redactor);
@@ -225,14 +342,14 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
     const stop = (why: "timeout" | "abort") => {
       if (stoppedBy !== undefined || settled) return;
       stoppedBy = why;
-      if (!terminateCommand(pid, request.sandbox.backend)) {
+      if (!processes.terminate(request.sandbox.backend)) {
         // A sandbox with nothing of the command in it: no trap to wait for.
-        killGroup(pid, "SIGKILL");
+        processes.kill();
         return;
       }
       killTimer = setTimeout(() => {
         forceKilled = true;
-        killGroup(pid, "SIGKILL");
+        processes.kill();
       }, grace);
     };
 
@@ -241,12 +358,12 @@ export function runProcess(request: ProcessRequest): Promise<ProcessResult> {
     if (request.signal.aborted) stop("abort");
     else request.signal.addEventListener("abort", onAbort, { once: true });
 
-    child.stdout.on("data", (chunk: Buffer) => collect(out, chunk, request.maxOutputBytes));
-    child.stderr.on("data", (chunk: Buffer) => collect(err, chunk, request.maxOutputBytes));
+    child.stdout?.on("data", (chunk: Buffer) => collect(out, chunk, request.maxOutputBytes));
+    child.stderr?.on("data", (chunk: Buffer) => collect(err, chunk, request.maxOutputBytes));
     child.on("error", (error: NodeJS.ErrnoException) => {
       spawnError = error;
       // A spawn failure emits no 'close' when nothing was started.
-      if (pid === undefined) finish();
+      if (child.pid === undefined) finish();
     });
     child.on("exit", (code, signal) => {
       exit = { code, signal };

@@ -3,16 +3,20 @@
 // group, started together; peergate joins stage N's stdout to stage N+1's stdin with a pipe it
 // holds, so each stage keeps the confinement of its own declaration and no shell ever runs. The
 // model's stdin reaches only the first stage. The last stage's stdout and every stage's stderr are
-// kept up to a cap (the rest drained and counted). On timeout or abort every group gets SIGTERM,
-// then SIGKILL after the grace period; groups still alive when the pipeline ends are killed.
+// kept up to a cap (the rest drained and counted). On timeout or abort every stage gets SIGTERM,
+// then SIGKILL after the grace period (to its group and, in a bwrap sandbox, to the sandbox's
+// PID 1, which ends every process of the sandbox); what is still alive when the pipeline ends is
+// killed so too.
 import { spawn } from "node:child_process";
 import type { SandboxBackend, SandboxLimits } from "../../sandbox/types.ts";
 import {
+  CommandProcesses,
+  commandStdio,
   endProcessSpan,
   processDefaults,
+  sandboxStatusFd,
   startProcessSpan,
-  terminateCommand,
-  trackCommandGroup,
+  statusRequest,
 } from "../run-process.ts";
 
 export type StageStatus = {
@@ -59,23 +63,14 @@ function collect(c: Collector, chunk: Buffer, cap: number): void {
   c.kept += part.length;
 }
 
-function killGroup(pid: number | undefined, signal: NodeJS.Signals): void {
-  if (pid === undefined) return;
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // ESRCH: already gone.
-  }
-}
-
 export function runPipeline(request: PipelineRequest): Promise<PipelineResult> {
   const grace = request.killGraceMs ?? processDefaults.killGraceMs;
   return new Promise((resolve) => {
     const out: Collector = { chunks: [], kept: 0, total: 0 };
     const err: Collector = { chunks: [], kept: 0, total: 0 };
     const statuses: (StageStatus | undefined)[] = request.stages.map(() => undefined);
-    const pids: (number | undefined)[] = [];
-    const tracked: (() => void)[] = [];
+    // Each stage's group and, in a bwrap sandbox, its sandbox's PID 1 (src/tools/run-process.ts).
+    const commands: CommandProcesses[] = [];
     let stoppedBy: PipelineResult["stoppedBy"];
     let killTimer: NodeJS.Timeout | undefined;
     let settled = false;
@@ -87,8 +82,7 @@ export function runPipeline(request: PipelineRequest): Promise<PipelineResult> {
       clearTimeout(timeoutTimer);
       clearTimeout(killTimer);
       request.signal.removeEventListener("abort", onAbort);
-      for (const pid of pids) killGroup(pid, "SIGKILL");
-      for (const untrack of tracked) untrack();
+      for (const command of commands) command.release();
       resolve({
         stages: statuses.map(
           (s) => s ?? { exitCode: null, signal: null, spawnError: "did not start" },
@@ -105,11 +99,11 @@ export function runPipeline(request: PipelineRequest): Promise<PipelineResult> {
       stoppedBy = why;
       // In a sandbox, SIGTERM to each stage's own processes (its trap runs); a stage with none
       // left is killed at once.
-      for (const pid of pids) {
-        if (!terminateCommand(pid, request.backend)) killGroup(pid, "SIGKILL");
+      for (const command of commands) {
+        if (!command.terminate(request.backend)) command.kill();
       }
       killTimer = setTimeout(() => {
-        for (const pid of pids) killGroup(pid, "SIGKILL");
+        for (const command of commands) command.kill();
       }, grace);
     };
     const onAbort = () => stop("abort");
@@ -126,6 +120,7 @@ export function runPipeline(request: PipelineRequest): Promise<PipelineResult> {
         egress: request.egress,
         limits: request.limits,
         readOnlyPaths: request.readOnlyPaths,
+        ...statusRequest(request.backend),
       });
       const span = startProcessSpan(request.backend, argv[0]);
       const child = spawn(wrapped.command, [...wrapped.args], {
@@ -133,11 +128,18 @@ export function runPipeline(request: PipelineRequest): Promise<PipelineResult> {
         env: wrapped.env,
         detached: true,
         shell: false,
-        stdio: [i === 0 && request.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+        stdio: commandStdio(
+          request.backend,
+          i === 0 && request.stdin === undefined ? "ignore" : "pipe",
+        ),
         windowsHide: true,
       });
-      pids.push(child.pid);
-      tracked.push(trackCommandGroup(child.pid));
+      commands.push(
+        new CommandProcesses(
+          child.pid,
+          child.stdio[sandboxStatusFd] as NodeJS.ReadableStream | null | undefined,
+        ),
+      );
       let spawnError: string | undefined;
       child.on("error", (error: NodeJS.ErrnoException) => {
         spawnError = error.code ?? error.message;

@@ -1,0 +1,254 @@
+// A sandbox whose outer bwrap is gone still ends with its call. The sandbox's PID 1 (the inner
+// bwrap) arms --die-with-parent only at the end of its setup, after its setsid: an outer bwrap
+// killed in between (a stop landing while the sandbox starts) leaves a PID 1 outside the call's
+// process group that no parent death kills, and the command it starts ran on for good.
+//
+// That state is made here at will: the sandbox's bwrap is started through a wrapper that drops
+// --die-with-parent (so the PID 1 never arms it, as in the window), and the outer bwrap is
+// SIGKILLed out from under the running command. Then the call ends (it returns, it is stopped,
+// or the server exits) and no process of the sandbox may be left: the command, the PID 1, the
+// launcher, found by a marker in their command lines.
+import { randomBytes } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { setTimeout as pause } from "node:timers/promises";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { createBwrapBackend } from "../../src/sandbox/bwrap.ts";
+import { defaultSandboxLimits, type SandboxBackend } from "../../src/sandbox/types.ts";
+import { runPipeline } from "../../src/tools/declared/pipeline.ts";
+import { killCommandGroups, runProcess } from "../../src/tools/run-process.ts";
+import { eventually } from "../support/eventually.ts";
+import {
+  bwrapBackend,
+  describeWithBwrap,
+  hostProcessesWith,
+  makeSandboxWorkspace,
+} from "./support.ts";
+
+/** The real bwrap, minus --die-with-parent: the PID 1 of the window before it is armed. */
+const wrapperScript = `#!/bin/sh
+for a in "$@"; do
+  shift
+  [ "$a" = --die-with-parent ] || set -- "$@" "$a"
+done
+exec /usr/bin/bwrap "$@"
+`;
+
+function parentOf(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+async function commandName(pid: number): Promise<string> {
+  const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
+  return path.basename(cmdline.split("\0")[0] ?? "");
+}
+
+/** Alive and not a zombie waiting to be reaped. */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/** Every host process below `pid`. */
+function descendantsOf(pid: number): number[] {
+  const found: number[] = [];
+  let generation = [pid];
+  while (generation.length > 0) {
+    const next: number[] = [];
+    for (const name of readdirSync("/proc")) {
+      if (!/^\d+$/.test(name)) continue;
+      const parent = parentOf(Number(name));
+      if (parent !== undefined && generation.includes(parent)) next.push(Number(name));
+    }
+    found.push(...next);
+    generation = next;
+  }
+  return found;
+}
+
+/**
+ * Waits for the sandbox's command (`name`, with `marker` in its command line) and kills the outer
+ * bwrap under it; returns the sandbox's processes (its PID 1 first), checked to be alive and
+ * orphaned.
+ */
+async function orphanSandbox(marker: string, name: string): Promise<number[]> {
+  const command = await eventually(`the sandboxed ${name} to run`, async () => {
+    for (const pid of await hostProcessesWith(marker)) {
+      if ((await commandName(pid)) === name) return pid;
+    }
+    return undefined;
+  });
+  const init = parentOf(command);
+  const outer = init === undefined ? undefined : parentOf(init);
+  expect(init).toBeDefined();
+  expect(outer).toBeDefined();
+  expect(await commandName(outer as number)).toBe("bwrap");
+  process.kill(outer as number, "SIGKILL");
+  await eventually("the outer bwrap to be gone", () => parentOf(init as number) !== outer);
+  // The orphaned state: the sandbox's PID 1 and its command run on without the outer bwrap.
+  expect(alive(init as number)).toBe(true);
+  expect(alive(command)).toBe(true);
+  const sandbox = [init as number, ...descendantsOf(init as number)];
+  survivors.push(...sandbox);
+  return sandbox;
+}
+
+/** Processes of a failing test's sandbox, killed after the suite whatever happened. */
+const survivors: number[] = [];
+
+async function expectNothingLeft(marker: string, sandbox: readonly number[]): Promise<void> {
+  await eventually(
+    "every process of the sandbox to be gone",
+    async () => (await hostProcessesWith(marker)).length === 0 && !sandbox.some(alive),
+    { withinMs: 10_000 },
+  );
+}
+
+function uniqueMarker(): string {
+  return `peergate-orphan-${randomBytes(6).toString("hex")}`;
+}
+
+describeWithBwrap("a sandbox whose outer bwrap is gone", () => {
+  let workspace: string;
+  let wrapperDir: string;
+  let backend: SandboxBackend;
+
+  beforeAll(async () => {
+    workspace = await makeSandboxWorkspace("peergate-orphan-");
+    wrapperDir = await mkdtemp(path.join(os.tmpdir(), "peergate-orphan-bwrap-"));
+    await chmod(wrapperDir, 0o755);
+    const wrapper = path.join(wrapperDir, "bwrap");
+    await writeFile(wrapper, wrapperScript, { mode: 0o755 });
+    backend = createBwrapBackend({ bwrapPath: wrapper });
+  });
+
+  afterAll(async () => {
+    // Never leave what a failing test proved left behind.
+    for (const pid of survivors) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // Gone.
+      }
+    }
+    if (workspace) await rm(workspace, { recursive: true, force: true });
+    if (wrapperDir) await rm(wrapperDir, { recursive: true, force: true });
+  });
+
+  const confinement = () => ({
+    backend,
+    workspace,
+    egress: false,
+    limits: defaultSandboxLimits,
+  });
+
+  it("ends with the call that started it (runProcess)", async () => {
+    const marker = uniqueMarker();
+    const call = runProcess({
+      program: "sh",
+      args: ["-c", `sleep 3600 & wait # ${marker}`],
+      cwd: workspace,
+      env: { PATH: "/usr/bin:/bin" },
+      timeoutMs: 120_000,
+      signal: new AbortController().signal,
+      maxOutputBytes: 1024,
+      killGraceMs: 200,
+      sandbox: confinement(),
+    });
+    const sandbox = await orphanSandbox(marker, "sh");
+    await call;
+    await expectNothingLeft(marker, sandbox);
+  });
+
+  it("is stopped by an abort, SIGKILL after the grace for a command that ignores SIGTERM (runPipeline)", async () => {
+    const marker = uniqueMarker();
+    const controller = new AbortController();
+    const call = runPipeline({
+      stages: [["sh", "-c", `trap '' TERM; while :; do sleep 1; done # ${marker}`]],
+      stdin: undefined,
+      cwd: workspace,
+      workspace,
+      env: { PATH: "/usr/bin:/bin" },
+      egress: false,
+      limits: defaultSandboxLimits,
+      readOnlyPaths: [],
+      backend,
+      timeoutMs: 120_000,
+      signal: controller.signal,
+      maxOutputBytes: 1024,
+      killGraceMs: 200,
+    });
+    const sandbox = await orphanSandbox(marker, "sh");
+    controller.abort();
+    const result = await call;
+    expect(result.stoppedBy).toBe("abort");
+    await expectNothingLeft(marker, sandbox);
+  });
+
+  // The window itself, with the real backend: stops landing at every moment of a sandbox's start
+  // (bwrap alone, killed so, leaves an orphaned PID 1 several times in a hundred here). Whatever
+  // the moment, nothing of any sandbox is left.
+  it("leaves nothing when stops land while sandboxes start (the real --die-with-parent)", async () => {
+    const marker = uniqueMarker();
+    for (let i = 0; i < 40; i++) {
+      const controller = new AbortController();
+      const call = runProcess({
+        program: "sleep",
+        args: ["3600"],
+        cwd: workspace,
+        // In bwrap's command line (--setenv), so the sandbox's PID 1 carries the marker.
+        env: { PATH: "/usr/bin:/bin", PEERGATE_MARKER: marker },
+        timeoutMs: 120_000,
+        signal: controller.signal,
+        maxOutputBytes: 1024,
+        killGraceMs: 200,
+        sandbox: { ...confinement(), backend: bwrapBackend },
+      });
+      await pause(i % 20);
+      controller.abort();
+      await call;
+    }
+    await eventually(
+      "every sandbox to be gone",
+      async () => {
+        const left = await hostProcessesWith(marker);
+        survivors.push(...left);
+        return left.length === 0;
+      },
+      { withinMs: 10_000 },
+    );
+  });
+
+  it("is killed by a forced exit of the server (killCommandGroups)", async () => {
+    const marker = uniqueMarker();
+    const call = runPipeline({
+      stages: [["sh", "-c", `sleep 3600 & wait # ${marker}`]],
+      stdin: undefined,
+      cwd: workspace,
+      workspace,
+      env: { PATH: "/usr/bin:/bin" },
+      egress: false,
+      limits: defaultSandboxLimits,
+      readOnlyPaths: [],
+      backend,
+      timeoutMs: 120_000,
+      signal: new AbortController().signal,
+      maxOutputBytes: 1024,
+    });
+    const sandbox = await orphanSandbox(marker, "sh");
+    expect(killCommandGroups()).toBeGreaterThanOrEqual(1);
+    await expectNothingLeft(marker, sandbox);
+    await call;
+  });
+});
