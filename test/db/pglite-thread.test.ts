@@ -68,6 +68,47 @@ describe("PGlite in a worker thread", () => {
     expect(order).toEqual(["transaction", "outside"]);
   });
 
+  it("posts a statement from outside right behind the open transaction, before the transactions waiting", async () => {
+    const thread = await open();
+    const order: string[] = [];
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let holding = () => {};
+    const holds = new Promise<void>((resolve) => {
+      holding = resolve;
+    });
+    const first = thread.transaction(async (tx) => {
+      await tx.query("insert into item values (1, 'first')");
+      holding();
+      await held;
+      order.push("first");
+    });
+    await holds;
+    // Two transactions ask for the session, then two statements from outside (writes, in order).
+    const queued = [2, 3].map((id) =>
+      thread.transaction(async (tx) => {
+        await tx.query("insert into item values ($1, 'queued')", [id]);
+        order.push(`transaction ${id}`);
+      }),
+    );
+    const outside = [
+      thread.query("insert into item values (10, 'outside')").then(() => order.push("write")),
+      thread
+        .query<{ ids: number[] }>("select array_agg(id order by id) as ids from item")
+        .then((result) => {
+          order.push("read");
+          return result.rows[0]?.ids;
+        }),
+    ];
+    release();
+    await Promise.all([first, ...queued]);
+    // The read saw the first transaction and the write before it, and neither queued transaction.
+    expect(await outside[1]).toEqual([1, 10]);
+    expect(order).toEqual(["first", "write", "read", "transaction 2", "transaction 3"]);
+  });
+
   it("runs transactions one after another, each committed or rolled back whole", async () => {
     const thread = await open();
     await Promise.all(
