@@ -48,6 +48,12 @@ export type PgliteThreadTransaction = {
   exec(sql: string, options?: QueryOptions): Promise<Results[]>;
   /** Rolls back now; the transaction ends without COMMIT. */
   rollback(): Promise<void>;
+  /**
+   * Posts COMMIT right behind the next `count` statements and hands the session on, without
+   * waiting for their answers (what `commitAfterStatements` asks, pipelined-transactions.ts): the
+   * session is held for one main-thread round trip fewer.
+   */
+  commitAfter(count: number): void;
   readonly closed: boolean;
 };
 
@@ -224,23 +230,46 @@ class Thread implements PgliteThread {
     if (turn) await turn;
     const id = this.#nextTransaction++;
     let closed = false;
+    /** The COMMIT posted behind the declared statements (`commitAfter`), before `work` returned. */
+    let committing: Promise<Results<unknown>> | undefined;
+    let commitAfter: number | undefined;
+    let firstError: { error: unknown } | undefined;
     const end = (statement: "COMMIT" | "ROLLBACK") => {
       closed = true;
       const sent = this.#query<unknown>(statement, undefined, undefined, { id, step: "end" });
       this.#releaseSession();
       return sent;
     };
+    const statement = <R>(send: () => Promise<R>): Promise<R> => {
+      if (closed) {
+        return Promise.reject(
+          committing
+            ? new Error(
+                "a statement was sent after its transaction's COMMIT: commitAfterStatements was " +
+                  "given fewer statements than followed",
+              )
+            : transactionClosed(),
+        );
+      }
+      const sent = send();
+      sent.catch((error: unknown) => {
+        firstError ??= { error };
+      });
+      if (commitAfter !== undefined && --commitAfter === 0) committing = end("COMMIT");
+      return sent;
+    };
     const tx: PgliteThreadTransaction = {
       query: <R>(sql: string, params?: unknown[], options?: QueryOptions) =>
-        closed
-          ? Promise.reject(transactionClosed())
-          : this.#query<R>(sql, params, options, { id, step: "statement" }),
+        statement(() => this.#query<R>(sql, params, options, { id, step: "statement" })),
       exec: (sql: string, options?: QueryOptions) =>
-        closed
-          ? Promise.reject(transactionClosed())
-          : this.#exec(sql, options, { id, step: "statement" }),
+        statement(() => this.#exec(sql, options, { id, step: "statement" })),
       rollback: async () => {
         if (!closed) await end("ROLLBACK");
+      },
+      commitAfter: (count: number) => {
+        if (closed || commitAfter !== undefined) return;
+        if (count <= 0) committing = end("COMMIT");
+        else commitAfter = count;
       },
       get closed() {
         return closed;
@@ -255,14 +284,22 @@ class Thread implements PgliteThread {
       result = await work(tx);
       await begun;
     } catch (error) {
-      if (!closed) await end("ROLLBACK").catch(() => {});
+      // A COMMIT already posted stands or falls with the statements before it.
+      if (committing) await committing.catch(() => {});
+      else if (!closed) await end("ROLLBACK").catch(() => {});
       throw error;
     }
-    if (!closed) {
-      const committed = await end("COMMIT");
-      // A statement failed and `work` went on: PostgreSQL answers COMMIT with ROLLBACK.
+    const ending = committing ?? (closed ? undefined : end("COMMIT"));
+    if (ending) {
+      const committed = await ending.catch((error: unknown) => {
+        throw firstError?.error ?? error;
+      });
+      // A statement failed: PostgreSQL answers COMMIT with ROLLBACK. A caller that went on after
+      // the failure hears that it was rolled back; one whose COMMIT went out early, the failure.
       if (committed.command === "ROLLBACK") {
-        throw new Error("the transaction was rolled back: a statement in it failed");
+        throw committing && firstError
+          ? firstError.error
+          : new Error("the transaction was rolled back: a statement in it failed");
       }
     }
     return result;

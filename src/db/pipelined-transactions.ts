@@ -71,9 +71,10 @@ export function pipelineTransactions(
  * statements it sends, without waiting for their answers: one round trip fewer for a transaction
  * whose last statements are independent writes. Declare exactly the statements that follow; a
  * statement sent after the COMMIT is refused, and a transaction in which any statement failed is
- * rolled back by the server and rejects with that statement's error. Where transactions are not
- * pipelined (PGlite, a dedicated connection) it does nothing: the transaction commits when its
- * function returns.
+ * rolled back by the server and rejects with that statement's error. On PGlite the COMMIT is
+ * posted to the database's thread the same way, and the session handed on to whatever waits for it
+ * (pglite-thread.ts). Where transactions are not pipelined (a dedicated connection) it does
+ * nothing: the transaction commits when its function returns.
  */
 export function commitAfterStatements(handle: unknown, count: number): void {
   // A drizzle transaction keeps the postgres.js handle it runs on at `session.client` (through
