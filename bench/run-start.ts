@@ -1,5 +1,6 @@
 // What a run start costs the server's main thread, with the full toolset (issue 28):
-// `node bench/run-start.ts [--runs 30] [--bursts 5] [--database postgres|pglite] [--cpu-prof DIR]`.
+// `node bench/run-start.ts [--runs 30] [--bursts 5] [--database postgres|pglite] [--only NAMES]
+// [--before DIR] [--cpu-prof DIR]`.
 //
 // One caller, allowed its whole concurrency limit, starts `--runs` runs at once (blocking
 // `SendMessage`s), `--bursts` times, against a server whose agent offers every tool category:
@@ -10,15 +11,15 @@
 // polls `/healthz`, one request at a time each, and their latencies are compared with the same
 // probes on the idle server just before.
 //
-// Four servers, each `peergate serve`'s composition (`startServer`) in a child process of its own,
-// started one after the other on a fresh database each:
-//   full            the full toolset, as shipped (the per-generation start cache and the start
-//                   queue on);
-//   full, uncached  the same, with the per-generation start cache off (each run computes its
-//                   ceiling, effective set, model tool schemas and controls afresh: the path before
-//                   issue 28);
+// Servers, each `peergate serve`'s composition (`startServer`) in a child process of its own,
+// started one after the other on a fresh database each (`--only "full;minimal"` picks some):
+//   full            the full toolset, as shipped (the start queue on);
 //   full, no queue  the same, with the server-wide start queue off (PEERGATE_RUN_STARTS_AT_ONCE=0);
 //   minimal         only the `context` tools, for what a toolset costs at all.
+// With `--before DIR`, each is measured twice in the same session: first the code in DIR (another
+// checkout, e.g. main's: `git archive main | tar -x -C DIR && ln -s "$PWD/node_modules" DIR/`),
+// its server started by DIR's own copy of this file, then this checkout's; the table puts them
+// side by side.
 // The figure is the main thread's CPU (utime + stime of the child's first thread, from /proc)
 // over the bursts, per run; the event loop's longest stall is the server's own (its
 // `peergate_event_loop_lag_seconds` maximum, read from /metrics).
@@ -57,6 +58,8 @@ type Variant = {
   name: string;
   toolset: "full" | "minimal";
   env: Record<string, string>;
+  /** The checkout whose server is measured (its own bench/run-start.ts serves); default this one. */
+  root?: string;
 };
 
 // ---------------------------------------------------------------- the server child
@@ -159,9 +162,14 @@ async function mainThreadCpuMicros(pid: number): Promise<number> {
 
 type Child = { pid: number; url: string; stop(): Promise<void> };
 
-async function startChild(env: Record<string, string>, profileDir?: string): Promise<Child> {
+async function startChild(
+  env: Record<string, string>,
+  root: string,
+  profileDir?: string,
+): Promise<Child> {
   const flags = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [];
-  const child: ChildProcess = spawn(process.execPath, [...flags, self, "--serve"], {
+  const script = path.join(root, "bench/run-start.ts");
+  const child: ChildProcess = spawn(process.execPath, [...flags, script, "--serve"], {
     env,
     stdio: ["ignore", "ignore", "inherit", "ipc"],
   });
@@ -239,13 +247,14 @@ async function measure(
       ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
       ...variant.env,
     };
-    child = await startChild(env, profileDir);
+    const root = variant.root ?? repoRoot;
+    child = await startChild(env, root, profileDir);
     const url = child.url;
     // Budgets above the defaults and acting tools widen a caller: the operator token, made as
     // the operator makes it (`peergate operator-token create`).
     const made = spawnSync(
       process.execPath,
-      [path.join(repoRoot, "src/main.ts"), "operator-token", "create", "--json"],
+      [path.join(root, "src/main.ts"), "operator-token", "create", "--json"],
       { env, encoding: "utf8" },
     );
     if (made.status !== 0) throw new Error(`operator-token create: ${made.stderr}`);
@@ -412,6 +421,7 @@ async function main(): Promise<void> {
       bursts: { type: "string", default: "5" },
       database: { type: "string" },
       only: { type: "string" },
+      before: { type: "string" },
       "cpu-prof": { type: "string" },
     },
   });
@@ -434,9 +444,13 @@ async function main(): Promise<void> {
     { name: "full, no queue", toolset: "full", env: { PEERGATE_RUN_STARTS_AT_ONCE: "0" } },
     { name: "minimal", toolset: "minimal", env: {} },
   ];
-  const variants = all.filter(
+  const chosen = all.filter(
     (v) => values.only === undefined || values.only.split(";").includes(v.name),
   );
+  const before = values.before === undefined ? undefined : path.resolve(values.before);
+  const variants = before
+    ? chosen.flatMap((v) => [{ ...v, name: `${v.name}, before`, root: before }, v])
+    : chosen;
   const profileDir = values["cpu-prof"];
   if (profileDir) await mkdir(profileDir, { recursive: true });
   const results: Measured[] = [];

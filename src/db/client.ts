@@ -105,6 +105,14 @@ const postgresOptions = {
   connection: { application_name: "peergate", TimeZone: "UTC" },
 } satisfies postgres.Options<Record<string, never>>;
 
+/**
+ * Connections of the pool no transaction may hold: statements outside a transaction (another
+ * caller's GetTask, a readiness check) always find one, however many transactions a burst of runs
+ * opens (issue 28). The other `max - 2` serve transactions: as many as the start queue lets run
+ * starts hold at once (src/runs/start-queue.ts, 8 by default); a run's end waits its turn.
+ */
+const connectionsKeptForStatements = 2;
+
 const channelPattern = /^[a-z_][a-z0-9_]{0,62}$/;
 
 function checkChannel(channel: string): void {
@@ -234,7 +242,11 @@ async function openPostgres(
   const counted = counting ? countRoundTrips(client) : undefined;
   const db: Db = drizzlePostgres({
     client: withStatementDeadline(
-      usePreparedStatements(pipelineTransactions(counted?.sql ?? client)),
+      usePreparedStatements(
+        pipelineTransactions(counted?.sql ?? client, {
+          transactionsAtOnce: postgresOptions.max - connectionsKeptForStatements,
+        }),
+      ),
       statementTimeoutMs,
     ),
     schema,

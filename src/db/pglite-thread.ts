@@ -10,14 +10,21 @@
 // election over navigator.locks and BroadcastChannel, `self.postMessage`) and leaves a call
 // waiting when its worker dies; this is the small part of it a server needs, failing closed.
 //
-// PGlite has one session, and the order of everything sent on it is kept here:
-// - a statement outside a transaction is posted at once, unless a transaction is open: then it
-//   waits until that transaction's COMMIT or ROLLBACK has been posted;
-// - a transaction waits for the one before it in the same way, posts BEGIN, its statements, and
-//   COMMIT (ROLLBACK when its function throws). The worker runs messages in arrival order.
-// Every method waits with `while (this.#transaction) await this.#transaction` and then posts
-// without awaiting anything else: the check and the post must be one synchronous step, or another
-// transaction could begin between them (when one transaction ends, every waiter wakes).
+// PGlite has one session, and the order of everything sent on it is kept here. The worker runs
+// messages in arrival order; the main thread decides that order:
+// - one transaction at a time holds the session, from its BEGIN to its COMMIT (ROLLBACK when its
+//   function throws). Its BEGIN is posted with no wait for the answer: its first statements follow
+//   at once, and the worker refuses every later statement of a transaction whose BEGIN failed
+//   (nothing of it runs outside the transaction);
+// - a statement outside a transaction (and a LISTEN, a dump, the close) is posted at once when no
+//   transaction holds the session; otherwise it waits for the holder's COMMIT or ROLLBACK only, and
+//   is posted right behind it, before the next waiting transaction's BEGIN. A read outside a
+//   transaction waits for at most one transaction, never for every transaction queued (issue 28:
+//   another caller's GetTask during a burst of run starts waited behind all of them, a second);
+// - transactions take the session in the order they asked for it.
+// Statements that wait are posted in the order they were asked, so one caller's writes keep
+// theirs. Handing the session on is one synchronous step (the holder's end posts the waiting
+// statements and the next BEGIN), so nothing can slip in between.
 // Errors come back with their fields (`code`, `detail`, `constraint`, …) as PGlite's
 // `DatabaseError`. When the worker dies, every pending and later call fails with UnavailableError.
 import { readFile } from "node:fs/promises";
@@ -32,6 +39,7 @@ import type {
   PgliteWorkerData,
   WireError,
   WireOptions,
+  WireTransaction,
 } from "./pglite-worker.ts";
 
 /** The statements a transaction's function runs, as PGlite's `Transaction` offers them. */
@@ -40,6 +48,12 @@ export type PgliteThreadTransaction = {
   exec(sql: string, options?: QueryOptions): Promise<Results[]>;
   /** Rolls back now; the transaction ends without COMMIT. */
   rollback(): Promise<void>;
+  /**
+   * Posts COMMIT right behind the next `count` statements and hands the session on, without
+   * waiting for their answers (what `commitAfterStatements` asks, pipelined-transactions.ts): the
+   * session is held for one main-thread round trip fewer.
+   */
+  commitAfter(count: number): void;
   readonly closed: boolean;
 };
 
@@ -122,8 +136,13 @@ class Thread implements PgliteThread {
   #pending = new Map<number, Pending>();
   /** Why calls fail from now on; set once, when the worker ends or is closed. */
   #ended: UnavailableError | undefined;
-  /** Settles when the open transaction's last statement has been posted; undefined when none. */
-  #transaction: Promise<void> | undefined;
+  /** Whether a transaction holds the session (its BEGIN is posted, its COMMIT or ROLLBACK not). */
+  #held = false;
+  /** Statements outside a transaction waiting for the holder's end, in the order asked. */
+  #waitingStatements: (() => void)[] = [];
+  /** Transactions waiting for the session, in the order asked. */
+  #waitingTransactions: (() => void)[] = [];
+  #nextTransaction = 1;
   #listeners = new Map<string, Set<(payload: string) => void>>();
   #closing: Promise<void> | undefined;
 
@@ -158,61 +177,129 @@ class Thread implements PgliteThread {
   }
 
   async query<T>(sql: string, params?: unknown[], options?: QueryOptions): Promise<Results<T>> {
-    while (this.#transaction) await this.#transaction;
+    const waiting = this.#outsideTransactions();
+    if (waiting) await waiting;
     return this.#query<T>(sql, params, options);
   }
 
   async exec(sql: string, options?: QueryOptions): Promise<Results[]> {
-    while (this.#transaction) await this.#transaction;
+    const waiting = this.#outsideTransactions();
+    if (waiting) await waiting;
     return this.#exec(sql, options);
   }
 
+  /**
+   * Undefined when a statement outside a transaction may be posted now; else a promise that
+   * resolves right after the holder's end was posted. The caller posts in the same synchronous
+   * step as it checks or resumes (an `await` of undefined would leave a gap another transaction
+   * could take the session in).
+   */
+  #outsideTransactions(): Promise<void> | undefined {
+    if (!this.#held) return undefined;
+    return new Promise<void>((resolve) => this.#waitingStatements.push(resolve));
+  }
+
+  /** Undefined when this transaction holds the session now; else resolves when it does. */
+  #takeSession(): Promise<void> | undefined {
+    if (!this.#held && this.#waitingTransactions.length === 0) {
+      this.#held = true;
+      return undefined;
+    }
+    return new Promise<void>((resolve) => this.#waitingTransactions.push(resolve));
+  }
+
+  /**
+   * The holder's COMMIT or ROLLBACK has been posted: the statements that waited are posted now,
+   * then the next transaction takes the session (each resumes synchronously in order, as its
+   * promise's first reaction, and posts before the next resumes).
+   */
+  #releaseSession(): void {
+    this.#held = false;
+    const statements = this.#waitingStatements;
+    this.#waitingStatements = [];
+    for (const resume of statements) resume();
+    const next = this.#waitingTransactions.shift();
+    if (next) {
+      this.#held = true;
+      next();
+    }
+  }
+
   async transaction<T>(work: (tx: PgliteThreadTransaction) => Promise<T>): Promise<T> {
-    while (this.#transaction) await this.#transaction;
-    let endTransaction = () => {};
-    this.#transaction = new Promise<void>((resolve) => {
-      endTransaction = () => {
-        this.#transaction = undefined;
-        resolve();
-      };
-    });
+    const turn = this.#takeSession();
+    if (turn) await turn;
+    const id = this.#nextTransaction++;
     let closed = false;
+    /** The COMMIT posted behind the declared statements (`commitAfter`), before `work` returned. */
+    let committing: Promise<Results<unknown>> | undefined;
+    let commitAfter: number | undefined;
+    let firstError: { error: unknown } | undefined;
     const end = (statement: "COMMIT" | "ROLLBACK") => {
       closed = true;
-      const sent = this.#query(statement);
-      endTransaction();
+      const sent = this.#query<unknown>(statement, undefined, undefined, { id, step: "end" });
+      this.#releaseSession();
+      return sent;
+    };
+    const statement = <R>(send: () => Promise<R>): Promise<R> => {
+      if (closed) {
+        return Promise.reject(
+          committing
+            ? new Error(
+                "a statement was sent after its transaction's COMMIT: commitAfterStatements was " +
+                  "given fewer statements than followed",
+              )
+            : transactionClosed(),
+        );
+      }
+      const sent = send();
+      sent.catch((error: unknown) => {
+        firstError ??= { error };
+      });
+      if (commitAfter !== undefined && --commitAfter === 0) committing = end("COMMIT");
       return sent;
     };
     const tx: PgliteThreadTransaction = {
       query: <R>(sql: string, params?: unknown[], options?: QueryOptions) =>
-        closed ? Promise.reject(transactionClosed()) : this.#query<R>(sql, params, options),
+        statement(() => this.#query<R>(sql, params, options, { id, step: "statement" })),
       exec: (sql: string, options?: QueryOptions) =>
-        closed ? Promise.reject(transactionClosed()) : this.#exec(sql, options),
+        statement(() => this.#exec(sql, options, { id, step: "statement" })),
       rollback: async () => {
         if (!closed) await end("ROLLBACK");
+      },
+      commitAfter: (count: number) => {
+        if (closed || commitAfter !== undefined) return;
+        if (count <= 0) committing = end("COMMIT");
+        else commitAfter = count;
       },
       get closed() {
         return closed;
       },
     };
-    try {
-      await this.#query("BEGIN");
-    } catch (error) {
-      endTransaction();
-      throw error;
-    }
+    // BEGIN is not awaited: the first statements travel right behind it. If it fails, the worker
+    // refuses the transaction's statements with its error, so `work` throws that.
+    const begun = this.#query<unknown>("BEGIN", undefined, undefined, { id, step: "begin" });
+    begun.catch(() => {});
     let result: T;
     try {
       result = await work(tx);
+      await begun;
     } catch (error) {
-      if (!closed) await end("ROLLBACK").catch(() => {});
+      // A COMMIT already posted stands or falls with the statements before it.
+      if (committing) await committing.catch(() => {});
+      else if (!closed) await end("ROLLBACK").catch(() => {});
       throw error;
     }
-    if (!closed) {
-      const committed = await end("COMMIT");
-      // A statement failed and `work` went on: PostgreSQL answers COMMIT with ROLLBACK.
+    const ending = committing ?? (closed ? undefined : end("COMMIT"));
+    if (ending) {
+      const committed = await ending.catch((error: unknown) => {
+        throw firstError?.error ?? error;
+      });
+      // A statement failed: PostgreSQL answers COMMIT with ROLLBACK. A caller that went on after
+      // the failure hears that it was rolled back; one whose COMMIT went out early, the failure.
       if (committed.command === "ROLLBACK") {
-        throw new Error("the transaction was rolled back: a statement in it failed");
+        throw committing && firstError
+          ? firstError.error
+          : new Error("the transaction was rolled back: a statement in it failed");
       }
     }
     return result;
@@ -226,7 +313,8 @@ class Thread implements PgliteThread {
     if (!listeners) {
       listeners = new Set();
       this.#listeners.set(channel, listeners);
-      while (this.#transaction) await this.#transaction;
+      const waiting = this.#outsideTransactions();
+      if (waiting) await waiting;
       try {
         await this.#call({ op: "listen", channel });
       } catch (error) {
@@ -240,20 +328,23 @@ class Thread implements PgliteThread {
       if (!current?.delete(onPayload) || current.size > 0) return;
       this.#listeners.delete(channel);
       if (this.closed) return;
-      while (this.#transaction) await this.#transaction;
+      const waiting = this.#outsideTransactions();
+      if (waiting) await waiting;
       await this.#call({ op: "unlisten", channel });
     };
   }
 
   async dumpDataDir(compression: "none" | "gzip" | "auto" = "auto"): Promise<Blob> {
-    while (this.#transaction) await this.#transaction;
+    const waiting = this.#outsideTransactions();
+    if (waiting) await waiting;
     return new Blob([(await this.#call({ op: "dump", compression })) as ArrayBuffer]);
   }
 
   close(): Promise<void> {
     this.#closing ??= (async () => {
       if (this.#ended) return;
-      while (this.#transaction) await this.#transaction;
+      const waiting = this.#outsideTransactions();
+      if (waiting) await waiting;
       try {
         await this.#call({ op: "close" });
       } finally {
@@ -269,21 +360,32 @@ class Thread implements PgliteThread {
     this.#end("the database worker was stopped");
   }
 
-  async #query<T>(sql: string, params?: unknown[], options?: QueryOptions): Promise<Results<T>> {
+  async #query<T>(
+    sql: string,
+    params?: unknown[],
+    options?: QueryOptions,
+    transaction?: WireTransaction,
+  ): Promise<Results<T>> {
     const result = (await this.#call({
       op: "query",
       sql,
       params,
       options: toWireOptions(options),
+      ...(transaction ? { transaction } : {}),
     })) as Results<T>;
     return applyParsers(result, options);
   }
 
-  async #exec(sql: string, options?: QueryOptions): Promise<Results[]> {
+  async #exec(
+    sql: string,
+    options?: QueryOptions,
+    transaction?: WireTransaction,
+  ): Promise<Results[]> {
     const results = (await this.#call({
       op: "exec",
       sql,
       options: toWireOptions(options),
+      ...(transaction ? { transaction } : {}),
     })) as Results[];
     return results.map((result) => applyParsers(result, options));
   }

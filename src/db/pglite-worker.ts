@@ -21,8 +21,15 @@ export type PgliteWorkerData = {
 
 /** One call; the worker answers each with a `PgliteReply` of the same `id`. */
 export type PgliteRequest =
-  | { id: number; op: "query"; sql: string; params: unknown[] | undefined; options: WireOptions }
-  | { id: number; op: "exec"; sql: string; options: WireOptions }
+  | {
+      id: number;
+      op: "query";
+      sql: string;
+      params: unknown[] | undefined;
+      options: WireOptions;
+      transaction?: WireTransaction;
+    }
+  | { id: number; op: "exec"; sql: string; options: WireOptions; transaction?: WireTransaction }
   | { id: number; op: "listen" | "unlisten"; channel: string }
   | { id: number; op: "dump"; compression: "none" | "gzip" | "auto" }
   | { id: number; op: "close" };
@@ -36,6 +43,14 @@ export type WireOptions = {
   rawTypes?: number[];
   paramTypes?: number[];
 };
+
+/**
+ * Which transaction a statement belongs to, and whether it is its BEGIN, one of its statements or
+ * its COMMIT/ROLLBACK. The main thread posts a transaction's statements without waiting for its
+ * BEGIN's answer; when BEGIN fails, the worker answers each later statement of that transaction
+ * with BEGIN's error instead of running it outside any transaction.
+ */
+export type WireTransaction = { id: number; step: "begin" | "statement" | "end" };
 
 /** An error as it crosses threads: its message, stack, and every primitive field (`code`, …). */
 export type WireError = {
@@ -98,8 +113,24 @@ async function serve(port: NonNullable<typeof parentPort>, data: PgliteWorkerDat
     return;
   }
   const unlistens = new Map<string, () => Promise<void>>();
+  /** Transactions whose BEGIN failed, with its error, until their end arrives. */
+  const failedBegins = new Map<number, unknown>();
 
   const answer = async (request: PgliteRequest): Promise<unknown> => {
+    if ((request.op === "query" || request.op === "exec") && request.transaction) {
+      const { id, step } = request.transaction;
+      const failed = failedBegins.get(id);
+      if (step === "end") failedBegins.delete(id);
+      if (failed !== undefined) throw failed;
+      if (step === "begin") {
+        try {
+          return await pg.query(request.sql);
+        } catch (error) {
+          failedBegins.set(id, error);
+          throw error;
+        }
+      }
+    }
     switch (request.op) {
       case "query":
         return pg.query(request.sql, request.params, toQueryOptions(request.options));
@@ -130,22 +161,29 @@ async function serve(port: NonNullable<typeof parentPort>, data: PgliteWorkerDat
     }
   };
 
-  // Each call starts as its message arrives: PGlite runs them in that order, one at a time.
+  // One call at a time, in arrival order: each starts when the one before has been answered (PGlite
+  // runs one at a time anyway), so a transaction's statements see whether its BEGIN failed.
+  let previous: Promise<unknown> = Promise.resolve();
   port.on("message", (request: PgliteRequest) => {
-    answer(request).then(
-      (value) => {
-        const transfer = value instanceof ArrayBuffer ? [value] : [];
-        port.postMessage({ type: "result", id: request.id, value } satisfies PgliteReply, transfer);
-        if (request.op === "close") port.close();
-      },
-      (error: unknown) => {
-        port.postMessage({
-          type: "error",
-          id: request.id,
-          error: toWireError(error),
-        } satisfies PgliteReply);
-      },
-    );
+    previous = previous
+      .then(() => answer(request))
+      .then(
+        (value) => {
+          const transfer = value instanceof ArrayBuffer ? [value] : [];
+          port.postMessage(
+            { type: "result", id: request.id, value } satisfies PgliteReply,
+            transfer,
+          );
+          if (request.op === "close") port.close();
+        },
+        (error: unknown) => {
+          port.postMessage({
+            type: "error",
+            id: request.id,
+            error: toWireError(error),
+          } satisfies PgliteReply);
+        },
+      );
   });
   port.postMessage({ type: "ready" } satisfies PgliteReply);
 }

@@ -34,15 +34,31 @@ type ScopeHandle = {
   commitAfter?: (count: number) => void;
 };
 
-/** Wraps `sql` so that `begin()` pipelines BEGIN with the transaction's first statements. */
-export function pipelineTransactions(sql: AnySql): AnySql {
+/**
+ * Wraps `sql` so that `begin()` pipelines BEGIN with the transaction's first statements. With
+ * `transactionsAtOnce`, at most that many transactions hold a connection at once; the others wait
+ * their turn here, in order, before they reserve one. Set below the pool's size, the rest of the
+ * pool is never reserved by transactions, so a statement outside a transaction always has a
+ * connection to go on (postgres.js pipelines it behind a busy one) and never waits for a burst's
+ * transactions to give one back (issue 28).
+ */
+export function pipelineTransactions(
+  sql: AnySql,
+  options: { readonly transactionsAtOnce?: number } = {},
+): AnySql {
+  const turns = createTurns(options.transactionsAtOnce ?? Number.POSITIVE_INFINITY);
   return new Proxy(sql, {
     get(target, key) {
       if (key === "begin") {
-        return (...args: unknown[]) => {
+        return async (...args: unknown[]) => {
           const fn = args.at(-1) as (inner: AnySql) => unknown;
           const options = args.length > 1 ? String(args[0]) : "";
-          return transaction(target, options, fn);
+          const leave = await turns.enter();
+          try {
+            return await transaction(target, options, fn);
+          } finally {
+            leave();
+          }
         };
       }
       return Reflect.get(target, key, target);
@@ -55,15 +71,44 @@ export function pipelineTransactions(sql: AnySql): AnySql {
  * statements it sends, without waiting for their answers: one round trip fewer for a transaction
  * whose last statements are independent writes. Declare exactly the statements that follow; a
  * statement sent after the COMMIT is refused, and a transaction in which any statement failed is
- * rolled back by the server and rejects with that statement's error. Where transactions are not
- * pipelined (PGlite, a dedicated connection) it does nothing: the transaction commits when its
- * function returns.
+ * rolled back by the server and rejects with that statement's error. On PGlite the COMMIT is
+ * posted to the database's thread the same way, and the session handed on to whatever waits for it
+ * (pglite-thread.ts). Where transactions are not pipelined (a dedicated connection) it does
+ * nothing: the transaction commits when its function returns.
  */
 export function commitAfterStatements(handle: unknown, count: number): void {
   // A drizzle transaction keeps the postgres.js handle it runs on at `session.client` (through
   // the deadline and prepared-statement wrappers, which pass `commitAfter` on).
   const session = (handle as { session?: { client?: ScopeHandle } } | undefined)?.session;
   (session?.client ?? (handle as ScopeHandle | undefined))?.commitAfter?.(count);
+}
+
+/** At most `atOnce` holders at a time; the others wait in order of arrival. */
+function createTurns(atOnce: number): { enter(): Promise<() => void> } {
+  let holders = 0;
+  const waiting: (() => void)[] = [];
+  const leave = () => {
+    const next = waiting.shift();
+    if (next) next();
+    else holders--;
+  };
+  const once = () => {
+    let left = false;
+    return () => {
+      if (left) return;
+      left = true;
+      leave();
+    };
+  };
+  return {
+    enter() {
+      if (holders < atOnce) {
+        holders++;
+        return Promise.resolve(once());
+      }
+      return new Promise((resolve) => waiting.push(() => resolve(once())));
+    },
+  };
 }
 
 /**

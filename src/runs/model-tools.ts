@@ -40,14 +40,45 @@ function describeSchema(schema: z.ZodType): Record<string, unknown> {
   return json;
 }
 
+type Built = {
+  readonly implementations: ReadonlyMap<string, ToolImplementation>;
+  readonly reserved: NamesKnown;
+  readonly modelTools: ModelTools;
+};
+
+/** What `reserved` must answer: whether the inventory knows a name (a Set or the names' Map). */
+type NamesKnown = { has(name: string): boolean };
+
+/**
+ * Per effective set (one object per policy generation, caller version and narrowing, see
+ * run-core.ts `toolSetFor`): the model's tools depend on nothing else, so every run of a caller
+ * offers the same objects until the policies or the caller change (issue 28).
+ */
+const built = new WeakMap<EffectiveToolSet, Built>();
+
 /**
  * Builds the tools a run offers the model. `reserved` holds every name the inventory knows, so a
- * sanitised name can never coincide with another tool's name, alias or hidden half.
+ * sanitised name can never coincide with another tool's name, alias or hidden half. Built once per
+ * (set, implementations, reserved): the result is shared, and nobody modifies it.
  */
 export function buildModelTools(
   set: EffectiveToolSet,
   implementations: ReadonlyMap<string, ToolImplementation>,
-  reserved: ReadonlySet<string>,
+  reserved: NamesKnown,
+): ModelTools {
+  const hit = built.get(set);
+  if (hit && hit.implementations === implementations && hit.reserved === reserved) {
+    return hit.modelTools;
+  }
+  const modelTools = buildAfresh(set, implementations, reserved);
+  built.set(set, { implementations, reserved, modelTools });
+  return modelTools;
+}
+
+function buildAfresh(
+  set: EffectiveToolSet,
+  implementations: ReadonlyMap<string, ToolImplementation>,
+  reserved: NamesKnown,
 ): ModelTools {
   const tools: ToolSet = {};
   const renamed = new Map<string, string>();

@@ -8,6 +8,7 @@ import type { Notifications } from "../db/notifications.ts";
 import type { Caller, RunError } from "../db/schema.ts";
 import { type LoadedPolicies, policiesNow } from "../load-policies.ts";
 import type { Logger } from "../log.ts";
+import type { Ceiling } from "../policy/ceiling.ts";
 import type { CeilingCache } from "../policy/ceiling-cache.ts";
 import { type EffectiveToolSet, effectiveToolSet } from "../policy/effective-set.ts";
 import type { Redactor } from "../sandbox/redact.ts";
@@ -122,6 +123,7 @@ export async function createRunCore(
   const { database, ceilings, policies, model, priceTable = emptyPriceTable } = options;
   const logger = options.logger.child({ component: "runs", instanceId: options.instanceId });
   const settledListeners = new Set<(settled: SettledRun) => void>();
+  const toolSets = createToolSetCache();
   return {
     database,
     notifications,
@@ -158,12 +160,7 @@ export async function createRunCore(
         allow: caller.allow,
         version: caller.version,
       });
-      return effectiveToolSet(
-        using.inventory,
-        using.agent,
-        ceiling,
-        within ? { within: new Set(within) } : {},
-      );
+      return toolSets.get(using.inventory, using.agent, ceiling, within);
     },
     checkStartable(caller) {
       if (!model.ok) return { error: { code: "no-model", message: model.message } };
@@ -205,4 +202,50 @@ export async function createRunCore(
 function scheduleTimer(ms: number, fire: () => void): () => void {
   const timer = setTimeout(fire, ms);
   return () => clearTimeout(timer);
+}
+
+/**
+ * Effective tool sets, computed once per (policy generation, caller's ceiling, narrowing). A set
+ * depends only on the inventory, the agent's policy and the caller's ceiling (itself one object
+ * per caller version and policy generation, src/policy/ceiling-cache.ts), and is never modified;
+ * each run start and each step's check of its caller reused to compute it afresh (issue 28). Kept
+ * beside the ceiling, so a new generation or caller version drops its sets with it.
+ */
+function createToolSetCache(): {
+  get(
+    inventory: LoadedPolicies["inventory"],
+    agent: LoadedPolicies["agent"],
+    ceiling: Ceiling,
+    within: readonly string[] | undefined,
+  ): EffectiveToolSet;
+} {
+  type Entry = {
+    inventory: LoadedPolicies["inventory"];
+    agent: LoadedPolicies["agent"];
+    set: EffectiveToolSet;
+  };
+  const byCeiling = new WeakMap<Ceiling, Map<string, Entry>>();
+  /** Distinct narrowings kept per ceiling (a resumed run's start names one each). */
+  const maxPerCeiling = 64;
+  return {
+    get(inventory, agent, ceiling, within) {
+      const key = within === undefined ? "" : JSON.stringify([...within].sort());
+      let entries = byCeiling.get(ceiling);
+      if (!entries) {
+        entries = new Map();
+        byCeiling.set(ceiling, entries);
+      }
+      const hit = entries.get(key);
+      if (hit && hit.inventory === inventory && hit.agent === agent) return hit.set;
+      const set = effectiveToolSet(
+        inventory,
+        agent,
+        ceiling,
+        within ? { within: new Set(within) } : {},
+      );
+      if (entries.size >= maxPerCeiling) entries.clear();
+      entries.set(key, { inventory, agent, set });
+      return set;
+    },
+  };
 }

@@ -381,8 +381,9 @@ async function runSteps(
   if (input.resume) await checkBetweenSteps(core, entry, narrow);
   // A first segment has no calls yet; a resumed one keeps its rows' ids unique.
   const recordIds = new Set(input.resume ? await listCallIds(db, run.id) : []);
-  const reserved = new Set(policies.inventory.names.keys());
-  const modelTools = buildModelTools(set, tools, reserved);
+  // Every name the inventory knows (the Map itself: one object per generation, so the model's
+  // tools are built once per effective set, model-tools.ts).
+  const modelTools = buildModelTools(set, tools, policies.inventory.names);
   const batch: BatchDeps = {
     controls,
     tools,

@@ -2,9 +2,12 @@
 // on from PGlite must hold across the thread boundary — errors with their SQLSTATE, one
 // transaction at a time with other statements waiting, notifications, and failing closed when the
 // worker dies.
-import { messages, types } from "@electric-sql/pglite";
+import { messages, type PGlite, types } from "@electric-sql/pglite";
+import { sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/pglite";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openPgliteThread, type PgliteThread } from "../../src/db/pglite-thread.ts";
+import { commitAfterStatements } from "../../src/db/pipelined-transactions.ts";
 import { UnavailableError } from "../../src/errors.ts";
 
 const opened: PgliteThread[] = [];
@@ -66,6 +69,93 @@ describe("PGlite in a worker thread", () => {
     await expect(rolledBack).rejects.toThrow("roll it back");
     expect(await outside).toEqual([{ n: 0 }]);
     expect(order).toEqual(["transaction", "outside"]);
+  });
+
+  it("posts a statement from outside right behind the open transaction, before the transactions waiting", async () => {
+    const thread = await open();
+    const order: string[] = [];
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let holding = () => {};
+    const holds = new Promise<void>((resolve) => {
+      holding = resolve;
+    });
+    const first = thread.transaction(async (tx) => {
+      await tx.query("insert into item values (1, 'first')");
+      holding();
+      await held;
+      order.push("first");
+    });
+    await holds;
+    // Two transactions ask for the session, then two statements from outside (writes, in order).
+    const queued = [2, 3].map((id) =>
+      thread.transaction(async (tx) => {
+        await tx.query("insert into item values ($1, 'queued')", [id]);
+        order.push(`transaction ${id}`);
+      }),
+    );
+    const outside = [
+      thread.query("insert into item values (10, 'outside')").then(() => order.push("write")),
+      thread
+        .query<{ ids: number[] }>("select array_agg(id order by id) as ids from item")
+        .then((result) => {
+          order.push("read");
+          return result.rows[0]?.ids;
+        }),
+    ];
+    release();
+    await Promise.all([first, ...queued]);
+    // The read saw the first transaction and the write before it, and neither queued transaction.
+    expect(await outside[1]).toEqual([1, 10]);
+    expect(order).toEqual(["first", "write", "read", "transaction 2", "transaction 3"]);
+  });
+
+  it("posts COMMIT behind the declared statements and hands the session on before the function returns", async () => {
+    const thread = await open();
+    let outside: Promise<unknown> | undefined;
+    const committed = thread.transaction(async (tx) => {
+      tx.commitAfter(2);
+      const writes = [
+        tx.query("insert into item values (1, 'a')"),
+        tx.query("insert into item values (2, 'b')"),
+      ];
+      // The session is free already: a statement from outside runs now, and sees both rows.
+      outside = thread.query("select count(*)::int as n from item").then((r) => r.rows);
+      await Promise.all([...writes, outside]);
+      await expect(tx.query("select 1")).rejects.toThrow("after its transaction's COMMIT");
+    });
+    await committed;
+    expect(await outside).toEqual([{ n: 2 }]);
+  });
+
+  it("rejects with the declared statement's error when it failed after COMMIT went out, and commits nothing", async () => {
+    const thread = await open();
+    await thread.query("insert into item values (1, 'a')");
+    const committed = thread.transaction(async (tx) => {
+      tx.commitAfter(2);
+      const writes = [
+        tx.query("insert into item values (2, 'b')"),
+        tx.query("insert into item values (1, 'again')"),
+      ];
+      await Promise.allSettled(writes);
+    });
+    await expect(committed).rejects.toMatchObject({ code: "23505" });
+    expect((await thread.query("select count(*)::int as n from item")).rows).toEqual([{ n: 1 }]);
+  });
+
+  it("is what commitAfterStatements reaches through a drizzle transaction", async () => {
+    const thread = await open();
+    const db = drizzle({ client: thread as unknown as PGlite });
+    let seen: unknown;
+    await db.transaction(async (tx) => {
+      commitAfterStatements(tx, 1);
+      await tx.execute(sql`insert into item values (1, 'a')`);
+      // Committed already: the session answers a statement from outside while this runs.
+      seen = (await thread.query("select count(*)::int as n from item")).rows;
+    });
+    expect(seen).toEqual([{ n: 1 }]);
   });
 
   it("runs transactions one after another, each committed or rolled back whole", async () => {

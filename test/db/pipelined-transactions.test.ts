@@ -9,6 +9,7 @@ import { type Database, openDatabase, selectRows } from "../../src/db/client.ts"
 import { commitAfterStatements } from "../../src/db/pipelined-transactions.ts";
 import { callers } from "../../src/db/schema.ts";
 import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { eventually } from "../support/eventually.ts";
 
 const skip = postgresSkipReason();
 
@@ -145,6 +146,38 @@ describe.skipIf(skip !== undefined)(
         await tx.insert(callers).values({ name: "pipe-f-after", kind: "peer" });
       });
       expect(await names("pipe-f")).toEqual(["pipe-f-after", "pipe-f-outer"]);
+    });
+
+    it("keeps connections for statements outside a transaction, however many transactions wait", async () => {
+      // More transactions than the pool has connections, each holding its connection until let go.
+      let entered = 0;
+      let letGo = () => {};
+      const held = new Promise<void>((resolve) => {
+        letGo = resolve;
+      });
+      const transactions = Array.from({ length: 12 }, (_, i) =>
+        database.db.transaction(async (tx) => {
+          await tx
+            .insert(callers)
+            .values({ name: `pipe-kept-${String(i).padStart(2, "0")}`, kind: "peer" });
+          entered++;
+          await held;
+        }),
+      );
+      try {
+        await eventually("the transactions allowed at once hold their connections", () =>
+          expect(entered).toBe(8),
+        );
+        // A statement outside a transaction is answered while they hold them (were every
+        // connection reserved, it would wait for them and they for this test: its deadline).
+        const [row] = await selectRows<{ one: number }>(database.db, sql`select 1 as one`);
+        expect(row?.one).toBe(1);
+        expect(entered).toBe(8);
+      } finally {
+        letGo();
+      }
+      await Promise.all(transactions);
+      expect(await names("pipe-kept-")).toHaveLength(12);
     });
 
     it("survives losing the transaction's connection: it fails, and the pool works after", async () => {

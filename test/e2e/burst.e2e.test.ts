@@ -1,42 +1,64 @@
 // No caller can stall the server (issue 28), through the real server: a caller starts its whole
-// concurrency limit of runs at once (30 blocking SendMessages) against an agent offering every
-// tool category — files, web, shell, context, a declared command tool and a stdio MCP server —
-// while a second caller polls GetTask and a probe polls /healthz, one request at a time each.
+// concurrency limit of runs at once (30 blocking SendMessages, three bursts) against an agent
+// offering every tool category — files, web, shell, context, a declared command tool and a stdio
+// MCP server — while a second caller polls GetTask and a probe polls /healthz, one request at a
+// time each.
 //
-// What is asserted does not depend on the machine's speed: every run of the burst completes (the
-// start queue delays, it never drops), the other caller's GetTask and the health probe are
-// answered during the burst, the starts went through the queue (its metrics), and /readyz names
-// the event loop. The probes' p99s, idle and during the burst, are printed for the reader; on
-// PGlite the /healthz p99 during the burst is held to 100 ms + 4 × its idle p99 in the same run
-// (see the assertion for why that bound and not GetTask's).
-import { readFile, writeFile } from "node:fs/promises";
+// The server is `peergate serve` in a child process of its own, as an operator runs it: this
+// process holds the clients, the probes and the scripted model, so what the probes wait for is
+// the server, not the test's own work on a shared event loop.
+//
+// Asserted: every run of every burst completes (the start queue delays, it never drops); the
+// /healthz p99 during the bursts, on both databases, and the other caller's GetTask p99 on
+// PostgreSQL stay under the issue's 100 ms scaled by the same probes on the idle server in this
+// run (`bound` below: a loaded machine slows both, so it cannot fail the test, and a server that
+// stalls still does); the starts went through the queue (its metrics); /readyz names the event
+// loop. GetTask on PGlite is printed, not asserted: it does not meet the bound every time (see
+// below), and a bound it meets only sometimes is not met.
+import { spawnSync } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { TaskState } from "@a2a-js/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { postgresSkipReason } from "../support/databases.ts";
 import {
-  addCaller,
-  asTask,
+  a2a,
   copyPolicies,
-  type Peergate,
-  removeTempDirs,
+  createSharedSecrets,
+  instanceEnv,
   type ScriptedModel,
-  startPeergateOn,
+  type ServeProcess,
+  sendMessageBody,
+  spawnServe,
   startScriptedModel,
-  userMessage,
-} from "./support.ts";
+} from "../faults/support.ts";
+import { createPostgresTestDatabase, postgresSkipReason } from "../support/databases.ts";
+import { mainScript } from "../support/serve-process.ts";
 
 const burstSize = 30;
-const idleSamples = 30;
+const bursts = 3;
+const idleMs = 5_000;
 const mcpFixture = fileURLToPath(new URL("../tools/fixtures/mcp-server.ts", import.meta.url));
+
+/**
+ * The most a probe's p99 during the bursts may be: the issue's 100 ms, plus `k` times the same
+ * probe's p99 on the idle server in the same run, which is what the machine's load costs a probe
+ * that waits for nothing. Under load (two busy loops beside load average 6-14 on two cores), eight
+ * runs gave (p99 - 100 ms) / idle p99 of at most 3.2 for /healthz (either database) and 2.8 for
+ * GetTask on PostgreSQL (docs/hot-path.md, "A burst of run starts"). k = 6 keeps a margin of
+ * about two over the worst seen.
+ */
+const k = 6;
+const bound = (idleP99: number) => 100 + k * idleP99;
 
 let model: ScriptedModel;
 let policiesDir: string;
+const scratch: string[] = [];
 
 beforeAll(async () => {
   model = await startScriptedModel({ burst: [{ text: "done" }], poll: [{ text: "polled" }] });
   policiesDir = await copyPolicies();
+  scratch.push(policiesDir);
   const agentFile = path.join(policiesDir, "agent.yaml");
   const agent = await readFile(agentFile, "utf8");
   await writeFile(
@@ -69,7 +91,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await model?.close();
-  await removeTempDirs();
+  await Promise.all(scratch.map((dir) => rm(dir, { recursive: true, force: true })));
 });
 
 function p99(samples: readonly number[]): number {
@@ -88,23 +110,61 @@ for (const kind of ["pglite", "postgres"] as const) {
   describe.skipIf(skip !== undefined)(
     `a burst of run starts with the full toolset [${kind}]${skip ? ` — skipped: ${skip}` : ""}`,
     () => {
-      let peergate: Peergate;
+      let server: ServeProcess;
+      let env: Record<string, string>;
+      let dropDatabase = async () => {};
 
       beforeAll(async () => {
-        peergate = await startPeergateOn(kind, {
-          policiesDir,
-          modelBaseUrl: model.baseUrl,
+        const database =
+          kind === "postgres" ? await createPostgresTestDatabase({ migrate: false }) : undefined;
+        if (database) dropDatabase = () => database.drop();
+        const dataDir = await mkdtemp(path.join(os.tmpdir(), "peergate-burst-data-"));
+        scratch.push(dataDir);
+        const secrets = createSharedSecrets();
+        env = {
+          ...instanceEnv({
+            policiesDir,
+            modelBaseUrl: model.baseUrl,
+            ...secrets,
+            dataDir,
+            workspace: await mkdtemp(path.join(os.tmpdir(), "peergate-burst-workspace-")),
+            ...(database ? { databaseUrl: database.url } : {}),
+          }),
           // No tool runs here (the model only answers), so nothing needs confining; said
           // explicitly, as an operator without bubblewrap would.
-          env: { PEERGATE_SANDBOX: "none" },
-        });
+          PEERGATE_SANDBOX: "none",
+        };
+        scratch.push(env.PEERGATE_WORKSPACE as string);
+        server = await spawnServe(env, secrets.adminToken);
       }, 240_000);
-      afterAll(async () => peergate?.stop(), 120_000);
+      afterAll(async () => {
+        await server?.stop();
+        await dropDatabase();
+      }, 120_000);
 
-      it("answers another caller's GetTask and /healthz during the burst, and completes every run", {
+      it("answers /healthz (on PostgreSQL also another caller's GetTask) within the bound during the bursts, and completes every run", {
         timeout: 600_000,
       }, async () => {
-        const burst = await addCaller(peergate, {
+        // Budgets above the defaults and acting tools widen a caller: the operator's token, made
+        // as the operator makes it.
+        const made = spawnSync(
+          process.execPath,
+          [mainScript, "operator-token", "create", "--json"],
+          {
+            env,
+            encoding: "utf8",
+          },
+        );
+        expect(made.status, made.stderr).toBe(0);
+        const { operatorToken } = JSON.parse(made.stdout) as { operatorToken: string };
+        const addCaller = async (input: Record<string, unknown>) => {
+          const created = await server.admin("POST", "/callers", input, {
+            "x-peergate-operator-token": operatorToken,
+          });
+          expect(created.status, JSON.stringify(created.body)).toBe(201);
+          return created.body.credential.secret as string;
+        };
+        const burstToken = await addCaller({
           name: "burst",
           kind: "peer",
           tier: "private",
@@ -122,79 +182,84 @@ for (const kind of ["pglite", "postgres"] as const) {
             daily: { runs: 10_000, tokens: 10_000_000_000, costUsd: 1_000 },
           },
         });
-        const poller = await addCaller(peergate, { name: "poller", kind: "peer", tier: "public" });
-        const burstClient = await peergate.client(burst.secret);
-        const pollClient = await peergate.client(poller.secret);
-        const polled = asTask(
-          await pollClient.sendMessage({ message: userMessage("scenario:poll") } as never),
-        );
+        const pollToken = await addCaller({ name: "poller", kind: "peer", tier: "public" });
+        const polled = await a2a(server.url, pollToken, sendMessageBody("scenario:poll"));
+        const taskId = polled.body?.result?.task?.id as string;
+        expect(taskId, JSON.stringify(polled.body)).toBeTypeOf("string");
+
         const probes = {
           health: async () => {
-            const response = await fetch(`${peergate.url}/healthz`);
+            const response = await fetch(`${server.url}/healthz`);
             expect(response.status).toBe(200);
             await response.text();
           },
           getTask: async () => {
-            const task = await pollClient.getTask({ id: polled.id } as never);
-            expect(task.id).toBe(polled.id);
+            const got = await a2a(server.url, pollToken, {
+              jsonrpc: "2.0",
+              id: 1,
+              method: "GetTask",
+              params: { id: taskId },
+            });
+            expect(got.body?.result?.id, JSON.stringify(got.body)).toBe(taskId);
           },
         };
-        // Warm-up: the first run of a caller compiles what later ones reuse.
-        await burstClient.sendMessage({ message: userMessage("scenario:burst warm") } as never);
+        const loop = async (probe: () => Promise<unknown>, out: number[], until: () => boolean) => {
+          while (!until()) out.push(await timed(probe));
+        };
+        const send = (i: number) =>
+          a2a(server.url, burstToken, sendMessageBody(`scenario:burst ${i}`));
+        // Warm-up: the first runs compile what later ones reuse.
+        for (let i = 0; i < 3; i++) await send(i);
 
         const idle = { health: [] as number[], getTask: [] as number[] };
-        for (let i = 0; i < idleSamples; i++) {
-          idle.health.push(await timed(probes.health));
-          idle.getTask.push(await timed(probes.getTask));
-        }
+        const idleUntil = performance.now() + idleMs;
+        await Promise.all([
+          loop(probes.health, idle.health, () => performance.now() > idleUntil),
+          loop(probes.getTask, idle.getTask, () => performance.now() > idleUntil),
+        ]);
 
         const during = { health: [] as number[], getTask: [] as number[] };
-        let done = false;
-        const loop = async (probe: () => Promise<unknown>, out: number[]) => {
-          while (!done) out.push(await timed(probe));
-        };
-        const polling = Promise.all([
-          loop(probes.health, during.health),
-          loop(probes.getTask, during.getTask),
-        ]);
-        const tasks = await Promise.all(
-          Array.from({ length: burstSize }, (_, i) =>
-            burstClient.sendMessage({ message: userMessage(`scenario:burst ${i}`) } as never),
-          ),
-        );
-        done = true;
-        await polling;
+        const states: string[] = [];
+        for (let b = 0; b < bursts; b++) {
+          let done = false;
+          const polling = Promise.all([
+            loop(probes.health, during.health, () => done),
+            loop(probes.getTask, during.getTask, () => done),
+          ]);
+          const replies = await Promise.all(
+            Array.from({ length: burstSize }, (_, i) => send(100 + b * burstSize + i)),
+          );
+          done = true;
+          await polling;
+          states.push(
+            ...replies.map((r) => String(r.body?.result?.task?.status?.state ?? r.status)),
+          );
+        }
 
-        // Every run of the burst started and finished: the queue delays, it never drops.
-        expect(tasks.map((t) => asTask(t).status?.state)).toEqual(
-          Array(burstSize).fill(TaskState.TASK_STATE_COMPLETED),
-        );
+        // Every run of every burst started and finished: the queue delays, it never drops.
+        expect(states).toEqual(Array(burstSize * bursts).fill("TASK_STATE_COMPLETED"));
 
         const report = {
           idle: { health: p99(idle.health), getTask: p99(idle.getTask) },
           burst: { health: p99(during.health), getTask: p99(during.getTask) },
           samples: { health: during.health.length, getTask: during.getTask.length },
         };
-        console.log(`[burst ${kind}] ${JSON.stringify(report)}`);
-        expect(report.samples.health).toBeGreaterThan(0);
+        const bounds = { health: bound(report.idle.health), getTask: bound(report.idle.getTask) };
+        console.log(`[burst ${kind}] ${JSON.stringify({ ...report, bounds })}`);
         expect(report.samples.getTask).toBeGreaterThan(0);
-        // On PGlite, /healthz is held to the issue's bound, scaled by the same probe on the idle
-        // server in this run so that a loaded machine, which slows both, cannot fail it: with
-        // the database in its worker thread the burst's p99 stayed within 100 ms + 1.7 × idle
-        // under a load of 15 on two cores, and with PGlite on the server's thread it was
-        // 100 ms + 8 to 60 × idle. GetTask is printed, not judged: it waits for the one database
-        // session behind the burst's statements (seconds on a loaded machine, on PostgreSQL too),
-        // and /healthz on PostgreSQL went to 100 ms + 5 × idle under load.
-        if (kind === "pglite") {
-          expect(report.burst.health).toBeLessThan(100 + 4 * report.idle.health);
-        }
+        expect(report.burst.health).toBeLessThan(bounds.health);
+        // On PGlite a GetTask still waits for the one transaction holding the session, and that
+        // transaction waits for the server's main thread between its statements: under load its
+        // p99 was at most 1.7 x idle above 100 ms in seven runs, and 10 x in an eighth (366 ms against
+        // an idle 26 ms). Main's code before issue 28 gave 12.9 x and, in the bench, seconds.
+        if (kind === "postgres") expect(report.burst.getTask).toBeLessThan(bounds.getTask);
 
         // What an operator sees: the starts went through the queue, and /readyz names the loop.
-        const metrics = await (await fetch(`${peergate.url}/metrics`)).text();
+        const metrics = await (await fetch(`${server.url}/metrics`)).text();
         const waited = /^peergate_run_start_wait_seconds_count (\d+)/m.exec(metrics)?.[1];
-        expect(Number(waited)).toBeGreaterThanOrEqual(burstSize);
+        expect(Number(waited)).toBeGreaterThanOrEqual(burstSize * bursts);
         expect(metrics).toMatch(/^peergate_event_loop_lag_max_seconds \d/m);
-        const ready = (await (await fetch(`${peergate.url}/readyz`)).json()) as {
+        const ready = (await (await fetch(`${server.url}/readyz`)).json()) as {
           checks: unknown[];
         };
         expect(ready.checks).toContainEqual(

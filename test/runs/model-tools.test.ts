@@ -92,6 +92,20 @@ describe("buildModelTools", () => {
     });
     expect(offered.description).toBe("does notes.search");
   });
+
+  it("builds once per effective set: the same set offers the same tools, new implementations rebuild", () => {
+    const first = buildModelTools(set, implementations, inventory.names);
+    expect(buildModelTools(set, implementations, inventory.names)).toBe(first);
+    const reloaded = new Map(implementations);
+    const rebuilt = buildModelTools(set, reloaded, inventory.names);
+    expect(rebuilt).not.toBe(first);
+    expect(Object.keys(rebuilt.tools).sort()).toEqual(Object.keys(first.tools).sort());
+    // A narrower set (a resumed run's) is another object, with tools of its own.
+    const narrowed = effectiveToolSet(inventory, agent, ceiling, { within: new Set(["write_it"]) });
+    expect(Object.keys(buildModelTools(narrowed, implementations, inventory.names).tools)).toEqual([
+      "write_it",
+    ]);
+  });
 });
 
 describe("isAutoApproved", () => {
