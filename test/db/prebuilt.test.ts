@@ -6,7 +6,12 @@ import { eq, sql } from "drizzle-orm";
 import { jsonb, pgTable, serial } from "drizzle-orm/pg-core";
 import { expect, it } from "vitest";
 import { selectRows } from "../../src/db/client.ts";
-import { prebuilt, setPlaceholder } from "../../src/db/prebuilt.ts";
+import {
+  prebuilt,
+  prebuiltInsertReturning,
+  setPlaceholder,
+  tableRowMapper,
+} from "../../src/db/prebuilt.ts";
 import { callers } from "../../src/db/schema.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 
@@ -40,6 +45,8 @@ const setDoc = prebuilt<{ id: number; doc: unknown }>((db) =>
     .set({ doc: setPlaceholder<unknown>("doc") })
     .where(eq(probes.id, sql.placeholder("id"))),
 );
+
+const insertCallerRow = prebuiltInsertReturning(callers);
 
 describeEachDatabase("a prebuilt statement", (ctx) => {
   it("is built once, encodes each call's values by column, and answers with its rows", async () => {
@@ -91,5 +98,18 @@ describeEachDatabase("a prebuilt statement", (ctx) => {
     await expect(setDoc(ctx.db, { id: 1 } as never)).rejects.toThrow(
       'no value for the placeholder "doc"',
     );
+  });
+
+  it("inserts by the columns given, defaults for the rest, and maps the row as drizzle does", async () => {
+    const at = new Date("2026-01-02T03:04:05.678Z");
+    const made = await insertCallerRow(ctx.db, { name: "pre-mapped", kind: "peer", revokedAt: at });
+    const plain = await insertCallerRow(ctx.db, { name: "pre-defaults", kind: "peer" });
+    const [drizzleRow] = await ctx.db.select().from(callers).where(eq(callers.name, "pre-mapped"));
+    expect(made).toEqual(drizzleRow);
+    expect(made.revokedAt).toEqual(at);
+    expect(plain).toMatchObject({ tier: "none", allow: [], budgets: {}, revokedAt: null });
+    // A row read raw maps to what drizzle's own select answers.
+    const [raw] = await selectRows(ctx.db, sql`select * from callers where name = 'pre-mapped'`);
+    expect(tableRowMapper(callers)(raw ?? {})).toEqual(drizzleRow);
   });
 });
