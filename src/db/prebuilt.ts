@@ -18,6 +18,7 @@ import {
 } from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import { type DbOrTx, rowsOf } from "./client.ts";
+import { StoredJson } from "./storable.ts";
 
 /** The dialect both drivers use (default casing): the text it builds is the same for either. */
 const dialect = new PgDialect();
@@ -49,7 +50,14 @@ export function prebuilt<
       const value = values[name];
       // A null stays SQL NULL, as when drizzle binds a value it builds with (its own
       // fillPlaceholders would encode it, storing a JSON column's null as the JSON `null`).
-      params[index] = value === null || !encoder ? value : encoder.mapToDriverValue(value);
+      // A value serialised already (storedJson) goes as its text: the encoder would serialise
+      // it again.
+      params[index] =
+        value instanceof StoredJson
+          ? value.text
+          : value === null || !encoder
+            ? value
+            : encoder.mapToDriverValue(value);
     }
     const session = (db as unknown as { _: { session: Session } })._.session;
     const result = await session

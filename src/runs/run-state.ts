@@ -28,7 +28,7 @@ import {
   type StopKind,
   toolCalls,
 } from "../db/schema.ts";
-import { storableText, toStorableJson } from "../db/storable.ts";
+import { storableText, storedJson, toStorableJson } from "../db/storable.ts";
 import type { AuditActor } from "../domain/audit.ts";
 import { waitingStatuses } from "../domain/run.ts";
 import type { CallEnd, OpenedCall, ToolCallRecorder } from "../gate/batch.ts";
@@ -72,7 +72,7 @@ function ownedWorking(
 const insertRunRow = prebuiltInsertReturning(runs);
 
 export async function insertRun(tx: DbTransaction, values: NewRun): Promise<Run> {
-  return insertRunRow(tx, { ...values, messages: toStorableJson(values.messages) });
+  return insertRunRow(tx, { ...values, messages: storedJson(values.messages) });
 }
 
 /** Usage to add to a caller's daily totals in the same transaction as a run's change. */
@@ -470,8 +470,8 @@ export async function finishRun(
     instanceId: input.instanceId,
     status: input.status,
     result: input.text === undefined ? null : { text: storableText(input.text) },
-    error: toStorableJson(input.error ?? null),
-    messages: toStorableJson(input.messages),
+    error: storedJson(input.error ?? null),
+    messages: storedJson(input.messages),
     used: input.used,
     at: input.at,
     chargeDay: daily ? daily.day : null,

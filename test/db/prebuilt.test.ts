@@ -13,6 +13,7 @@ import {
   tableRowMapper,
 } from "../../src/db/prebuilt.ts";
 import { callers } from "../../src/db/schema.ts";
+import { storedJson, toStorableJson } from "../../src/db/storable.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 
 let builds = 0;
@@ -98,6 +99,27 @@ describeEachDatabase("a prebuilt statement", (ctx) => {
     await expect(setDoc(ctx.db, { id: 1 } as never)).rejects.toThrow(
       'no value for the placeholder "doc"',
     );
+  });
+
+  it("sends a value serialised once (storedJson) as it is, stored as toStorableJson stores it", async () => {
+    await ctx.db.execute(
+      sql`create table if not exists prebuilt_probe (id serial primary key, doc jsonb)`,
+    );
+    await ctx.db.execute(sql`insert into prebuilt_probe (id, doc) values (10, '{}'), (11, '{}')`);
+    // A NUL and a lone surrogate (which jsonb refuses) take the walk; plain text goes as it is.
+    const awkward = { "k\u0000": ["a\u0000b", "\ud800", { n: 1.5, t: true }], when: new Date(0) };
+    const plain = { text: "pong", parts: [{ type: "text", text: 'a "quoted" \\ line' }] };
+    await setDoc(ctx.db, { id: 10, doc: storedJson(awkward) });
+    await setDoc(ctx.db, { id: 11, doc: storedJson(plain) });
+    const rows = await selectRows<{ id: number; doc: unknown }>(
+      ctx.db,
+      sql`select id, doc from prebuilt_probe where id in (10, 11) order by id`,
+    );
+    expect(rows).toEqual([
+      { id: 10, doc: toStorableJson(awkward) },
+      { id: 11, doc: plain },
+    ]);
+    expect(storedJson(null)).toBeNull();
   });
 
   it("inserts by the columns given, defaults for the rest, and maps the row as drizzle does", async () => {
