@@ -18,19 +18,24 @@ import { openPgliteThread, type PgliteThread } from "./pglite-thread.ts";
 import { pipelineTransactions } from "./pipelined-transactions.ts";
 import { usePreparedStatements } from "./prepared-statements.ts";
 import { countPgliteStatements, countRoundTrips, type RoundTripCounter } from "./round-trips.ts";
-import * as schema from "./schema.ts";
+import type * as schema from "./schema.ts";
 import { guardQuery, withStatementDeadline } from "./statement-deadline.ts";
 
 export type Schema = typeof schema;
 
-/** A drizzle handle over peergate's schema; the same type for both drivers. */
-export type Db = PgDatabase<PgQueryResultHKT, Schema>;
+/**
+ * A drizzle handle; the same type for both drivers. Opened without the schema: drizzle's relational
+ * API (`db.query.<table>`), which nothing here uses, would otherwise build a query builder per
+ * table for every handle, and a transaction is a handle (18 builders per transaction, in the
+ * profile of every SendMessage). Queries name their tables from src/db/schema.ts.
+ */
+export type Db = PgDatabase<PgQueryResultHKT>;
 
 /** A transaction handle, as passed to `db.transaction(async (tx) => …)`. */
 export type DbTransaction = PgTransaction<
   PgQueryResultHKT,
-  Schema,
-  ExtractTablesWithRelations<Schema>
+  Record<string, never>,
+  ExtractTablesWithRelations<Record<string, never>>
 >;
 
 /** Anything a query can run on: the database or an open transaction. */
@@ -185,7 +190,7 @@ async function openPglite(
   const counter = counting ? countPgliteStatements(client) : undefined;
   // drizzle calls `query` and `transaction` (and the migrator `exec`), which the thread offers
   // with PGlite's signatures (docs/dependencies.md).
-  const db: Db = drizzlePglite({ client: client as unknown as PGlite, schema });
+  const db: Db = drizzlePglite({ client: client as unknown as PGlite });
   let closing: Promise<void> | undefined;
 
   return {
@@ -249,14 +254,13 @@ async function openPostgres(
       ),
       statementTimeoutMs,
     ),
-    schema,
   });
   let closing: Promise<void> | undefined;
   // Unguarded: migrations run here, may wait for another instance's, and may take long.
   dedicatedConnections.set(db, () => {
     const single = postgres(url, { ...postgresOptions, max: 1 });
     return {
-      db: drizzlePostgres({ client: single, schema }),
+      db: drizzlePostgres({ client: single }),
       close: () => single.end({ timeout: 2 }),
     };
   });

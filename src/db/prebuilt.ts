@@ -6,9 +6,19 @@
 // call only fills in the values (through the columns' own encoders, as drizzle's prepared queries
 // do) and sends it on the handle it is given — the database or a transaction, either driver, through
 // the same wrappers as every statement (deadline, prepared statements, pipelining).
-import { is, Param, Placeholder, type Query, type SQLWrapper, sql } from "drizzle-orm";
+import {
+  getTableColumns,
+  is,
+  Param,
+  Placeholder,
+  type Query,
+  type SQLWrapper,
+  sql,
+  type Table,
+} from "drizzle-orm";
 import { PgDialect } from "drizzle-orm/pg-core";
 import { type DbOrTx, rowsOf } from "./client.ts";
+import { StoredJson } from "./storable.ts";
 
 /** The dialect both drivers use (default casing): the text it builds is the same for either. */
 const dialect = new PgDialect();
@@ -40,7 +50,14 @@ export function prebuilt<
       const value = values[name];
       // A null stays SQL NULL, as when drizzle binds a value it builds with (its own
       // fillPlaceholders would encode it, storing a JSON column's null as the JSON `null`).
-      params[index] = value === null || !encoder ? value : encoder.mapToDriverValue(value);
+      // A value serialised already (storedJson) goes as its text: the encoder would serialise
+      // it again.
+      params[index] =
+        value instanceof StoredJson
+          ? value.text
+          : value === null || !encoder
+            ? value
+            : encoder.mapToDriverValue(value);
     }
     const session = (db as unknown as { _: { session: Session } })._.session;
     const result = await session
@@ -76,4 +93,62 @@ function prepare(query: Query): { query: Query; slots: Slot[] } {
  */
 export function setPlaceholder<T>(name: string): T {
   return sql.placeholder(name) as unknown as T;
+}
+
+/**
+ * Maps a prebuilt statement's raw row of `table` (keyed by column name, as `returning()` or a
+ * `select()` of the whole table answers) into the row drizzle would have answered: each column by
+ * its own decoder, a null left null. The columns are listed once, so a row costs one pass over
+ * them (drizzle's own mapping checks each field's kind per row).
+ */
+export function tableRowMapper<T extends Table>(
+  table: T,
+): (raw: Record<string, unknown>) => T["$inferSelect"] {
+  const columns = Object.entries(getTableColumns(table)).map(([key, column]) => ({
+    key,
+    name: column.name,
+    decoder: column as { mapFromDriverValue(value: unknown): unknown },
+  }));
+  return (raw) => {
+    const row: Record<string, unknown> = {};
+    for (const { key, name, decoder } of columns) {
+      const value = raw[name];
+      if (value === undefined) throw new Error(`the row has no column "${name}"`);
+      row[key] = value === null ? null : decoder.mapFromDriverValue(value);
+    }
+    return row as T["$inferSelect"];
+  };
+}
+
+/**
+ * An INSERT of one row into `table` returning the whole row, prebuilt once per set of columns
+ * given (a column left out takes its default, as with drizzle's own insert), and answered with
+ * the row mapped as drizzle maps it.
+ */
+export function prebuiltInsertReturning<T extends Table>(
+  table: T,
+): (db: DbOrTx, values: Record<string, unknown>) => Promise<T["$inferSelect"]> {
+  const statements = new Map<string, ReturnType<typeof prebuilt>>();
+  const mapRow = tableRowMapper(table);
+  return async (db, values) => {
+    const keys = Object.keys(values).filter((key) => values[key] !== undefined);
+    const signature = keys.join(",");
+    let statement = statements.get(signature);
+    if (!statement) {
+      statement = prebuilt((handle) =>
+        (
+          handle as unknown as {
+            insert(t: Table): { values(v: unknown): { returning(): SQLWrapper } };
+          }
+        )
+          .insert(table)
+          .values(Object.fromEntries(keys.map((key) => [key, sql.placeholder(key)])))
+          .returning(),
+      );
+      statements.set(signature, statement);
+    }
+    const [raw] = await statement(db, values);
+    if (!raw) throw new Error("the insert returned no row");
+    return mapRow(raw);
+  };
 }

@@ -26,3 +26,29 @@ export function toStorableJson<T>(value: T): T {
   if (value === undefined || value === null) return value;
   return storableJson(JSON.parse(JSON.stringify(value))) as T;
 }
+
+/**
+ * A JSON value serialised once as jsonb will hold it: what `toStorableJson` gives, as its text. A
+ * prebuilt statement (src/db/prebuilt.ts) sends the text as it is, where a value would be
+ * serialised again by its column's encoder.
+ */
+export class StoredJson {
+  readonly text: string;
+  constructor(text: string) {
+    this.text = text;
+  }
+}
+
+/**
+ * `value` as `toStorableJson` stores it, serialised once. JSON.stringify writes a NUL and a lone
+ * surrogate as a `\u` escape, so text without one is storable as it is; only text with one takes
+ * the walk (null and undefined stay themselves: SQL NULL, or the column left out).
+ */
+export function storedJson(value: unknown): StoredJson | null | undefined {
+  if (value === undefined || value === null) return value;
+  const text = JSON.stringify(value);
+  if (text === undefined) return undefined;
+  return new StoredJson(
+    text.includes("\\u") ? JSON.stringify(storableJson(JSON.parse(text))) : text,
+  );
+}

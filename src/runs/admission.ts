@@ -18,7 +18,8 @@
 // limit but neither a per-run cap nor a concurrency limit therefore runs one run at a time.
 import type { ModelMessage } from "ai";
 import { sql } from "drizzle-orm";
-import { type DbTransaction, selectRows } from "../db/client.ts";
+import type { DbTransaction } from "../db/client.ts";
+import { prebuilt } from "../db/prebuilt.ts";
 import type { Caller, RunBudgetLimits, RunError } from "../db/schema.ts";
 import { RateLimitedError, UnauthenticatedError, ValidationError } from "../errors.ts";
 import { isCallerRevoked } from "../policy/caller-revoked.ts";
@@ -83,40 +84,44 @@ function admissionParams(caller: Caller, at: Date): AdmissionParams {
   };
 }
 
-/** The one admission statement: takes what the limits allow and says what it took. */
+/**
+ * The one admission statement: the slot row, then the day row (the day's update waits on the slot,
+ * so both are locked in the order every other path locks them, src/runs/run-state.ts). The day's
+ * condition reads the totals as they are when the row is locked, after any concurrent admission
+ * committed. Built once (src/db/prebuilt.ts): every run's start sends it.
+ */
+const admission = prebuilt<AdmissionParams & { callerId: string }, AdmitRow>(() => {
+  const p = (name: keyof AdmissionParams | "callerId") => sql.placeholder(name);
+  return sql`with slot as (
+      insert into caller_slots as s (caller_id, running) values (${p("callerId")}, 1)
+      on conflict (caller_id) do update set running = s.running + 1
+      where ${p("concurrent")}::int is null or s.running < ${p("concurrent")}::int
+      returning s.running
+    ),
+    taken as (
+      insert into daily_usage as d (caller_id, day, runs, reserved_tokens, reserved_cost_usd)
+      select ${p("callerId")}, ${p("day")}, 1, ${p("heldTokens")}::bigint,
+        ${p("heldCost")}::numeric
+      where exists (select 1 from slot)
+      on conflict (caller_id, day) do update set
+        runs = d.runs + 1,
+        reserved_tokens = d.reserved_tokens + ${p("heldTokens")}::bigint,
+        reserved_cost_usd = d.reserved_cost_usd + ${p("heldCost")}::numeric
+      where (${p("maxRuns")}::int is null or d.runs < ${p("maxRuns")}::int)
+        and (${p("maxTokens")}::bigint is null or d.tokens + d.reserved_tokens < ${p("maxTokens")}::bigint)
+        and (${p("maxCost")}::numeric is null
+          or d.cost_usd + d.reserved_cost_usd < ${p("maxCost")}::numeric)
+      returning d.tokens, d.cost_usd, d.reserved_tokens, d.reserved_cost_usd
+    )
+    select exists (select 1 from slot) as slot, t.tokens, t.cost_usd, t.reserved_tokens,
+      t.reserved_cost_usd
+    from (select 1) one left join taken t on true`;
+});
+
+/** Takes what the limits allow for one run of `caller` and says what it took. */
 async function takeAdmission(tx: DbTransaction, callerId: string, at: Date, caller: Caller) {
   const params = admissionParams(caller, at);
-  const { day, concurrent, maxRuns, maxTokens, maxCost, heldTokens, heldCost } = params;
-  // One statement: the slot row, then the day row (the day's update waits on the slot, so both
-  // are locked in the order every other path locks them, src/runs/run-state.ts). The day's
-  // condition reads the totals as they are when the row is locked, after any concurrent
-  // admission committed.
-  const [row] = await selectRows<AdmitRow>(
-    tx,
-    sql`with slot as (
-        insert into caller_slots as s (caller_id, running) values (${callerId}, 1)
-        on conflict (caller_id) do update set running = s.running + 1
-        where ${concurrent}::int is null or s.running < ${concurrent}::int
-        returning s.running
-      ),
-      taken as (
-        insert into daily_usage as d (caller_id, day, runs, reserved_tokens, reserved_cost_usd)
-        select ${callerId}, ${day}, 1, ${heldTokens}::bigint, ${heldCost}::numeric
-        where exists (select 1 from slot)
-        on conflict (caller_id, day) do update set
-          runs = d.runs + 1,
-          reserved_tokens = d.reserved_tokens + ${heldTokens}::bigint,
-          reserved_cost_usd = d.reserved_cost_usd + ${heldCost}::numeric
-        where (${maxRuns}::int is null or d.runs < ${maxRuns}::int)
-          and (${maxTokens}::bigint is null or d.tokens + d.reserved_tokens < ${maxTokens}::bigint)
-          and (${maxCost}::numeric is null
-            or d.cost_usd + d.reserved_cost_usd < ${maxCost}::numeric)
-        returning d.tokens, d.cost_usd, d.reserved_tokens, d.reserved_cost_usd
-      )
-      select exists (select 1 from slot) as slot, t.tokens, t.cost_usd, t.reserved_tokens,
-        t.reserved_cost_usd
-      from (select 1) one left join taken t on true`,
-  );
+  const [row] = await admission(tx, { ...params, callerId });
   return { params, row } satisfies Taken;
 }
 

@@ -3,6 +3,7 @@
 // src/runs/run-state.ts alone.
 import { and, eq, inArray, lt, sql } from "drizzle-orm";
 import type { DbOrTx, DbTransaction } from "../db/client.ts";
+import { prebuilt, tableRowMapper } from "../db/prebuilt.ts";
 import {
   type Caller,
   callerSlots,
@@ -20,9 +21,19 @@ import type { DailyTotals } from "./budgets.ts";
 /** Statuses that hold a concurrency slot. */
 export const activeStatuses: readonly RunStatus[] = ["submitted", "working"];
 
+/** A caller's row by id, built once (src/db/prebuilt.ts): every run's start reads it. */
+const selectCaller = prebuilt<{ id: string }>((db) =>
+  db
+    .select()
+    .from(callers)
+    .where(eq(callers.id, sql.placeholder("id")))
+    .limit(1),
+);
+const callerRow = tableRowMapper(callers);
+
 export async function readCaller(db: DbOrTx, callerId: string): Promise<Caller | undefined> {
-  const [row] = await db.select().from(callers).where(eq(callers.id, callerId)).limit(1);
-  return row;
+  const [row] = await selectCaller(db, { id: callerId });
+  return row ? callerRow(row) : undefined;
 }
 
 export async function readDailyTotals(

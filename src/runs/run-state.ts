@@ -10,7 +10,7 @@
 import { and, eq, inArray, isNull, lt, or, type SQL, type SQLWrapper, sql } from "drizzle-orm";
 import { appendAuditEvent, auditInsertFrom, auditPlaceholderValues } from "../db/audit.ts";
 import type { DbOrTx, DbTransaction } from "../db/client.ts";
-import { prebuilt, setPlaceholder } from "../db/prebuilt.ts";
+import { prebuilt, prebuiltInsertReturning, setPlaceholder } from "../db/prebuilt.ts";
 import {
   type Caller,
   callers,
@@ -28,7 +28,7 @@ import {
   type StopKind,
   toolCalls,
 } from "../db/schema.ts";
-import { storableText, toStorableJson } from "../db/storable.ts";
+import { storableText, storedJson, toStorableJson } from "../db/storable.ts";
 import type { AuditActor } from "../domain/audit.ts";
 import { waitingStatuses } from "../domain/run.ts";
 import type { CallEnd, OpenedCall, ToolCallRecorder } from "../gate/batch.ts";
@@ -68,13 +68,11 @@ function ownedWorking(
   return and(eq(runs.id, runId), eq(runs.status, "working"), eq(runs.ownerInstanceId, instanceId));
 }
 
+/** The run's INSERT, built once per set of columns given (src/db/prebuilt.ts). */
+const insertRunRow = prebuiltInsertReturning(runs);
+
 export async function insertRun(tx: DbTransaction, values: NewRun): Promise<Run> {
-  const [row] = await tx
-    .insert(runs)
-    .values({ ...values, messages: toStorableJson(values.messages) })
-    .returning();
-  if (!row) throw new Error("inserting a run returned no row");
-  return row;
+  return insertRunRow(tx, { ...values, messages: storedJson(values.messages) });
 }
 
 /** Usage to add to a caller's daily totals in the same transaction as a run's change. */
@@ -472,8 +470,8 @@ export async function finishRun(
     instanceId: input.instanceId,
     status: input.status,
     result: input.text === undefined ? null : { text: storableText(input.text) },
-    error: toStorableJson(input.error ?? null),
-    messages: toStorableJson(input.messages),
+    error: storedJson(input.error ?? null),
+    messages: storedJson(input.messages),
     used: input.used,
     at: input.at,
     chargeDay: daily ? daily.day : null,

@@ -6,8 +6,14 @@ import { eq, sql } from "drizzle-orm";
 import { jsonb, pgTable, serial } from "drizzle-orm/pg-core";
 import { expect, it } from "vitest";
 import { selectRows } from "../../src/db/client.ts";
-import { prebuilt, setPlaceholder } from "../../src/db/prebuilt.ts";
+import {
+  prebuilt,
+  prebuiltInsertReturning,
+  setPlaceholder,
+  tableRowMapper,
+} from "../../src/db/prebuilt.ts";
 import { callers } from "../../src/db/schema.ts";
+import { storedJson, toStorableJson } from "../../src/db/storable.ts";
 import { describeEachDatabase } from "../support/databases.ts";
 
 let builds = 0;
@@ -40,6 +46,8 @@ const setDoc = prebuilt<{ id: number; doc: unknown }>((db) =>
     .set({ doc: setPlaceholder<unknown>("doc") })
     .where(eq(probes.id, sql.placeholder("id"))),
 );
+
+const insertCallerRow = prebuiltInsertReturning(callers);
 
 describeEachDatabase("a prebuilt statement", (ctx) => {
   it("is built once, encodes each call's values by column, and answers with its rows", async () => {
@@ -91,5 +99,39 @@ describeEachDatabase("a prebuilt statement", (ctx) => {
     await expect(setDoc(ctx.db, { id: 1 } as never)).rejects.toThrow(
       'no value for the placeholder "doc"',
     );
+  });
+
+  it("sends a value serialised once (storedJson) as it is, stored as toStorableJson stores it", async () => {
+    await ctx.db.execute(
+      sql`create table if not exists prebuilt_probe (id serial primary key, doc jsonb)`,
+    );
+    await ctx.db.execute(sql`insert into prebuilt_probe (id, doc) values (10, '{}'), (11, '{}')`);
+    // A NUL and a lone surrogate (which jsonb refuses) take the walk; plain text goes as it is.
+    const awkward = { "k\u0000": ["a\u0000b", "\ud800", { n: 1.5, t: true }], when: new Date(0) };
+    const plain = { text: "pong", parts: [{ type: "text", text: 'a "quoted" \\ line' }] };
+    await setDoc(ctx.db, { id: 10, doc: storedJson(awkward) });
+    await setDoc(ctx.db, { id: 11, doc: storedJson(plain) });
+    const rows = await selectRows<{ id: number; doc: unknown }>(
+      ctx.db,
+      sql`select id, doc from prebuilt_probe where id in (10, 11) order by id`,
+    );
+    expect(rows).toEqual([
+      { id: 10, doc: toStorableJson(awkward) },
+      { id: 11, doc: plain },
+    ]);
+    expect(storedJson(null)).toBeNull();
+  });
+
+  it("inserts by the columns given, defaults for the rest, and maps the row as drizzle does", async () => {
+    const at = new Date("2026-01-02T03:04:05.678Z");
+    const made = await insertCallerRow(ctx.db, { name: "pre-mapped", kind: "peer", revokedAt: at });
+    const plain = await insertCallerRow(ctx.db, { name: "pre-defaults", kind: "peer" });
+    const [drizzleRow] = await ctx.db.select().from(callers).where(eq(callers.name, "pre-mapped"));
+    expect(made).toEqual(drizzleRow);
+    expect(made.revokedAt).toEqual(at);
+    expect(plain).toMatchObject({ tier: "none", allow: [], budgets: {}, revokedAt: null });
+    // A row read raw maps to what drizzle's own select answers.
+    const [raw] = await selectRows(ctx.db, sql`select * from callers where name = 'pre-mapped'`);
+    expect(tableRowMapper(callers)(raw ?? {})).toEqual(drizzleRow);
   });
 });
