@@ -257,11 +257,15 @@ describe.skipIf(missing !== undefined)(
       // command allowlist and a URL grant.
       await settings.getByLabel("Tokens per day").fill("1000");
       await settings.getByLabel("Approval policy").selectOption("read-only");
+      // The save redraws the page: the next edit goes to the new one, not the one being replaced
+      // (on a loaded machine the redraw came after it, and the widening was never sent).
+      const saved = await page.locator("#settings").elementHandle();
       await settings.getByRole("button", { name: "Save settings" }).click();
       await waitFor(async () => {
         const got = await peergate.admin("GET", "/callers/beta");
         return got.body.caller.budgets.daily?.tokens === 1000 ? got : undefined;
       });
+      await page.waitForFunction((el) => !el?.isConnected, saved);
       // Widening without the operator token: refused, the field named beside its input.
       await page.locator("#settings").waitFor();
       await page.locator("#settings").getByLabel("Approval policy").selectOption("auto");

@@ -72,7 +72,9 @@ async function readPlanted(env: Record<string, string>, name: string): Promise<s
   }
 }
 
-describe("PEERGATE_WORKSPACE_HARD_LINKS through the real server", () => {
+// Each test starts its own server on a fresh embedded database, which a loaded machine can take
+// longer than the suite's 30 s to create (seen in a loaded run): each gets two minutes.
+describe("PEERGATE_WORKSPACE_HARD_LINKS through the real server", { timeout: 120_000 }, () => {
   it("refuses a hard-linked file by default, and says why", async () => {
     const result = await readPlanted({}, "refusing");
     expect(result).toContain("hard links");
