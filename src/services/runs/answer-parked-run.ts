@@ -30,25 +30,25 @@ type Claim =
   | { kind: "closed"; why: string };
 
 export async function answerParkedRun({
-  ctx,
+  core,
   input,
 }: {
-  ctx: RunCore;
+  core: RunCore;
   input: ParkedRunAnswer;
 }): Promise<RunHandle> {
-  if (ctx.stopping()) throw new UnavailableError("the run engine is shutting down");
-  ctx.active.claiming.add(input.runId);
+  if (core.stopping()) throw new UnavailableError("the run engine is shutting down");
+  core.active.claiming.add(input.runId);
   try {
-    const claim = await claimRun(ctx, input);
-    if (claim.kind !== "claimed") return await refuse(ctx, input, claim);
-    return resumeClaimed(ctx, claim.run, claim.caller, input.decision);
+    const claim = await claimRun(core, input);
+    if (claim.kind !== "claimed") return await refuse(core, input, claim);
+    return resumeClaimed(core, claim.run, claim.caller, input.decision);
   } finally {
-    ctx.active.claiming.delete(input.runId);
+    core.active.claiming.delete(input.runId);
   }
 }
 
-async function claimRun(ctx: RunCore, answer: ParkedRunAnswer): Promise<Claim> {
-  return ctx.db.transaction(async (tx): Promise<Claim> => {
+async function claimRun(core: RunCore, answer: ParkedRunAnswer): Promise<Claim> {
+  return core.db.transaction(async (tx): Promise<Claim> => {
     const run = await lockRun(tx, answer.runId);
     if (!run) throw new NotFoundError("no such run");
     const pending = run.pendingApproval;
@@ -61,7 +61,7 @@ async function claimRun(ctx: RunCore, answer: ParkedRunAnswer): Promise<Claim> {
     ) {
       return { kind: "stale" };
     }
-    const claim = await closeOrClaimWaitingRun(tx, ctx, {
+    const claim = await closeOrClaimWaitingRun(tx, core, {
       run,
       from: "parked",
       revokedBy: answer.actor,
@@ -88,14 +88,14 @@ async function claimRun(ctx: RunCore, answer: ParkedRunAnswer): Promise<Claim> {
 }
 
 async function refuse(
-  ctx: RunCore,
+  core: RunCore,
   answer: ParkedRunAnswer,
   claim: Exclude<Claim, { kind: "claimed" }>,
 ): Promise<never> {
-  if (claim.kind === "closed") return await refuseClosedRun(ctx, answer.runId, claim.why);
+  if (claim.kind === "closed") return await refuseClosedRun(core, answer.runId, claim.why);
   // A refused answer is audited like any refusal: an approval that arrives after the run was
   // revoked (its caller revoked), answered or expired leaves a trace, not only a 409.
-  await appendAuditEvent(ctx.db, {
+  await appendAuditEvent(core.db, {
     actor: answer.actor,
     kind: "run.answer-refused",
     subject: `run:${answer.runId}`,
@@ -115,15 +115,15 @@ async function refuse(
 
 /** Continues a run this instance just claimed; its end goes to the onRunSettled listeners. */
 function resumeClaimed(
-  ctx: RunCore,
+  core: RunCore,
   run: Run,
   caller: Caller,
   decision: ApprovalDecision,
 ): RunHandle {
-  const entry = ctx.active.register(run.id, caller.id);
+  const entry = core.active.register(run.id, caller.id);
   // The recomputed ceiling, never wider than the set the run started with.
-  const set = ctx.toolSetFor(caller, run.toolSet);
-  const outcome = executeSegment(ctx, entry, {
+  const set = core.toolSetFor(caller, run.toolSet);
+  const outcome = executeSegment(core, entry, {
     run,
     caller,
     set,
@@ -131,7 +131,7 @@ function resumeClaimed(
     onEvent: () => {},
   }).then((result) => {
     if (!result.takenOver) {
-      ctx.notifySettled(settledFromRun(run, result.outcome, result.pendingTool));
+      core.notifySettled(settledFromRun(run, result.outcome, result.pendingTool));
     }
     return result.outcome;
   });

@@ -33,21 +33,21 @@ type Claim =
   | { kind: "closed"; why: string };
 
 export async function answerRunInput({
-  ctx,
+  core,
   input,
 }: {
-  ctx: RunCore;
+  core: RunCore;
   input: { request: AnswerRunInputRequest; onEvent?: (event: RunEvent) => void };
 }): Promise<AnsweredRun> {
   const { request, onEvent = () => {} } = input;
-  if (ctx.stopping()) throw new UnavailableError("the run engine is shutting down");
+  if (core.stopping()) throw new UnavailableError("the run engine is shutting down");
   if (!isUuid(request.runId)) throw new NotFoundError("no such run");
-  ctx.active.claiming.add(request.runId);
+  core.active.claiming.add(request.runId);
   try {
-    const claim = await claimRun(ctx, request);
-    if (claim.kind === "closed") return await refuseClosedRun(ctx, request.runId, claim.why);
+    const claim = await claimRun(core, request);
+    if (claim.kind === "closed") return await refuseClosedRun(core, request.runId, claim.why);
     const { run, caller, pending } = claim;
-    const entry = ctx.active.register(run.id, caller.id);
+    const entry = core.active.register(run.id, caller.id);
     let resume = () => {};
     const resumed = new Promise<void>((go) => {
       resume = go;
@@ -56,12 +56,12 @@ export async function answerRunInput({
       else signal.addEventListener("abort", () => go(), { once: true });
     });
     const outcome = resumed.then(() => {
-      ctx.emit(onEvent, { type: "status", status: "working" });
-      return executeSegment(ctx, entry, {
+      core.emit(onEvent, { type: "status", status: "working" });
+      return executeSegment(core, entry, {
         run,
         caller,
         // The recomputed ceiling, never wider than the set the run started with.
-        set: ctx.toolSetFor(caller, run.toolSet),
+        set: core.toolSetFor(caller, run.toolSet),
         resume: { answer: { pending, text: request.answer.slice(0, maxAnswerChars) } },
         ...(request.stream === false ? { stream: false } : {}),
         ...(request.atEnd ? { atEnd: request.atEnd } : {}),
@@ -71,12 +71,12 @@ export async function answerRunInput({
     entry.done = outcome;
     return { runId: run.id, outcome, resume };
   } finally {
-    ctx.active.claiming.delete(request.runId);
+    core.active.claiming.delete(request.runId);
   }
 }
 
-async function claimRun(ctx: RunCore, request: AnswerRunInputRequest): Promise<Claim> {
-  return ctx.db.transaction(async (tx): Promise<Claim> => {
+async function claimRun(core: RunCore, request: AnswerRunInputRequest): Promise<Claim> {
+  return core.db.transaction(async (tx): Promise<Claim> => {
     const run = await lockRun(tx, request.runId);
     // Another caller's run reads as a missing one.
     if (!run || run.callerId !== request.caller.id) throw new NotFoundError("no such run");
@@ -84,10 +84,10 @@ async function claimRun(ctx: RunCore, request: AnswerRunInputRequest): Promise<C
     if (run.status !== "input-required" || !pending) {
       throw new ConflictError(`the run is ${run.status}, not waiting for its caller's input`);
     }
-    const claim = await closeOrClaimWaitingRun(tx, ctx, {
+    const claim = await closeOrClaimWaitingRun(tx, core, {
       run,
       from: "input-required",
-      revokedBy: `instance:${ctx.instanceId}`,
+      revokedBy: `instance:${core.instanceId}`,
       expiredWhy: "no answer came in time: the run expired",
       revokedMessage: "the caller was revoked while its run waited",
     });

@@ -13,14 +13,14 @@ export type ApproveRunInput = {
 };
 
 export function approveRun({
-  ctx,
+  core,
   input,
 }: {
-  ctx: RunCore;
+  core: RunCore;
   input: ApproveRunInput;
 }): Promise<RunHandle> {
   return answerParkedRun({
-    ctx,
+    core,
     input: {
       runId: input.runId,
       callId: input.callId,

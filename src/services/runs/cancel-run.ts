@@ -16,19 +16,19 @@ export type CancelRunInput = { readonly runId: string; readonly reason: string }
 
 /** True once the cancel is recorded (or the parked run closed); false when the run is not active. */
 export async function cancelRun({
-  ctx,
+  core,
   input,
 }: {
-  ctx: RunCore;
+  core: RunCore;
   input: CancelRunInput;
 }): Promise<boolean> {
   const { runId } = input;
   const reason = String(input.reason || "canceled").slice(0, 500);
-  const actor: AuditActor = `instance:${ctx.instanceId}`;
-  const result = await ctx.db.transaction(async (tx) => {
+  const actor: AuditActor = `instance:${core.instanceId}`;
+  const result = await core.db.transaction(async (tx) => {
     const run = await lockRun(tx, runId);
     if (!run) return "none" as const;
-    const at = ctx.now();
+    const at = core.now();
     if (isWaitingStatus(run.status)) {
       const closed = await closeParkedRuns(tx, {
         runs: [run],
@@ -50,27 +50,27 @@ export async function cancelRun({
     return "requested" as const;
   });
 
-  const local = ctx.active.get(runId);
+  const local = core.active.get(runId);
   if (result === "none") {
     // A run this instance is still creating has no committed row yet; stopping it here is what
     // holds (its segment starts stopped).
     if (!local) return false;
-    ctx.active.stop(local, { kind: "cancel", message: reason });
+    core.active.stop(local, { kind: "cancel", message: reason });
     return true;
   }
   if (result === "closed") {
-    const current = await readRun(ctx.db, runId);
-    if (current) ctx.notifySettled(settledFromRun(current, outcomeOf(current)));
+    const current = await readRun(core.db, runId);
+    if (current) core.notifySettled(settledFromRun(current, outcomeOf(current)));
     return true;
   }
   if (local) {
-    ctx.active.stop(local, { kind: "cancel", message: reason });
+    core.active.stop(local, { kind: "cancel", message: reason });
     return true;
   }
   try {
-    await ctx.notifications.publish(cancelNotices, { type: "cancel", runId, reason });
+    await core.notifications.publish(cancelNotices, { type: "cancel", runId, reason });
   } catch (error) {
-    ctx.logger.warn(
+    core.logger.warn(
       "a cancel was recorded but its notification failed; it holds at the next step",
       {
         runId,

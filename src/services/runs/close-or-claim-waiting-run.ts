@@ -25,7 +25,7 @@ export type WaitingRunClaim =
  */
 export async function closeOrClaimWaitingRun(
   tx: DbTransaction,
-  ctx: RunCore,
+  core: RunCore,
   input: {
     readonly run: Run;
     /** The status the run waits in. */
@@ -39,13 +39,13 @@ export async function closeOrClaimWaitingRun(
   },
 ): Promise<WaitingRunClaim> {
   const { run } = input;
-  const at = ctx.now();
+  const at = core.now();
   if (run.parkedUntil && run.parkedUntil.getTime() <= at.getTime()) {
     await closeParkedRuns(tx, {
       runs: [run],
       status: "expired",
       error: expiredError(run),
-      actor: `instance:${ctx.instanceId}`,
+      actor: `instance:${core.instanceId}`,
       at,
     });
     return { kind: "closed", why: input.expiredWhy };
@@ -66,7 +66,7 @@ export async function closeOrClaimWaitingRun(
   const slotLimit = input.from === "input-required" ? concurrencyLimit(caller) : undefined;
   const claimed = await claimWaitingRun(tx, {
     run,
-    instanceId: ctx.instanceId,
+    instanceId: core.instanceId,
     at,
     from: input.from,
     ...(slotLimit !== undefined ? { slotLimit } : {}),
@@ -74,7 +74,7 @@ export async function closeOrClaimWaitingRun(
   if (claimed === "no-slot") {
     throw new RateLimitedError(
       `caller has ${slotLimit} runs in progress; its limit is ${slotLimit}`,
-      ctx.concurrencyRetryAfterSeconds,
+      core.concurrencyRetryAfterSeconds,
     );
   }
   if (!claimed) throw new ConflictError("the run changed while it was being answered");
@@ -90,8 +90,8 @@ function concurrencyLimit(caller: Caller): number | null {
  * After the transaction that closed the run has committed: tells the settled listeners how it
  * ended and refuses the answer.
  */
-export async function refuseClosedRun(ctx: RunCore, runId: string, why: string): Promise<never> {
-  const current = await readRun(ctx.db, runId);
-  if (current) ctx.notifySettled(settledFromRun(current, outcomeOf(current)));
+export async function refuseClosedRun(core: RunCore, runId: string, why: string): Promise<never> {
+  const current = await readRun(core.db, runId);
+  if (current) core.notifySettled(settledFromRun(current, outcomeOf(current)));
   throw new ConflictError(`the run was not resumed: ${why}`);
 }

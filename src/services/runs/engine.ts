@@ -96,14 +96,14 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
       logger: options.logger,
       heartbeatMs: 0,
     }));
-  const ctx = await createRunCore(options, notifications, () => stopping);
-  const { db, instanceId, logger, active } = ctx;
+  const core = await createRunCore(options, notifications, () => stopping);
+  const { db, instanceId, logger, active } = core;
 
   await registerInstance(db, {
     id: instanceId,
     hostname: hostname(),
     pid: process.pid,
-    at: ctx.now(),
+    at: core.now(),
   });
   const unlisten = await notifications.subscribe(cancelNotices, (notice) => {
     const entry = active.get(notice.runId);
@@ -112,7 +112,7 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
   // Cancels sent while notifications were lost are in the runs' rows: read them now rather than
   // at the next step or heartbeat.
   const offGap = notifications.onGap(() => {
-    stopRecordedCancels(ctx).catch((error: unknown) =>
+    stopRecordedCancels(core).catch((error: unknown) =>
       logger.warn("could not read recorded cancels", { error: describeError(error) }),
     );
   });
@@ -129,7 +129,7 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
     for (const runId of runIds) {
       try {
         const run = await readRun(db, runId);
-        if (run) ctx.notifySettled(settledFromRun(run, outcomeOf(run)));
+        if (run) core.notifySettled(settledFromRun(run, outcomeOf(run)));
       } catch (error) {
         logger.warn("could not read a run a revocation closed", {
           runId,
@@ -139,8 +139,8 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
     }
   }
 
-  await recoverRuns(ctx);
-  const sweeper = startSweeper(ctx, options.heartbeatMs ?? 5_000);
+  await recoverRuns(core);
+  const sweeper = startSweeper(core, options.heartbeatMs ?? 5_000);
 
   async function stop(): Promise<void> {
     if (stopping) return;
@@ -174,19 +174,19 @@ export async function createRunEngine(options: RunEngineOptions): Promise<Peerga
   return {
     instanceId,
     start: (request, onEvent) =>
-      startRun({ ctx, input: { request, ...(onEvent ? { onEvent } : {}) } }),
+      startRun({ core, input: { request, ...(onEvent ? { onEvent } : {}) } }),
     answerInput: (request, onEvent) =>
-      answerRunInput({ ctx, input: { request, ...(onEvent ? { onEvent } : {}) } }),
-    cancel: (runId, reason) => cancelRun({ ctx, input: { runId, reason } }),
-    approveRun: (input) => approveRun({ ctx, input }),
-    rejectRun: (input) => rejectRun({ ctx, input }),
-    listRuns: (input) => listRuns({ ctx, ...(input ? { input } : {}) }),
-    getRun: (runId) => getRun({ ctx, input: { runId } }),
-    recoverRuns: () => recoverRuns(ctx),
-    sweep: () => sweep(ctx),
-    onRunSettled: (listener) => ctx.onRunSettled(listener),
+      answerRunInput({ core, input: { request, ...(onEvent ? { onEvent } : {}) } }),
+    cancel: (runId, reason) => cancelRun({ core, input: { runId, reason } }),
+    approveRun: (input) => approveRun({ core, input }),
+    rejectRun: (input) => rejectRun({ core, input }),
+    listRuns: (input) => listRuns({ ctx: core, ...(input ? { input } : {}) }),
+    getRun: (runId) => getRun({ ctx: core, input: { runId } }),
+    recoverRuns: () => recoverRuns(core),
+    sweep: () => sweep(core),
+    onRunSettled: (listener) => core.onRunSettled(listener),
     activeRunIds: () => active.ids(),
-    starts: ctx.startQueue,
+    starts: core.startQueue,
     callerChanged,
     stop,
   };

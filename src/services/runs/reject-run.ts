@@ -16,14 +16,14 @@ export type RejectRunInput = {
 };
 
 export function rejectRun({
-  ctx,
+  core,
   input,
 }: {
-  ctx: RunCore;
+  core: RunCore;
   input: RejectRunInput;
 }): Promise<RunHandle> {
   return answerParkedRun({
-    ctx,
+    core,
     input: {
       runId: input.runId,
       ...(input.callId !== undefined ? { callId: input.callId } : {}),

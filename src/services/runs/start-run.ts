@@ -19,22 +19,22 @@ import { failSpan, startSpan } from "../../trace.ts";
 import { claimDelivery } from "./delivery-claim.ts";
 
 export async function startRun({
-  ctx,
+  core,
   input,
 }: {
-  ctx: RunCore;
+  core: RunCore;
   input: { request: StartRunRequest; onEvent?: (event: RunEvent) => void };
 }): Promise<RunHandle> {
   const { request, onEvent = () => {} } = input;
-  if (ctx.stopping()) throw new UnavailableError("the run engine is shutting down");
+  if (core.stopping()) throw new UnavailableError("the run engine is shutting down");
   checkMessages(request.messages);
   // Admission as a span: the start queue's wait, the budget and concurrency checks, the run row.
   const admission = startSpan("peergate.run.admit", { "peergate.run.origin": request.origin });
   // A place among the starts in flight on this instance (src/runs/start-queue.ts): a caller's
   // burst waits its turn, in slices, behind every other caller's.
-  const leave = await ctx.startQueue.enter(request.caller.id, concurrencyLimitOf(request.caller));
+  const leave = await core.startQueue.enter(request.caller.id, concurrencyLimitOf(request.caller));
   const runId = randomUUID();
-  const model = ctx.model;
+  const model = core.model;
   let created: {
     run: Run;
     caller: Caller;
@@ -42,21 +42,21 @@ export async function startRun({
     retryOf: string | undefined;
     failure?: RunError;
   };
-  let entry: ReturnType<typeof ctx.active.register>;
+  let entry: ReturnType<typeof core.active.register>;
   try {
-    if (ctx.stopping()) throw new UnavailableError("the run engine is shutting down");
+    if (core.stopping()) throw new UnavailableError("the run engine is shutting down");
     // Registered before the run exists, so a revocation that lands meanwhile still finds it.
-    entry = ctx.active.register(runId, request.caller.id);
-    created = await ctx.db.transaction(async (tx) => {
-      const at = ctx.now();
+    entry = core.active.register(runId, request.caller.id);
+    created = await core.db.transaction(async (tx) => {
+      const at = core.now();
       const { caller, failure, reserve } = await readCallerAndAdmit(tx, {
         expected: request.caller,
         at,
-        checkStartable: (c) => ctx.checkStartable(c),
-        concurrencyRetryAfterSeconds: ctx.concurrencyRetryAfterSeconds,
+        checkStartable: (c) => core.checkStartable(c),
+        concurrencyRetryAfterSeconds: core.concurrencyRetryAfterSeconds,
       });
       const limits = readRunLimits(caller.budgets);
-      const set = ctx.toolSetFor(caller);
+      const set = core.toolSetFor(caller);
       // The run, its event and the request's own rows are independent: sent together (pipelined),
       // with the COMMIT behind them unless a delivery is claimed (that reads, then decides).
       const writes = request.atStart?.(runId) ?? [];
@@ -75,7 +75,7 @@ export async function startRun({
         budgetUsed: { ...zeroUsage },
         messages: request.messages,
         modelId: model.ok ? model.id : null,
-        ownerInstanceId: failure ? null : ctx.instanceId,
+        ownerInstanceId: failure ? null : core.instanceId,
         heartbeatAt: failure ? null : at,
         startedAt: at,
         segmentStartedAt: failure ? null : at,
@@ -111,7 +111,7 @@ export async function startRun({
     if (created.failure) failSpan(admission, undefined, created.failure.code);
   } catch (error) {
     failSpan(admission, error);
-    ctx.active.remove(runId);
+    core.active.remove(runId);
     throw error;
   } finally {
     admission.setAttribute("peergate.run.id", runId);
@@ -120,17 +120,17 @@ export async function startRun({
   }
 
   if (created.failure) {
-    ctx.active.remove(runId);
-    ctx.logger.warn("a run failed before it started", { runId, code: created.failure.code });
-    ctx.emit(onEvent, { type: "status", status: "failed", message: created.failure.message });
+    core.active.remove(runId);
+    core.logger.warn("a run failed before it started", { runId, code: created.failure.code });
+    core.emit(onEvent, { type: "status", status: "failed", message: created.failure.message });
     return {
       runId,
       ...(created.retryOf ? { retryOf: created.retryOf } : {}),
       outcome: Promise.resolve(outcomeOf(created.run)),
     };
   }
-  ctx.emit(onEvent, { type: "status", status: "working" });
-  const outcome = executeSegment(ctx, entry, {
+  core.emit(onEvent, { type: "status", status: "working" });
+  const outcome = executeSegment(core, entry, {
     run: created.run,
     caller: created.caller,
     set: created.set,
