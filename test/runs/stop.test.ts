@@ -28,6 +28,24 @@ const slowBatch = {
 describeEachDatabase("stopping runs", (ctx) => {
   afterEach(stopEngines);
 
+  /** A working run of `owner` with a fresh heartbeat. */
+  async function insertBeatingRun(callerId: string, owner: string) {
+    const [run] = await ctx.db
+      .insert(runs)
+      .values({
+        callerId,
+        origin: "a2a",
+        status: "working",
+        approvalPolicy: "auto",
+        toolSet: [],
+        ownerInstanceId: owner,
+        heartbeatAt: new Date(),
+      })
+      .returning();
+    if (!run) throw new Error("no row");
+    return run;
+  }
+
   it("cancel aborts the tool in flight and records each call", async () => {
     const caller = await insertCaller(ctx.database, { tier: "internal" });
     const model = scriptModel([slowBatch]);
@@ -205,18 +223,7 @@ describeEachDatabase("stopping runs", (ctx) => {
       { runId: orphan.id, callId: "c0", tool: "get_time", argsDigest: "x", status: "completed" },
     ]);
     // A run whose owner still heartbeats is left alone.
-    const [alive] = await ctx.db
-      .insert(runs)
-      .values({
-        callerId: caller.id,
-        origin: "a2a",
-        status: "working",
-        approvalPolicy: "auto",
-        toolSet: [],
-        ownerInstanceId: "live-instance",
-        heartbeatAt: new Date(),
-      })
-      .returning();
+    const alive = await insertBeatingRun(caller.id, "live-instance");
 
     const { engine } = await startEngine(ctx.database);
     const row = await readRunRow(ctx.database, orphan.id);
@@ -232,26 +239,14 @@ describeEachDatabase("stopping runs", (ctx) => {
         and(eq(auditEvents.kind, "run.interrupted"), eq(auditEvents.subject, `run:${orphan.id}`)),
       );
     expect(events).toHaveLength(1);
-    expect((await readRunRow(ctx.database, alive?.id ?? "")).status).toBe("working");
+    expect((await readRunRow(ctx.database, alive.id)).status).toBe("working");
     expect(await engine.recoverRuns()).toBe(0);
   });
 
   it("a run of this instance that starts while recovery reads is not taken for an orphan", async () => {
     const caller = await insertCaller(ctx.database);
     // Owned by this instance with a fresh heartbeat: the row of a run that is starting here.
-    const [starting] = await ctx.db
-      .insert(runs)
-      .values({
-        callerId: caller.id,
-        origin: "a2a",
-        status: "working",
-        approvalPolicy: "auto",
-        toolSet: [],
-        ownerInstanceId: "this-instance",
-        heartbeatAt: new Date(),
-      })
-      .returning();
-    if (!starting) throw new Error("no row");
+    const starting = await insertBeatingRun(caller.id, "this-instance");
     // Registered only after recovery began (the start's row committed while its query waited):
     // the first question says no, the one asked under the row's lock says yes.
     const asked: string[] = [];

@@ -17,7 +17,7 @@ import { setTimeout as pause } from "node:timers/promises";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createBwrapBackend } from "../../src/sandbox/bwrap.ts";
 import { defaultSandboxLimits, type SandboxBackend } from "../../src/sandbox/types.ts";
-import { runPipeline } from "../../src/tools/declared/pipeline.ts";
+import { type PipelineRequest, runPipeline } from "../../src/tools/declared/pipeline.ts";
 import { killCommandGroups, runProcess } from "../../src/tools/run-process.ts";
 import { eventually } from "../support/eventually.ts";
 import {
@@ -48,6 +48,16 @@ function parentOf(pid: number): number | undefined {
 async function commandName(pid: number): Promise<string> {
   const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
   return path.basename(cmdline.split("\0")[0] ?? "");
+}
+
+/** Whether `pid` runs in a PID namespace below the host's (its NSpid names more than one pid). */
+function inSandbox(pid: number): boolean {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    return (/^NSpid:\s+(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/).length ?? 0) > 1;
+  } catch {
+    return false;
+  }
 }
 
 /** Alive and not a zombie waiting to be reaped. */
@@ -85,7 +95,8 @@ function descendantsOf(pid: number): number[] {
 async function orphanSandbox(marker: string, name: string): Promise<number[]> {
   const command = await eventually(`the sandboxed ${name} to run`, async () => {
     for (const pid of await hostProcessesWith(marker)) {
-      if ((await commandName(pid)) === name) return pid;
+      // Inside the sandbox only: the bwrap wrapper is an `sh` with the marker too, until it execs.
+      if (inSandbox(pid) && (await commandName(pid)) === name) return pid;
     }
     return undefined;
   });
@@ -146,6 +157,25 @@ describeWithBwrap("a sandbox whose outer bwrap is gone", () => {
     if (wrapperDir) await rm(wrapperDir, { recursive: true, force: true });
   });
 
+  /** One `sh -c script` stage in the wrapped sandbox (a call the test stops or abandons). */
+  const onePipeline = (
+    script: string,
+    signal: AbortSignal = new AbortController().signal,
+  ): PipelineRequest => ({
+    stages: [["sh", "-c", script]],
+    stdin: undefined,
+    cwd: workspace,
+    workspace,
+    env: { PATH: "/usr/bin:/bin" },
+    egress: false,
+    limits: defaultSandboxLimits,
+    readOnlyPaths: [],
+    backend,
+    timeoutMs: 120_000,
+    signal,
+    maxOutputBytes: 1024,
+  });
+
   const confinement = () => ({
     backend,
     workspace,
@@ -175,18 +205,7 @@ describeWithBwrap("a sandbox whose outer bwrap is gone", () => {
     const marker = uniqueMarker();
     const controller = new AbortController();
     const call = runPipeline({
-      stages: [["sh", "-c", `trap '' TERM; while :; do sleep 1; done # ${marker}`]],
-      stdin: undefined,
-      cwd: workspace,
-      workspace,
-      env: { PATH: "/usr/bin:/bin" },
-      egress: false,
-      limits: defaultSandboxLimits,
-      readOnlyPaths: [],
-      backend,
-      timeoutMs: 120_000,
-      signal: controller.signal,
-      maxOutputBytes: 1024,
+      ...onePipeline(`trap '' TERM; while :; do sleep 1; done # ${marker}`, controller.signal),
       killGraceMs: 200,
     });
     const sandbox = await orphanSandbox(marker, "sh");
@@ -232,20 +251,7 @@ describeWithBwrap("a sandbox whose outer bwrap is gone", () => {
 
   it("is killed by a forced exit of the server (killCommandGroups)", async () => {
     const marker = uniqueMarker();
-    const call = runPipeline({
-      stages: [["sh", "-c", `sleep 3600 & wait # ${marker}`]],
-      stdin: undefined,
-      cwd: workspace,
-      workspace,
-      env: { PATH: "/usr/bin:/bin" },
-      egress: false,
-      limits: defaultSandboxLimits,
-      readOnlyPaths: [],
-      backend,
-      timeoutMs: 120_000,
-      signal: new AbortController().signal,
-      maxOutputBytes: 1024,
-    });
+    const call = runPipeline(onePipeline(`sleep 3600 & wait # ${marker}`));
     const sandbox = await orphanSandbox(marker, "sh");
     expect(killCommandGroups()).toBeGreaterThanOrEqual(1);
     await expectNothingLeft(marker, sandbox);
