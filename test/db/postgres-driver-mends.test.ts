@@ -67,15 +67,21 @@ describe.skipIf(skip !== undefined)(
       }
       expect((cancelled as unknown as { active?: boolean }).active).toBeFalsy();
       void cancelled.cancel();
-      const answered = await within(Promise.all([first, cancelled, behind].map(outcome)), 20_000);
-      expect(answered).toEqual([
-        { rows: [{ pg_sleep: "", x: "first" }] },
-        { error: "57014" },
-        { rows: [{ x: "behind" }] },
-      ]);
+      // PostgreSQL drops a CancelRequest that reaches the backend while it reads its next command
+      // (between `first`'s end and `cancelled`'s start: rare, but seen on a loaded machine). Then
+      // `cancelled` runs its whole sleep and answers with its own rows. Either way each query takes
+      // its own answer, which is what the mend is for: unmended, `behind` takes `cancelled`'s.
+      const answered = await within(Promise.all([first, cancelled, behind].map(outcome)), 60_000);
+      expect(answered).not.toBe("no answer");
+      const [firstAnswer, cancelledAnswer, behindAnswer] = answered as unknown[];
+      expect(firstAnswer).toEqual({ rows: [{ pg_sleep: "", x: "first" }] });
+      expect([{ error: "57014" }, { rows: [{ pg_sleep: "", x: "slept" }] }]).toContainEqual(
+        cancelledAnswer,
+      );
+      expect(behindAnswer).toEqual({ rows: [{ x: "behind" }] });
       // The connection stays in step afterwards.
       expect(await outcome(sql.unsafe("select 'after' as x"))).toEqual({ rows: [{ x: "after" }] });
-    }, 60_000);
+    }, 120_000);
 
     it("a query cancelled while queued on a busy reserved connection is skipped, and the rest are sent", async () => {
       const reserved = await sql.reserve();
