@@ -48,7 +48,7 @@ async function openInstance() {
   const database = await openDatabase({ kind: "postgres", url: cluster.adminUrl });
   await migrateDatabase(database);
   const directory = await openCallerDirectory({ database, logger: silentLogger });
-  const ctx: ServiceContext = {
+  const services: ServiceContext = {
     database,
     db: database.db,
     now: () => new Date(),
@@ -59,7 +59,7 @@ async function openInstance() {
     publicUrl: "http://127.0.0.1",
     callerChanged: (e) => directory.forget(e.callerId),
   };
-  const auth: AuthDeps = { ctx, directory, jwks: createJwksCache() };
+  const auth: AuthDeps = { services, directory, jwks: createJwksCache() };
   const app = new Hono();
   app.get("/bare", (c) => c.body(null, 204));
   app.get("/auth", async (c) => {
@@ -83,7 +83,7 @@ async function openInstance() {
   };
   await waitTrusted();
   return {
-    ctx,
+    services,
     auth,
     url,
     async close() {
@@ -98,13 +98,13 @@ const a = await openInstance();
 const b = await openInstance();
 try {
   const { credential } = await addCaller({
-    ctx: a.ctx,
+    services: a.services,
     input: { name: "bench", kind: "peer" },
     actor: "admin",
   });
   const keys = await generateKeyPair("ES256", { extractable: true });
   await addCaller({
-    ctx: a.ctx,
+    services: a.services,
     input: {
       name: "bench-jwt",
       kind: "peer",
@@ -194,7 +194,7 @@ try {
   for (let t = 0; t < trials; t++) {
     const name = `prop-${t}`;
     const { credential: cred } = await addCaller({
-      ctx: a.ctx,
+      services: a.services,
       input: { name, kind: "peer" },
       actor: "admin",
     });
@@ -204,7 +204,7 @@ try {
       await fetch(`${b.url}/auth`, { headers });
     const before = b.auth.directory.size;
     const t0 = performance.now();
-    await revokeCaller({ ctx: a.ctx, name, actor: "admin" });
+    await revokeCaller({ services: a.services, name, actor: "admin" });
     const committed = performance.now();
     for (;;) {
       const res = await fetch(`${b.url}/auth`, { headers });

@@ -63,7 +63,7 @@ const runtime: ToolRuntime = await createToolRuntime({
 });
 const startMs = performance.now() - startedAt;
 
-const ctx: ToolCallContext = {
+const invocation: ToolCallContext = {
   signal: new AbortController().signal,
   workspace: runtime.workspace ?? "",
   callId: "bench",
@@ -86,7 +86,7 @@ async function measure(label: string, runs: number, call: () => Promise<unknown>
 function call(name: string, args: unknown) {
   const tool = runtime.tools.get(name);
   if (tool === undefined) throw new Error(name);
-  return () => tool.execute(tool.inputSchema.parse(args), ctx);
+  return () => tool.execute(tool.inputSchema.parse(args), invocation);
 }
 
 const rows = [
@@ -187,7 +187,7 @@ async function measureCommand(label: string, backend: SandboxBackend): Promise<n
   const times: number[] = [];
   for (let i = 0; i < 30; i++) {
     const t = performance.now();
-    const result = (await tool.execute({ arguments: [] }, ctx)) as { ok?: boolean };
+    const result = (await tool.execute({ arguments: [] }, invocation)) as { ok?: boolean };
     times.push(performance.now() - t);
     if (result.ok === false) throw new Error(`${label} failed: ${JSON.stringify(result)}`);
   }
@@ -263,12 +263,15 @@ if (probe.ok) {
   const run = (name: string, args: unknown) => {
     const tool = declared.tools.get(name);
     if (tool === undefined) throw new Error(name);
-    return () => tool.execute(args, ctx);
+    return () => tool.execute(args, invocation);
   };
   const half = declared.tools.get("execute_command")?.executeHalf;
   rows.push(
     await measure("execute_command half: sh -c, ls piped to tr piped to wc", 30, async () =>
-      half?.execute({ program: "sh", args: ["-c", "ls | tr a-z A-Z | wc -l"], cwd: "." }, ctx),
+      half?.execute(
+        { program: "sh", args: ["-c", "ls | tr a-z A-Z | wc -l"], cwd: "." },
+        invocation,
+      ),
     ),
     await measure(
       "declared chain: ls piped to tr piped to wc (3 stages)",

@@ -218,7 +218,7 @@ export async function openCore(
     };
 
     const admin = await settleAdminToken({
-      ctx: services,
+      services,
       configured: config.adminToken,
       dataDir: config.dataDir,
       logger,
@@ -232,14 +232,14 @@ export async function openCore(
 
     // Rows past their retention, pruned on a schedule (src/services/prune-schedule.ts).
     const pruning = startPruneSchedule({
-      ctx: services,
+      services,
       intervalMs: config.retention.intervalMs,
       logger,
     });
     opened.push(() => pruning.stop());
 
     const limiter = createRateLimiter(options.authThrottle);
-    const auth: AuthDeps = { ctx: services, directory, jwks: createJwksCache() };
+    const auth: AuthDeps = { services, directory, jwks: createJwksCache() };
 
     const resolvedModel = resolveModel({
       modelId: config.model ?? policies.agent.model,

@@ -65,7 +65,7 @@ async function createDirectly(
     await migrateDatabase(database);
     const replaced = await hasOperatorToken(database.db);
     const token = await createOperatorToken({
-      ctx: { db: database.db, now: () => new Date() },
+      services: { db: database.db, now: () => new Date() },
       actor,
       replace: force,
     });

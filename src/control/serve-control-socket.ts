@@ -118,7 +118,7 @@ async function handle(
   const replaced = await hasOperatorToken(services.db);
   try {
     const operatorToken = await createOperatorToken({
-      ctx: services,
+      services,
       actor: `cli:${data.user ?? "operator"}`,
       replace: data.force,
     });

@@ -86,11 +86,11 @@ function describeGithubEvent(event: string, payload: Record<string, unknown> | u
 }
 
 export async function acceptWebhook({
-  ctx,
+  services,
   runs,
   fire,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   runs: RunEngine;
   fire: WebhookFire;
 }): Promise<WebhookAnswer> {
@@ -105,7 +105,7 @@ export async function acceptWebhook({
   let payloadText = text;
   if (caller.kind === "github") {
     const refuse = async (status: 400 | 415, reason: string): Promise<WebhookAnswer> => {
-      await appendAuditEvent(ctx.db, {
+      await appendAuditEvent(services.db, {
         actor: `caller:${caller.name}`,
         kind: "webhook.refused",
         subject: `caller:${caller.id}`,
@@ -120,7 +120,7 @@ export async function acceptWebhook({
     // An answer that starts no run still claims the body, so it cannot be replayed as another
     // event (a content type peergate cannot read claims nothing: fixed, it can be redelivered).
     const claimBody = () =>
-      claimWebhookDelivery(ctx.db, {
+      claimWebhookDelivery(services.db, {
         callerId: caller.id,
         deliveryId: fire.deliveryId,
         bodySha256,
@@ -154,7 +154,7 @@ export async function acceptWebhook({
     event = describeGithubEvent(name, payload);
     const filter = caller.eventFilter;
     if (filter && !filter.includes(name) && !filter.includes(event)) {
-      await appendAuditEvent(ctx.db, {
+      await appendAuditEvent(services.db, {
         actor: `caller:${caller.name}`,
         kind: "webhook.ignored",
         subject: `caller:${caller.id}`,

@@ -37,12 +37,12 @@ export type AddedCaller = {
 };
 
 export async function addCaller({
-  ctx,
+  services,
   input,
   actor,
   operator,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   input: unknown;
   actor: Actor;
   /** The operator token the request carried; needed when the caller starts above the floor. */
@@ -52,11 +52,11 @@ export async function addCaller({
   checkKindRules(data);
   try {
     return await withWideningCheck(
-      ctx,
+      services,
       { proof: operator, actor, what: `creating caller ${data.name}` },
       (authorize) =>
-        changeCaller(ctx, (tx, announce) =>
-          createCallerIn(ctx, { tx, announce, authorize }, data, actor),
+        changeCaller(services, (tx, announce) =>
+          createCallerIn(services, { tx, announce, authorize }, data, actor),
         ),
     );
   } catch (error) {
@@ -76,7 +76,7 @@ export type CallerWrite = {
 
 /** Creates a caller from parsed input inside `write`'s transaction (also `callers apply`). */
 export async function createCallerIn(
-  ctx: ServiceContext,
+  services: ServiceContext,
   { tx, announce, authorize }: CallerWrite,
   data: CreateCaller,
   actor: Actor,
@@ -103,7 +103,7 @@ export async function createCallerIn(
   const [caller] = await tx.insert(callers).values(row).returning();
   if (!caller) throw new Error("caller insert returned nothing");
   // A JWT peer gets no static token: it authenticates only with JWTs signed by its key.
-  const credential = caller.jwt ? null : await issueCredential(tx, ctx, caller);
+  const credential = caller.jwt ? null : await issueCredential(tx, services, caller);
   await appendAuditEvent(tx, {
     actor,
     kind: "caller.created",
@@ -125,9 +125,9 @@ export async function createCallerIn(
     change: "created",
   });
   const stored = await tx.select().from(credentials).where(eq(credentials.callerId, caller.id));
-  const unknown = data.allow.filter((a) => !ctx.policies.inventory.names.has(a));
+  const unknown = data.allow.filter((a) => !services.policies.inventory.names.has(a));
   return {
-    caller: describeCaller(caller, stored, ctx.now()),
+    caller: describeCaller(caller, stored, services.now()),
     credential,
     unknownAllowEntries: [...new Set(unknown)],
   };

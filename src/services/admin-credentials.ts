@@ -48,24 +48,24 @@ export async function activeHashes(
  * none exists yet; it is returned once, for the caller to write to `<data dir>/admin-token`.
  */
 export async function ensureAdminToken({
-  ctx,
+  services,
   configured,
 }: {
-  ctx: Pick<ServiceContext, "db" | "now">;
+  services: Pick<ServiceContext, "db" | "now">;
   configured: string | undefined;
 }): Promise<{ generated?: string; source: AdminTokenSource }> {
-  return ctx.db.transaction(async (tx) => {
-    const existing = await activeHashes(tx, "admin", ctx.now());
+  return services.db.transaction(async (tx) => {
+    const existing = await activeHashes(tx, "admin", services.now());
     if (configured !== undefined) {
       const hash = hashSecret(configured);
       if (existing.some((h) => safeEqual(h, hash))) return { source: "environment" };
       if (existing.length > 0) throw adminTokenMismatch();
-      await replaceCredential(tx, ctx.now(), "admin", configured, "system");
+      await replaceCredential(tx, services.now(), "admin", configured, "system");
       return { source: "environment" };
     }
     if (existing.length > 0) return { source: "stored" };
     const token = generateSecret("adminToken");
-    await replaceCredential(tx, ctx.now(), "admin", token, "system");
+    await replaceCredential(tx, services.now(), "admin", token, "system");
     return { generated: token, source: "generated" };
   });
 }
@@ -106,26 +106,26 @@ function adminTokenMismatch(): ConfigError {
  *   that says where the token is.
  */
 export async function settleAdminToken({
-  ctx,
+  services,
   configured,
   dataDir,
   logger,
 }: {
-  ctx: Pick<ServiceContext, "db" | "now">;
+  services: Pick<ServiceContext, "db" | "now">;
   configured: string | undefined;
   dataDir: string;
   logger: Logger;
 }): Promise<{ source: AdminTokenSource; generated?: string }> {
   const file = `${dataDir}/${adminTokenFile}`;
-  if (configured !== undefined) return ensureAdminToken({ ctx, configured });
+  if (configured !== undefined) return ensureAdminToken({ services, configured });
   const fromFile = await readSecretFile(dataDir, adminTokenFile);
-  const known = await activeHashes(ctx.db, "admin", ctx.now());
+  const known = await activeHashes(services.db, "admin", services.now());
   if (fromFile) {
     const hash = hashSecret(fromFile);
     if (known.some((h) => safeEqual(h, hash))) return { source: "stored" };
     if (known.length === 0) {
-      await ctx.db.transaction((tx) =>
-        replaceCredential(tx, ctx.now(), "admin", fromFile, "system"),
+      await services.db.transaction((tx) =>
+        replaceCredential(tx, services.now(), "admin", fromFile, "system"),
       );
       logger.info("admin token adopted from the data directory", { file });
       return { source: "adopted-from-file" };
@@ -149,12 +149,14 @@ export async function settleAdminToken({
     );
     return { source: "stored" };
   }
-  const generated = await ensureAdminToken({ ctx, configured: undefined });
+  const generated = await ensureAdminToken({ services, configured: undefined });
   if (!generated.generated) return { source: generated.source };
   const stored = await createSecretFile(dataDir, adminTokenFile, generated.generated);
   if (stored !== generated.generated) {
     // Another process wrote the file between our read and our write: its token wins, as above.
-    await ctx.db.transaction((tx) => replaceCredential(tx, ctx.now(), "admin", stored, "system"));
+    await services.db.transaction((tx) =>
+      replaceCredential(tx, services.now(), "admin", stored, "system"),
+    );
     return { source: "adopted-from-file" };
   }
   logger.info("admin token generated", { file });
@@ -167,22 +169,22 @@ export async function settleAdminToken({
  * accident. Tests and the `--force` path pass `replace: true`.
  */
 export async function createOperatorToken({
-  ctx,
+  services,
   actor,
   replace = true,
 }: {
-  ctx: Pick<ServiceContext, "db" | "now">;
+  services: Pick<ServiceContext, "db" | "now">;
   actor: Actor;
   replace?: boolean;
 }): Promise<string> {
   const token = generateSecret("operatorToken");
-  await ctx.db.transaction(async (tx) => {
-    if (!replace && (await activeHashes(tx, "operator", ctx.now())).length > 0) {
+  await services.db.transaction(async (tx) => {
+    if (!replace && (await activeHashes(tx, "operator", services.now())).length > 0) {
       throw new ConflictError(
         "an operator token exists already; creating a new one makes the old one stop working at once (use --force to do that)",
       );
     }
-    await replaceCredential(tx, ctx.now(), "operator", token, actor);
+    await replaceCredential(tx, services.now(), "operator", token, actor);
   });
   return token;
 }
@@ -220,15 +222,16 @@ export async function replaceCredential(
 
 /** Throws UnauthenticatedError unless `authorization` carries the admin token. */
 export async function verifyAdminToken(
-  ctx: ServiceContext,
+  services: ServiceContext,
   authorization: string | null | undefined,
   failure: AuthFailureContext,
 ): Promise<void> {
   const bearer = readBearer(authorization);
-  if (!bearer.ok) return refuse(ctx, failure, `admin-authorization-${bearer.reason}`);
+  if (!bearer.ok) return refuse(services, failure, `admin-authorization-${bearer.reason}`);
   const hash = hashSecret(bearer.token);
-  const hashes = await activeHashes(ctx.db, "admin", ctx.now());
-  if (!hashes.some((h) => safeEqual(h, hash))) return refuse(ctx, failure, "admin-token-wrong");
+  const hashes = await activeHashes(services.db, "admin", services.now());
+  if (!hashes.some((h) => safeEqual(h, hash)))
+    return refuse(services, failure, "admin-token-wrong");
 }
 
 /** Why `token` is not the current operator token, or undefined when it is. Reads only. */
@@ -246,12 +249,12 @@ async function operatorTokenProblem(
 
 /** Throws UnauthenticatedError unless `token` is the current operator token. */
 export async function verifyOperatorToken(
-  ctx: ServiceContext,
+  services: ServiceContext,
   token: string | null | undefined,
   failure: AuthFailureContext,
 ): Promise<void> {
-  const problem = await operatorTokenProblem(ctx.db, token);
-  if (problem) return refuse(ctx, failure, problem);
+  const problem = await operatorTokenProblem(services.db, token);
+  if (problem) return refuse(services, failure, problem);
 }
 
 /**
@@ -284,7 +287,7 @@ export type AuthorizeWidening = (
  * embedded database has one connection and the transaction holds it.
  */
 export async function withWideningCheck<T>(
-  ctx: ServiceContext,
+  services: ServiceContext,
   {
     proof,
     actor,
@@ -311,12 +314,12 @@ export async function withWideningCheck<T>(
     return await work(authorize);
   } catch (error) {
     if (error instanceof OperatorTokenRejected && proof) {
-      return refuse(ctx, { ...proof.failure, surface: "operator" }, error.reason);
+      return refuse(services, { ...proof.failure, surface: "operator" }, error.reason);
     }
     if (error instanceof ForbiddenError && refused) {
       // Recorded as the failed proof it is (as a missing token on an approval is): someone with
       // the admin token tried to widen a caller without the operator.
-      await appendAuditEvent(ctx.db, {
+      await appendAuditEvent(services.db, {
         actor,
         kind: "auth.failed",
         subject: refused.subject,
@@ -328,7 +331,7 @@ export async function withWideningCheck<T>(
           widened: refused.widened.map((w) => w.field),
         },
       }).catch((auditError: unknown) =>
-        ctx.logger.error("could not audit a refused widening", { error: auditError }),
+        services.logger.error("could not audit a refused widening", { error: auditError }),
       );
     }
     throw error;

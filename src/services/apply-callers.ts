@@ -155,12 +155,12 @@ class RolledBack extends Error {
 }
 
 export async function applyCallers({
-  ctx,
+  services,
   input,
   actor,
   operator,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   input: unknown;
   actor: Actor;
   operator?: OperatorProof | undefined;
@@ -178,7 +178,7 @@ export async function applyCallers({
   if (problems.length > 0) throw new ValidationError(problems);
 
   const work = (authorize: AuthorizeWidening) =>
-    changeCaller(ctx, async (tx, announce) => {
+    changeCaller(services, async (tx, announce) => {
       const widening: Widenings = { entry: "", fields: new Map(), created: new Set() };
       const write: CallerWrite = {
         tx,
@@ -190,7 +190,14 @@ export async function applyCallers({
           if (fields.size > 0) widening.fields.set(widening.entry, fields);
         },
       };
-      const report = await applyIn(ctx, write, entries, request.prune === true, actor, widening);
+      const report = await applyIn(
+        services,
+        write,
+        entries,
+        request.prune === true,
+        actor,
+        widening,
+      );
       // One check for the whole file (a dry run included: it needs what the apply would), every
       // caller that widens named in the refusal.
       const widened = [...widening.fields].map(([name, fields]) => {
@@ -207,7 +214,7 @@ export async function applyCallers({
     });
   try {
     return await withWideningCheck(
-      ctx,
+      services,
       { proof: operator, actor, what: "applying the callers file" },
       work,
     );
@@ -218,7 +225,7 @@ export async function applyCallers({
 }
 
 async function applyIn(
-  ctx: ServiceContext,
+  services: ServiceContext,
   write: CallerWrite,
   entries: readonly Entry[],
   prune: boolean,
@@ -247,7 +254,7 @@ async function applyIn(
       problems.push(...entryProblems);
       if (entryProblems.length > 0) continue;
       const created = await createCallerIn(
-        ctx,
+        services,
         write,
         parseInput(createCallerSchema, fields),
         actor,
@@ -303,7 +310,7 @@ async function applyIn(
       });
       problems.push(...entryProblems);
       if (entryProblems.length > 0) continue;
-      await updateCallerIn(ctx, write, name, parseInput(updateCallerSchema, patch), actor);
+      await updateCallerIn(services, write, name, parseInput(updateCallerSchema, patch), actor);
     }
     if (hostChange !== undefined && hosts !== undefined) {
       await replacePushHostsIn(write, have, hosts, actor);
@@ -325,7 +332,7 @@ async function applyIn(
       continue;
     }
     if (row.revokedAt === null) {
-      await revokeCallerIn(ctx, write, row.name, "not in the applied callers file", actor);
+      await revokeCallerIn(services, write, row.name, "not in the applied callers file", actor);
       actions.push({ name: row.name, action: "revoke", note: "not in the file: revoked" });
     }
     if (await hasHistory(tx, row.id)) {

@@ -33,7 +33,7 @@ export type AuthenticatedCaller = {
 };
 
 export type AuthDeps = {
-  ctx: ServiceContext;
+  services: ServiceContext;
   directory: CallerDirectory;
   jwks: JwksCache;
 };
@@ -82,15 +82,15 @@ function credentialKindOf(failure: AuthFailureContext, reason: string): string {
  * and source: src/services/record-auth-failures.ts); without one, it is an event of its own.
  */
 export async function refuse(
-  ctx: ServiceContext,
+  services: ServiceContext,
   failure: AuthFailureContext,
   reason: string,
   caller?: Caller,
 ): Promise<never> {
   const claimedName = failure.claimedName ? recordableName(failure.claimedName) : undefined;
   const subject = caller ? `caller:${caller.id}` : null;
-  if (ctx.authFailures) {
-    ctx.authFailures.record({
+  if (services.authFailures) {
+    services.authFailures.record({
       surface: failure.surface,
       source: failure.source,
       reason,
@@ -101,7 +101,7 @@ export async function refuse(
     throw new UnauthenticatedError(reason);
   }
   try {
-    await appendAuditEvent(ctx.db, {
+    await appendAuditEvent(services.db, {
       actor: "system",
       kind: "auth.failed",
       subject,
@@ -114,7 +114,7 @@ export async function refuse(
     });
   } catch (error) {
     // Losing the audit of a refusal must not turn the refusal into an acceptance or a 500.
-    ctx.logger.error("could not audit an authentication failure", { error, reason });
+    services.logger.error("could not audit an authentication failure", { error, reason });
   }
   throw new UnauthenticatedError(reason);
 }
@@ -140,9 +140,9 @@ export async function authenticatePeer(
   authorization: string | null | undefined,
   failure: AuthFailureContext,
 ): Promise<AuthenticatedCaller> {
-  const { ctx } = deps;
+  const { services } = deps;
   const bearer = readBearer(authorization);
-  if (!bearer.ok) return refuse(ctx, failure, `authorization-${bearer.reason}`);
+  if (!bearer.ok) return refuse(services, failure, `authorization-${bearer.reason}`);
   if (looksLikeJwt.test(bearer.token)) return authenticatePeerJwt(deps, bearer.token, failure);
   return acceptSecret(deps, bearer.token, { kind: "peer", method: "token" }, failure);
 }
@@ -157,14 +157,14 @@ async function acceptSecret(
   expect: { kind: CallerKind; method: AuthenticatedCaller["method"]; name?: string },
   failure: AuthFailureContext,
 ): Promise<AuthenticatedCaller> {
-  const { ctx } = deps;
+  const { services } = deps;
   const match = await deps.directory.findByCredentialHash(hashSecret(secret));
-  if (!match) return refuse(ctx, failure, "unknown-secret");
+  if (!match) return refuse(services, failure, "unknown-secret");
   if (expect.name !== undefined && match.caller.name !== expect.name) {
-    return refuse(ctx, failure, "secret-of-another-caller", match.caller);
+    return refuse(services, failure, "secret-of-another-caller", match.caller);
   }
-  const problem = credentialProblem(match, [expect.kind], ctx.now());
-  if (problem) return refuse(ctx, failure, problem, match.caller);
+  const problem = credentialProblem(match, [expect.kind], services.now());
+  if (problem) return refuse(services, failure, problem, match.caller);
   return { caller: match.caller, credentialId: match.credential.id, method: expect.method };
 }
 
@@ -173,15 +173,15 @@ async function authenticatePeerJwt(
   token: string,
   failure: AuthFailureContext,
 ): Promise<AuthenticatedCaller> {
-  const { ctx } = deps;
+  const { services } = deps;
   let issuer: unknown;
   try {
     issuer = decodeJwt(token).iss; // unverified: only selects whose key to verify with
   } catch {
-    return refuse(ctx, failure, "jwt-malformed");
+    return refuse(services, failure, "jwt-malformed");
   }
   if (typeof issuer !== "string" || issuer.length === 0 || issuer.length > 512) {
-    return refuse(ctx, failure, "jwt-no-issuer");
+    return refuse(services, failure, "jwt-no-issuer");
   }
   const candidates = await deps.directory.findByJwtIssuer(issuer);
   const caller = candidates.length === 1 ? candidates[0] : undefined;
@@ -189,10 +189,10 @@ async function authenticatePeerJwt(
   if (!caller || !jwt || isCallerRevoked(caller)) {
     // Checked against a padding key first, so that this refusal takes as long as a known
     // issuer's bad signature: timing must not tell which issuers exist.
-    await padPeerJwtVerification(token, ctx.now());
-    if (caller && jwt) return refuse(ctx, failure, "caller-revoked", caller);
+    await padPeerJwtVerification(token, services.now());
+    if (caller && jwt) return refuse(services, failure, "caller-revoked", caller);
     return refuse(
-      ctx,
+      services,
       failure,
       candidates.length > 1 ? "jwt-issuer-ambiguous" : "jwt-unknown-issuer",
     );
@@ -206,11 +206,11 @@ async function authenticatePeerJwt(
     ...(jwt.jwk ? { publicKey: jwt.jwk } : jwt.pem ? { publicKey: jwt.pem } : {}),
   };
   const result = await verifyPeerJwt(token, settings, {
-    now: ctx.now(),
+    now: services.now(),
     keySets: deps.jwks,
-    claimJti: (iss, jti, expiresAt) => claimJti(ctx, iss, jti, expiresAt),
+    claimJti: (iss, jti, expiresAt) => claimJti(services, iss, jti, expiresAt),
   });
-  if (!result.ok) return refuse(ctx, failure, `jwt-${result.reason}`, caller);
+  if (!result.ok) return refuse(services, failure, `jwt-${result.reason}`, caller);
   return { caller, credentialId: null, method: "jwt" };
 }
 
@@ -219,15 +219,15 @@ const jtiClaimers = new WeakMap<object, JtiClaimer>();
 
 /** Claims (issuer, jti) once, grouped with concurrent claims (src/services/jti-claims.ts). */
 function claimJti(
-  ctx: ServiceContext,
+  services: ServiceContext,
   issuer: string,
   jti: string,
   expiresAt: Date,
 ): Promise<boolean> {
-  let claimer = jtiClaimers.get(ctx.db);
+  let claimer = jtiClaimers.get(services.db);
   if (!claimer) {
-    claimer = createJtiClaimer(ctx.db, ctx.now);
-    jtiClaimers.set(ctx.db, claimer);
+    claimer = createJtiClaimer(services.db, services.now);
+    jtiClaimers.set(services.db, claimer);
   }
   return claimer.claim(issuer, jti, expiresAt);
 }
@@ -240,7 +240,7 @@ export async function authenticateWebhookToken(
   failure: AuthFailureContext,
 ): Promise<AuthenticatedCaller> {
   const bearer = readBearer(authorization);
-  if (!bearer.ok) return refuse(deps.ctx, failure, `authorization-${bearer.reason}`);
+  if (!bearer.ok) return refuse(deps.services, failure, `authorization-${bearer.reason}`);
   return acceptSecret(deps, bearer.token, { kind: "webhook", method: "token", name }, failure);
 }
 
@@ -251,7 +251,7 @@ export async function authenticateIfttt(
   secret: string,
   failure: AuthFailureContext,
 ): Promise<AuthenticatedCaller> {
-  if (!secretPattern.test(secret)) return refuse(deps.ctx, failure, "secret-malformed");
+  if (!secretPattern.test(secret)) return refuse(deps.services, failure, "secret-malformed");
   return acceptSecret(deps, secret, { kind: "ifttt", method: "ifttt-secret", name }, failure);
 }
 
@@ -265,12 +265,12 @@ export type GithubSecrets = {
 
 /** Looks up a GitHub caller's active secrets by name; needs no body, so it runs before reading one. */
 export async function findGithubSecrets(deps: AuthDeps, name: string): Promise<GithubSecrets> {
-  const { ctx } = deps;
-  const now = ctx.now();
+  const { services } = deps;
+  const now = services.now();
   // A name no caller can have is not looked up: PostgreSQL fails on some (a NUL byte from
   // `%00` in the URL), which would answer an unauthenticated prober 500 instead of 401.
   const rows = callerNamePattern.test(name)
-    ? await ctx.db
+    ? await services.db
         .select({ credential: credentials })
         .from(credentials)
         .where(
@@ -299,21 +299,21 @@ export async function verifyGithubDelivery(
   signature: string | null | undefined,
   failure: AuthFailureContext,
 ): Promise<AuthenticatedCaller> {
-  const { ctx } = deps;
+  const { services } = deps;
   const { match, active } = found;
   if (!match) {
     createHmac("sha256", "peergate-timing-pad").update(rawBody).digest();
-    return refuse(ctx, failure, "unknown-github-caller");
+    return refuse(services, failure, "unknown-github-caller");
   }
-  const problem = credentialProblem(match, ["github"], ctx.now());
-  if (problem) return refuse(ctx, failure, problem, match.caller);
+  const problem = credentialProblem(match, ["github"], services.now());
+  if (problem) return refuse(services, failure, problem, match.caller);
   let lastReason = "signature-missing";
   for (const credential of active) {
     const secret = credential.sealedSecret
-      ? openSecret(ctx.secretKey, credential.sealedSecret, sealContext(match.caller.id))
+      ? openSecret(services.secretKey, credential.sealedSecret, sealContext(match.caller.id))
       : undefined;
     if (secret === undefined) {
-      ctx.logger.error(
+      services.logger.error(
         "a GitHub webhook secret could not be opened: is PEERGATE_SECRET_KEY the key it was sealed with?",
         {
           caller: match.caller.name,
@@ -328,7 +328,7 @@ export async function verifyGithubDelivery(
       return { caller: match.caller, credentialId: credential.id, method: "github-signature" };
     lastReason = `signature-${check.reason}`;
   }
-  return refuse(ctx, failure, lastReason, match.caller);
+  return refuse(services, failure, lastReason, match.caller);
 }
 
 /** GitHub, in one step: the name's secrets, then the signature over `rawBody`. */

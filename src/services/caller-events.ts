@@ -63,16 +63,16 @@ export function parseCallerEvent(payload: string): CallerEvent | undefined {
  * by the very next request rather than when the notification comes back.
  */
 export async function changeCaller<T>(
-  ctx: { db: Db; callerChanged?: ((event: CallerEvent) => void) | undefined },
+  services: { db: Db; callerChanged?: ((event: CallerEvent) => void) | undefined },
   work: (tx: DbTransaction, announce: (event: CallerEvent) => Promise<void>) => Promise<T>,
 ): Promise<T> {
   const events: CallerEvent[] = [];
-  const result = await ctx.db.transaction((tx) =>
+  const result = await services.db.transaction((tx) =>
     work(tx, async (event) => {
       await announceCallerChange(tx, event);
       events.push(event);
     }),
   );
-  for (const event of events) ctx.callerChanged?.(event);
+  for (const event of events) services.callerChanged?.(event);
   return result;
 }

@@ -30,16 +30,16 @@ export const listRunsQuerySchema = z
   });
 
 export async function listRunsForAdmin({
-  ctx,
+  services,
   engine,
   query,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   engine: PeergateRunEngine;
   query: unknown;
 }): Promise<RunSummary[]> {
   const q = parseInput(listRunsQuerySchema, query);
-  const callerId = q.caller ? (await findCallerRow(ctx.db, q.caller)).id : undefined;
+  const callerId = q.caller ? (await findCallerRow(services.db, q.caller)).id : undefined;
   return engine.listRuns({
     ...(callerId ? { callerId } : {}),
     ...(q.status ? { status: q.status as RunStatus } : {}),
@@ -69,21 +69,21 @@ export const approveRunSchema = z.strictObject({
 });
 
 export async function approveParkedRun({
-  ctx,
+  services,
   engine,
   runId,
   input,
   operatorToken,
   failure,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   engine: PeergateRunEngine;
   runId: string;
   input: unknown;
   operatorToken: string | undefined;
   failure: AuthFailureContext;
 }): Promise<{ runId: string; status: "resumed" }> {
-  await verifyOperatorToken(ctx, operatorToken, failure);
+  await verifyOperatorToken(services, operatorToken, failure);
   const { callId, argsDigest } = parseInput(approveRunSchema, input);
   const handle = await engine.approveRun({ runId, callId, argsDigest, actor: "operator" });
   return { runId: handle.runId, status: "resumed" };

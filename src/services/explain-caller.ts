@@ -33,11 +33,11 @@ export type CommandCoverageReport = {
 };
 
 export async function explainCallerCeiling({
-  ctx,
+  services,
   name,
   command,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   name: string;
   /** Shell text to check against the command allowlists (`git status --short`). */
   command?: string | undefined;
@@ -49,15 +49,20 @@ export async function explainCallerCeiling({
     command?: CommandCoverageReport;
   }
 > {
-  const caller = await findCallerRow(ctx.db, name);
-  const { inventory, agent } = ctx.policies;
+  const caller = await findCallerRow(services.db, name);
+  const { inventory, agent } = services.policies;
   const input = {
     name: caller.id,
     tier: caller.tier,
     allow: caller.allow,
     version: caller.version,
   };
-  const report = reportCeiling(inventory, agent, input, ctx.ceilings.get(inventory, agent, input));
+  const report = reportCeiling(
+    inventory,
+    agent,
+    input,
+    services.ceilings.get(inventory, agent, input),
+  );
   const commands = [
     ...(caller.commands ?? []).map((entry) => ({ entry, from: "caller" as const })),
     ...(agent.commands ?? []).map((entry) => ({ entry, from: "agent" as const })),
@@ -113,6 +118,6 @@ function explainCommand(
   };
 }
 
-export function listTools({ ctx }: { ctx: ServiceContext }) {
-  return describeInventory(ctx.policies.inventory);
+export function listTools({ services }: { services: ServiceContext }) {
+  return describeInventory(services.policies.inventory);
 }

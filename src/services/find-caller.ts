@@ -26,19 +26,23 @@ export async function listCredentialRows(db: DbOrTx, callerId: string): Promise<
 }
 
 export async function getCaller({
-  ctx,
+  services,
   name,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   name: string;
 }): Promise<CallerView> {
-  const caller = await findCallerRow(ctx.db, name);
-  return describeCaller(caller, await listCredentialRows(ctx.db, caller.id), ctx.now());
+  const caller = await findCallerRow(services.db, name);
+  return describeCaller(caller, await listCredentialRows(services.db, caller.id), services.now());
 }
 
-export async function listCallers({ ctx }: { ctx: ServiceContext }): Promise<CallerView[]> {
-  const rows = await ctx.db.select().from(callers).orderBy(asc(callers.name));
-  const creds = await ctx.db.select().from(credentials);
+export async function listCallers({
+  services,
+}: {
+  services: ServiceContext;
+}): Promise<CallerView[]> {
+  const rows = await services.db.select().from(callers).orderBy(asc(callers.name));
+  const creds = await services.db.select().from(credentials);
   const byCaller = new Map<string, Credential[]>();
   for (const c of creds) {
     if (!c.callerId) continue;
@@ -46,6 +50,6 @@ export async function listCallers({ ctx }: { ctx: ServiceContext }): Promise<Cal
     list.push(c);
     byCaller.set(c.callerId, list);
   }
-  const now = ctx.now();
+  const now = services.now();
   return rows.map((r) => describeCaller(r, byCaller.get(r.id) ?? [], now));
 }

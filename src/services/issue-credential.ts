@@ -35,7 +35,7 @@ export function sealContext(callerId: string): string {
 
 export async function issueCredential(
   tx: DbTransaction,
-  ctx: Pick<ServiceContext, "secretKey" | "publicUrl">,
+  services: Pick<ServiceContext, "secretKey" | "publicUrl">,
   caller: Pick<Caller, "id" | "name" | "kind">,
 ): Promise<IssuedCredential> {
   const kinds = secretKinds[caller.kind];
@@ -48,7 +48,9 @@ export async function issueCredential(
       secretHash: hashSecret(secret),
       prefix: displayPrefix(secret),
       sealedSecret:
-        caller.kind === "github" ? sealSecret(ctx.secretKey, secret, sealContext(caller.id)) : null,
+        caller.kind === "github"
+          ? sealSecret(services.secretKey, secret, sealContext(caller.id))
+          : null,
     })
     .returning({ id: credentials.id });
   if (!row) throw new Error("credential insert returned nothing");
@@ -57,20 +59,20 @@ export async function issueCredential(
     case "peer":
       return {
         ...base,
-        usage: `A2A requests to ${ctx.publicUrl}/a2a with "Authorization: Bearer <secret>"`,
+        usage: `A2A requests to ${services.publicUrl}/a2a with "Authorization: Bearer <secret>"`,
       };
     case "webhook":
       return {
         ...base,
-        usage: `POST ${ctx.publicUrl}/webhooks/${caller.name} with "Authorization: Bearer <secret>"`,
+        usage: `POST ${services.publicUrl}/webhooks/${caller.name} with "Authorization: Bearer <secret>"`,
       };
     case "github":
       return {
         ...base,
-        usage: `GitHub webhook: payload URL ${ctx.publicUrl}/webhooks/github/${caller.name}, content type application/json, secret <secret>`,
+        usage: `GitHub webhook: payload URL ${services.publicUrl}/webhooks/github/${caller.name}, content type application/json, secret <secret>`,
       };
     case "ifttt": {
-      const url = `${ctx.publicUrl}/webhooks/ifttt/${caller.name}/${secret}`;
+      const url = `${services.publicUrl}/webhooks/ifttt/${caller.name}/${secret}`;
       return { ...base, url, usage: 'IFTTT "Make a web request": paste the URL, method POST' };
     }
   }

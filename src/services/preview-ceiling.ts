@@ -17,14 +17,14 @@ export const previewCeilingSchema = z.strictObject({
 });
 
 export function previewCeiling({
-  ctx,
+  services,
   input,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   input: unknown;
 }): CeilingReport {
   const { tier, allow } = parseInput(previewCeilingSchema, input);
-  const { inventory, agent } = ctx.policies;
+  const { inventory, agent } = services.policies;
   // Version 0 is never a stored caller's, and nothing is cached: reportCeiling computes afresh.
   return reportCeiling(inventory, agent, { name: "what-if", tier, allow, version: 0 });
 }

@@ -16,11 +16,11 @@ export type PruneSchedule = {
 const firstRoundMs = 5 * 60_000;
 
 export function startPruneSchedule(options: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   intervalMs: number;
   logger: Logger;
 }): PruneSchedule {
-  const { ctx, intervalMs, logger } = options;
+  const { services, intervalMs, logger } = options;
   if (intervalMs <= 0) return { stop: async () => {} };
   const stopping = new AbortController();
   let timer: NodeJS.Timeout | undefined;
@@ -28,7 +28,11 @@ export function startPruneSchedule(options: {
 
   const runRound = async () => {
     try {
-      const report = await prune(ctx, { apply: true, actor: "system", signal: stopping.signal });
+      const report = await prune(services, {
+        apply: true,
+        actor: "system",
+        signal: stopping.signal,
+      });
       const deleted = report.families.filter((f) => f.rows > 0);
       if (deleted.length > 0) {
         logger.info("pruned rows past their retention", {

@@ -76,23 +76,23 @@ export async function checkpointKeyFromSecret(
 }
 
 /** The key that signs (and checks) audit checkpoints, derived once per secret key. */
-export function checkpointSigner(ctx: Pick<ServiceContext, "secretKey">) {
-  let signer = signers.get(ctx.secretKey);
+export function checkpointSigner(services: Pick<ServiceContext, "secretKey">) {
+  let signer = signers.get(services.secretKey);
   if (!signer) {
-    signer = deriveCheckpointSigner(ctx.secretKey.bytes);
-    signers.set(ctx.secretKey, signer);
+    signer = deriveCheckpointSigner(services.secretKey.bytes);
+    signers.set(services.secretKey, signer);
   }
   return signer;
 }
 
 /** The admin verb: a dry run with the admin token, `apply` with the operator token as well. */
 export async function pruneTables({
-  ctx,
+  services,
   input,
   actor,
   operator,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   input: unknown;
   actor: Actor;
   operator: OperatorProof | undefined;
@@ -105,22 +105,24 @@ export async function pruneTables({
         { code: "operator-token-required" },
       );
     }
-    await verifyOperatorToken(ctx, operator.token, operator.failure);
+    await verifyOperatorToken(services, operator.token, operator.failure);
   }
-  return prune(ctx, { apply, actor });
+  return prune(services, { apply, actor });
 }
 
 /** Prunes (or counts, unless `apply`) every family with a retention. */
 export async function prune(
-  ctx: ServiceContext,
+  services: ServiceContext,
   options: { apply: boolean; actor: Actor; signal?: AbortSignal },
 ): Promise<PruneReport> {
-  const settings = ctx.retention ?? defaultRetentionSettings;
-  if (!options.apply) return pruneFamilies(ctx, settings, false);
-  const report = await withPruneLock(ctx, () => pruneFamilies(ctx, settings, true, options.signal));
+  const settings = services.retention ?? defaultRetentionSettings;
+  if (!options.apply) return pruneFamilies(services, settings, false);
+  const report = await withPruneLock(services, () =>
+    pruneFamilies(services, settings, true, options.signal),
+  );
   const deleted = report.families.filter((f) => f.rows > 0);
   if (deleted.length > 0) {
-    await appendAuditEvent(ctx.db, {
+    await appendAuditEvent(services.db, {
       actor: options.actor,
       kind: "retention.pruned",
       data: {
@@ -137,13 +139,13 @@ export async function prune(
 /** In this process, and on PGlite's single session (where advisory locks are re-entrant). */
 const pruning = new WeakSet<object>();
 
-async function withPruneLock<T>(ctx: ServiceContext, work: () => Promise<T>): Promise<T> {
+async function withPruneLock<T>(services: ServiceContext, work: () => Promise<T>): Promise<T> {
   const busy = () =>
     new ConflictError("another prune is running (on this or another instance): try again later");
-  if (pruning.has(ctx.database)) throw busy();
-  pruning.add(ctx.database);
+  if (pruning.has(services.database)) throw busy();
+  pruning.add(services.database);
   try {
-    return await withDedicatedConnection(ctx.database, async (db) => {
+    return await withDedicatedConnection(services.database, async (db) => {
       const [lock] = await selectRows<{ locked: boolean }>(
         db,
         // The session lock on the dedicated connection; the deletes go through the pool.
@@ -159,18 +161,18 @@ async function withPruneLock<T>(ctx: ServiceContext, work: () => Promise<T>): Pr
       }
     });
   } finally {
-    pruning.delete(ctx.database);
+    pruning.delete(services.database);
   }
 }
 
 async function pruneFamilies(
-  ctx: ServiceContext,
+  services: ServiceContext,
   settings: RetentionSettings,
   apply: boolean,
   signal?: AbortSignal,
 ): Promise<PruneReport> {
   const started = performance.now();
-  const now = ctx.now();
+  const now = services.now();
   const families: FamilyPrune[] = [];
   let checkpoint: PruneReport["checkpoint"] = null;
   for (const family of pruneOrder) {
@@ -181,15 +183,15 @@ async function pruneFamilies(
     }
     const cutoff = new Date(now.getTime() - days * dayMs);
     if (family === "audit") {
-      const result = await pruneAudit(ctx, cutoff, settings.batchSize, apply, signal);
+      const result = await pruneAudit(services, cutoff, settings.batchSize, apply, signal);
       checkpoint = result.checkpoint;
       families.push({ family, days, rows: result.rows, cutoff: cutoff.toISOString() });
       continue;
     }
     const window: PruneWindow = { cutoff, githubReplayWindowMs: githubDuplicateWindowMs };
     const rows = apply
-      ? await deleteAll(ctx, family, window, settings.batchSize, signal)
-      : await countPrunable(ctx.db, family, window);
+      ? await deleteAll(services, family, window, settings.batchSize, signal)
+      : await countPrunable(services.db, family, window);
     families.push({ family, days, rows, cutoff: cutoff.toISOString() });
   }
   return {
@@ -201,7 +203,7 @@ async function pruneFamilies(
 }
 
 async function deleteAll(
-  ctx: ServiceContext,
+  services: ServiceContext,
   family: PrunableFamily,
   window: PruneWindow,
   batchSize: number,
@@ -210,7 +212,7 @@ async function deleteAll(
   let total = 0;
   // Between batches, a stopping server stops the prune; the next one carries on.
   while (!signal?.aborted) {
-    const n = await deletePrunableBatch(ctx.db, family, window, batchSize);
+    const n = await deletePrunableBatch(services.db, family, window, batchSize);
     total += n;
     if (n < batchSize) break;
   }
@@ -218,26 +220,26 @@ async function deleteAll(
 }
 
 async function pruneAudit(
-  ctx: ServiceContext,
+  services: ServiceContext,
   cutoff: Date,
   batchSize: number,
   apply: boolean,
   signal: AbortSignal | undefined,
 ): Promise<{ rows: number; checkpoint: PruneReport["checkpoint"] }> {
-  const plan = await planAuditPrune(ctx.db, cutoff);
+  const plan = await planAuditPrune(services.db, cutoff);
   if (!plan) return { rows: 0, checkpoint: null };
   if (!apply) return { rows: plan.rows, checkpoint: null };
   // The checkpoint commits before the first delete: a prune that stops after it leaves links the
   // checkpoint covers, which the next prune deletes and verify walks meanwhile.
   const written = await writeAuditCheckpoint(
-    ctx.db,
-    await checkpointSigner(ctx),
+    services.db,
+    await checkpointSigner(services),
     plan.throughSeq,
-    ctx.now(),
+    services.now(),
   );
   let rows = 0;
   while (!signal?.aborted) {
-    const n = await deleteAuditPrefixBatch(ctx.db, plan.throughSeq, batchSize);
+    const n = await deleteAuditPrefixBatch(services.db, plan.throughSeq, batchSize);
     rows += n;
     if (n < batchSize) break;
   }

@@ -34,15 +34,15 @@ export type AuditEventView = {
 };
 
 export async function listAuditEvents({
-  ctx,
+  services,
   query,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   query: unknown;
 }): Promise<{ events: AuditEventView[]; next: number | null }> {
   const q = parseInput(auditQuerySchema, query);
-  await flushAuditChain(ctx.db, { timeoutMs: 2_000, onTimeout: "return" });
-  const rows = await readAuditPage(ctx.db, q);
+  await flushAuditChain(services.db, { timeoutMs: 2_000, onTimeout: "return" });
+  const rows = await readAuditPage(services.db, q);
   const chained = rows.filter((r) => r.seq !== null);
   const last = chained.at(-1);
   const full = chained.length === q.limit;
@@ -61,11 +61,11 @@ export async function listAuditEvents({
 }
 
 export async function verifyAudit({
-  ctx,
+  services,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
 }): Promise<AuditChainVerification> {
-  return verifyAuditChain(ctx.db, { checkpointKey: await checkpointSigner(ctx) });
+  return verifyAuditChain(services.db, { checkpointKey: await checkpointSigner(services) });
 }
 
 /** An audit checkpoint as exported: enough to check its signature with `publicKey` alone. */
@@ -81,12 +81,12 @@ export type AuditCheckpointView = {
 };
 
 /** Every checkpoint over a pruned prefix, with the public key that checks them. */
-export async function listAuditCheckpoints({ ctx }: { ctx: ServiceContext }): Promise<{
+export async function listAuditCheckpoints({ services }: { services: ServiceContext }): Promise<{
   checkpoints: AuditCheckpointView[];
   publicKey: Record<string, unknown>;
 }> {
-  const signer = await checkpointSigner(ctx);
-  const rows = await readAuditCheckpoints(ctx.db);
+  const signer = await checkpointSigner(services);
+  const rows = await readAuditCheckpoints(services.db);
   return {
     checkpoints: rows.map((c) => ({
       seq: c.seq,

@@ -80,14 +80,14 @@ export type OverviewView = {
 };
 
 export async function readOverview({
-  ctx,
+  services,
   query,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   query: unknown;
 }): Promise<OverviewView> {
   const q = parseInput(overviewQuerySchema, query);
-  const now = ctx.now();
+  const now = services.now();
   const bucketMs = Math.ceil((q.hours * 3_600_000) / q.buckets / 60_000) * 60_000;
   // Buckets are aligned to the bucket size, so a refreshed picture does not shift under the eye.
   const end = Math.floor(now.getTime() / bucketMs) * bucketMs + bucketMs;
@@ -101,7 +101,7 @@ export async function readOverview({
   const bucketOf = (column: unknown) =>
     sql<number>`floor((extract(epoch from ${column}) - ${sinceSeconds}) / ${bucketSize})::int`;
   const empty = () => Array.from({ length: q.buckets }, () => 0);
-  const db = ctx.db;
+  const db = services.db;
 
   const names = new Map(
     (await db.select({ id: callers.id, name: callers.name }).from(callers)).map((c) => [

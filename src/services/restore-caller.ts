@@ -24,13 +24,13 @@ export const restoreCallerSchema = z.strictObject({
 });
 
 export async function restoreCaller({
-  ctx,
+  services,
   name,
   input,
   actor,
   operator,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   name: string;
   input: unknown;
   actor: Actor;
@@ -39,10 +39,10 @@ export async function restoreCaller({
 }): Promise<{ caller: CallerView; credential: IssuedCredential | null }> {
   const { tier, allow } = parseInput(restoreCallerSchema, input);
   return withWideningCheck(
-    ctx,
+    services,
     { proof: operator, actor, what: `restoring caller ${name}` },
     (authorize) =>
-      changeCaller(ctx, async (tx, announce) => {
+      changeCaller(services, async (tx, announce) => {
         const current = await findCallerRow(tx, name);
         if (current.revokedAt === null) {
           throw new ConflictError(`caller ${name} is not revoked; use PATCH to change its tier`);
@@ -55,7 +55,7 @@ export async function restoreCaller({
             { ...current, tier, allow, commands: [] },
           ),
         );
-        const now = ctx.now();
+        const now = services.now();
         const [updated] = await tx
           .update(callers)
           .set({
@@ -69,7 +69,7 @@ export async function restoreCaller({
           .where(eq(callers.id, current.id))
           .returning();
         if (!updated) throw new Error("caller vanished during restore");
-        const credential = updated.jwt ? null : await issueCredential(tx, ctx, updated);
+        const credential = updated.jwt ? null : await issueCredential(tx, services, updated);
         await appendAuditEvent(tx, {
           actor,
           kind: "caller.restored",

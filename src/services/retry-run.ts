@@ -28,16 +28,16 @@ function refusalFor(runId: string, status: string): string {
 }
 
 export async function retryRun({
-  ctx,
+  services,
   engine,
   runId,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   engine: RunEngine;
   runId: string;
 }): Promise<{ runId: string; retryOf: string }> {
   if (!uuidPattern.test(runId)) throw new NotFoundError(`no run ${runId}`);
-  const [run] = await ctx.db
+  const [run] = await services.db
     .select({
       id: runs.id,
       callerId: runs.callerId,
@@ -57,7 +57,11 @@ export async function retryRun({
       `run ${runId} answered an A2A message: its caller owns that conversation and retries by sending the message again`,
     );
   }
-  const [caller] = await ctx.db.select().from(callers).where(eq(callers.id, run.callerId)).limit(1);
+  const [caller] = await services.db
+    .select()
+    .from(callers)
+    .where(eq(callers.id, run.callerId))
+    .limit(1);
   if (!caller) throw new NotFoundError(`run ${runId} names no caller`);
   if (caller.revokedAt !== null) {
     throw new ConflictError(

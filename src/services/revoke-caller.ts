@@ -35,24 +35,24 @@ export type RevokedCaller = {
 };
 
 export async function revokeCaller({
-  ctx,
+  services,
   name,
   reason,
   actor,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   name: string;
   reason?: string | undefined;
   actor: Actor;
 }): Promise<RevokedCaller> {
-  return changeCaller(ctx, (tx, announce) =>
-    revokeCallerIn(ctx, { tx, announce }, name, reason, actor),
+  return changeCaller(services, (tx, announce) =>
+    revokeCallerIn(services, { tx, announce }, name, reason, actor),
   );
 }
 
 /** Revokes a caller inside `write`'s transaction (also `callers apply --prune`). */
 export async function revokeCallerIn(
-  ctx: ServiceContext,
+  services: ServiceContext,
   { tx, announce }: Pick<CallerWrite, "tx" | "announce">,
   name: string,
   reason: string | undefined,
@@ -61,7 +61,7 @@ export async function revokeCallerIn(
   const note = reason?.slice(0, 500);
 
   const current = await findCallerRow(tx, name);
-  const now = ctx.now();
+  const now = services.now();
   const [updated] = await tx
     .update(callers)
     .set({

@@ -32,19 +32,19 @@ export type RotatedAdminToken = {
 };
 
 export async function rotateAdminToken({
-  ctx,
+  services,
   input,
   actor,
   operator,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   input: unknown;
   actor: Actor;
   operator: OperatorProof | undefined;
 }): Promise<RotatedAdminToken> {
   const { graceSeconds } = parseInput(rotateAdminTokenSchema, input ?? {});
   if (!operator?.token) {
-    await appendAuditEvent(ctx.db, {
+    await appendAuditEvent(services.db, {
       actor,
       kind: "auth.failed",
       subject: "admin-token",
@@ -55,9 +55,9 @@ export async function rotateAdminToken({
       { code: "operator-token-required" },
     );
   }
-  await verifyOperatorToken(ctx, operator.token, operator.failure);
-  return ctx.db.transaction(async (tx) => {
-    const now = ctx.now();
+  await verifyOperatorToken(services, operator.token, operator.failure);
+  return services.db.transaction(async (tx) => {
+    const now = services.now();
     const expiresAt = new Date(now.getTime() + graceSeconds * 1000);
     const live = and(
       eq(credentials.kind, "admin"),

@@ -28,13 +28,13 @@ export const rotateCredentialSchema = z.strictObject({
 });
 
 export async function rotateCredential({
-  ctx,
+  services,
   name,
   input,
   actor,
   operator,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   name: string;
   input: unknown;
   actor: Actor;
@@ -43,10 +43,10 @@ export async function rotateCredential({
 }): Promise<{ caller: CallerView; credential: IssuedCredential; oldCredentialsExpireAt: string }> {
   const { graceSeconds } = parseInput(rotateCredentialSchema, input ?? {});
   return withWideningCheck(
-    ctx,
+    services,
     { proof: operator, actor, what: `a new credential for caller ${name}` },
     (authorize) =>
-      changeCaller(ctx, async (tx, announce) => {
+      changeCaller(services, async (tx, announce) => {
         const current = await findCallerRow(tx, name);
         if (current.revokedAt !== null) {
           throw new ConflictError(
@@ -68,7 +68,7 @@ export async function rotateCredential({
           pushHosts: pushHosts.map((h) => h.entry),
         });
         await authorize(tx, `caller:${current.id}`, widened);
-        const now = ctx.now();
+        const now = services.now();
         const expiresAt = new Date(now.getTime() + graceSeconds * 1000);
         const old = await tx
           .update(credentials)
@@ -81,7 +81,7 @@ export async function rotateCredential({
             ),
           )
           .returning({ id: credentials.id, prefix: credentials.prefix });
-        const credential = await issueCredential(tx, ctx, current);
+        const credential = await issueCredential(tx, services, current);
         const [updated] = await tx
           .update(callers)
           .set({ version: sql`${callers.version} + 1`, updatedAt: now })

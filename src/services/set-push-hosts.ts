@@ -31,25 +31,25 @@ async function readEntries(db: DbOrTx, callerId: string): Promise<string[]> {
 }
 
 export async function getPushHosts({
-  ctx,
+  services,
   name,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   name: string;
 }): Promise<{ hosts: string[] }> {
-  const caller = await findCallerRow(ctx.db, name);
-  return { hosts: await readEntries(ctx.db, caller.id) };
+  const caller = await findCallerRow(services.db, name);
+  return { hosts: await readEntries(services.db, caller.id) };
 }
 
 export async function setPushHosts({
-  ctx,
+  services,
   name,
   input,
   actor,
   operatorToken,
   failure,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   name: string;
   input: unknown;
   actor: Actor;
@@ -57,11 +57,11 @@ export async function setPushHosts({
   failure: AuthFailureContext;
 }): Promise<{ hosts: string[] }> {
   const hosts = readPushHostsInput(input);
-  const caller = await findCallerRow(ctx.db, name);
-  const before = await readEntries(ctx.db, caller.id);
+  const caller = await findCallerRow(services.db, name);
+  const before = await readEntries(services.db, caller.id);
   const widens = hosts.some((h) => !before.includes(h));
-  if (widens) await verifyOperatorToken(ctx, operatorToken, failure);
-  await ctx.db.transaction(async (tx) => {
+  if (widens) await verifyOperatorToken(services, operatorToken, failure);
+  await services.db.transaction(async (tx) => {
     const from = await readEntries(tx, caller.id);
     // Changed meanwhile so that this list now widens it: the operator token was not checked.
     if (!widens && hosts.some((h) => !from.includes(h))) {

@@ -28,13 +28,13 @@ export type UpdatedCaller = {
 };
 
 export async function updateCaller({
-  ctx,
+  services,
   name,
   input,
   actor,
   operator,
 }: {
-  ctx: ServiceContext;
+  services: ServiceContext;
   name: string;
   input: unknown;
   actor: Actor;
@@ -43,18 +43,18 @@ export async function updateCaller({
 }): Promise<UpdatedCaller> {
   const data = parseInput(updateCallerSchema, input);
   return withWideningCheck(
-    ctx,
+    services,
     { proof: operator, actor, what: `changing caller ${name}` },
     (authorize) =>
-      changeCaller(ctx, (tx, announce) =>
-        updateCallerIn(ctx, { tx, announce, authorize }, name, data, actor),
+      changeCaller(services, (tx, announce) =>
+        updateCallerIn(services, { tx, announce, authorize }, name, data, actor),
       ),
   );
 }
 
 /** Changes a caller from parsed input inside `write`'s transaction (also `callers apply`). */
 export async function updateCallerIn(
-  ctx: ServiceContext,
+  services: ServiceContext,
   { tx, announce, authorize }: CallerWrite,
   name: string,
   data: UpdateCaller,
@@ -92,14 +92,14 @@ export async function updateCallerIn(
   await authorize(tx, `caller:${current.id}`, widened);
   if (changed.length === 0) {
     return {
-      caller: describeCaller(current, await listCredentialRows(tx, current.id), ctx.now()),
+      caller: describeCaller(current, await listCredentialRows(tx, current.id), services.now()),
       changed,
       unknownAllowEntries: [],
     };
   }
   const [updated] = await tx
     .update(callers)
-    .set({ ...patch, version: sql`${callers.version} + 1`, updatedAt: ctx.now() })
+    .set({ ...patch, version: sql`${callers.version} + 1`, updatedAt: services.now() })
     .where(and(eq(callers.id, current.id), eq(callers.version, current.version)))
     .returning();
   if (!updated) throw new ConflictError(`caller ${name} changed while it was being updated; retry`);
@@ -123,9 +123,9 @@ export async function updateCallerIn(
     },
   });
   await announce({ callerId: updated.id, name, version: updated.version, change: "updated" });
-  const unknown = (data.allow ?? []).filter((a) => !ctx.policies.inventory.names.has(a));
+  const unknown = (data.allow ?? []).filter((a) => !services.policies.inventory.names.has(a));
   return {
-    caller: describeCaller(updated, await listCredentialRows(tx, updated.id), ctx.now()),
+    caller: describeCaller(updated, await listCredentialRows(tx, updated.id), services.now()),
     changed,
     unknownAllowEntries: [...new Set(unknown)],
   };

@@ -80,7 +80,10 @@ describe.skipIf(missing !== undefined)(
         workspace: await createWorkspace(),
         modelBaseUrl: model.baseUrl,
       });
-      operatorToken = await createOperatorToken({ ctx: peergate.server.services, actor: "system" });
+      operatorToken = await createOperatorToken({
+        services: peergate.server.services,
+        actor: "system",
+      });
       browser = await chromium.launch({
         executablePath: chromiumPath,
         headless: true,

@@ -75,7 +75,7 @@ for (const kind of ["pglite", "postgres"] as const) {
         const quiet = await addCaller(peergate, { name: "quiet", kind: "peer" });
         // With the operator token at once: a widening tried without it is an auth failure too.
         const operatorToken = await createOperatorToken({
-          ctx: peergate.server.services,
+          services: peergate.server.services,
           actor: "system",
         });
         const made = await peergate.admin(

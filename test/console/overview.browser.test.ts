@@ -84,7 +84,10 @@ describe.skipIf(missing !== undefined)(
         modelBaseUrl: model.baseUrl,
         server: { authThrottle: { maxFailures: 1000, windowMs: 200 } },
       });
-      operatorToken = await createOperatorToken({ ctx: peergate.server.services, actor: "system" });
+      operatorToken = await createOperatorToken({
+        services: peergate.server.services,
+        actor: "system",
+      });
       browser = await chromium.launch({
         executablePath: chromiumPath,
         headless: true,

@@ -410,7 +410,7 @@ for (const kind of ["pglite", "postgres"] as const) {
         const patch = async (body: unknown) =>
           peergate.admin("PATCH", "/callers/narrowed", body, {
             "x-peergate-operator-token": await createOperatorToken({
-              ctx: peergate.server.services,
+              services: peergate.server.services,
               actor: "system",
             }),
           });
@@ -470,7 +470,7 @@ for (const kind of ["pglite", "postgres"] as const) {
         const parked = await waitForRun(peergate, runId, ["parked"]);
         const operator = async () => ({
           "x-peergate-operator-token": await createOperatorToken({
-            ctx: peergate.server.services,
+            services: peergate.server.services,
             actor: "system",
           }),
         });

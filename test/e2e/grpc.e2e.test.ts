@@ -110,7 +110,7 @@ const secrets: Record<string, string> = {};
 
 async function grantPush(name: string) {
   const operatorToken = await createOperatorToken({
-    ctx: peergate.server.services,
+    services: peergate.server.services,
     actor: "system",
   });
   const set = await peergate.admin(

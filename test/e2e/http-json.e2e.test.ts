@@ -119,7 +119,7 @@ describe("the A2A HTTP+JSON binding", () => {
 
   async function grantPush(name: string) {
     const operatorToken = await createOperatorToken({
-      ctx: peergate.server.services,
+      services: peergate.server.services,
       actor: "system",
     });
     const set = await peergate.admin(

@@ -144,7 +144,10 @@ describe.skipIf(skip !== undefined)(
       const noOperator = await b.admin("POST", `/runs/${runId}/approve`, { callId, argsDigest });
       expect(noOperator.status).toBe(401);
 
-      const operatorToken = await createOperatorToken({ ctx: b.server.services, actor: "system" });
+      const operatorToken = await createOperatorToken({
+        services: b.server.services,
+        actor: "system",
+      });
       const asOperator = { "x-peergate-operator-token": operatorToken };
       // A stale or wrong digest approves nothing.
       const wrongDigest = await b.admin(

@@ -149,7 +149,7 @@ describe.skipIf(skip !== undefined)(
       const database = await openDatabase({ kind: "postgres", url: shared.databaseUrl });
       try {
         const operatorToken = await createOperatorToken({
-          ctx: { db: database.db, now: () => new Date() },
+          services: { db: database.db, now: () => new Date() },
           actor: "system",
         });
         const granted = await admin(

@@ -102,7 +102,7 @@ describe("push notifications", () => {
 
   async function grantPush(target: Peergate, name: string, hosts: string[]) {
     const operatorToken = await createOperatorToken({
-      ctx: target.server.services,
+      services: target.server.services,
       actor: "system",
     });
     const set = await target.admin(

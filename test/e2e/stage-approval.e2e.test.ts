@@ -114,7 +114,7 @@ for (const kind of ["pglite", "postgres"] as const) {
 
       const operator = async () => ({
         "x-peergate-operator-token": await createOperatorToken({
-          ctx: peergate.server.services,
+          services: peergate.server.services,
           actor: "system",
         }),
       });

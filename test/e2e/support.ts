@@ -356,7 +356,7 @@ export async function addCaller(
   if (created.status === 403 && created.body?.code === "operator-token-required") {
     // A caller above the floor needs the operator too: do as the operator would.
     const operatorToken = await createOperatorToken({
-      ctx: peergate.server.services,
+      services: peergate.server.services,
       actor: "system",
     });
     created = await peergate.admin("POST", "/callers", input, {

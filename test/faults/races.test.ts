@@ -185,7 +185,10 @@ describe.skipIf(skip !== undefined)(
           return taskRunId(sent.body.result.task) as string;
         }),
       );
-      const operatorToken = await createOperatorToken({ ctx: a.server.services, actor: "system" });
+      const operatorToken = await createOperatorToken({
+        services: a.server.services,
+        actor: "system",
+      });
       const asOperator = { "x-peergate-operator-token": operatorToken };
 
       const winners: string[] = [];

@@ -292,7 +292,7 @@ export async function addCaller(
   ) {
     // A caller above the floor needs the operator too: do as the operator would.
     const operatorToken = await createOperatorToken({
-      ctx: instance.server.services,
+      services: instance.server.services,
       actor: "system",
     });
     created = await instance.admin("POST", "/callers", input, {

@@ -112,7 +112,7 @@ describe("the gate through the real server [pglite]", () => {
     Object.fromEntries(run.toolCalls.map((c: any) => [c.callId, c]));
   const operator = async () => ({
     "x-peergate-operator-token": await createOperatorToken({
-      ctx: peergate.server.services,
+      services: peergate.server.services,
       actor: "system",
     }),
   });

@@ -22,7 +22,7 @@ describeEachDatabase("admin API under attack", (db) => {
     const peer = (await (
       await adminRequest(app, "POST", "/callers", { name: "alice", kind: "peer" })
     ).json()) as any;
-    const operator = await createOperatorToken({ ctx: app.services, actor: "cli:test" });
+    const operator = await createOperatorToken({ services: app.services, actor: "cli:test" });
     const attempts: Record<string, Record<string, string>> = {
       missing: {},
       empty: { authorization: "" },

@@ -335,7 +335,7 @@ describe.skipIf(postgresSkipReason() !== undefined)(
       expect(created.status).toBe(201);
       const token = ((await created.json()) as any).credential.secret as string;
       // allow write_file widens: grant it as the operator would.
-      const operatorToken = await createOperatorToken({ ctx: a.services, actor: "system" });
+      const operatorToken = await createOperatorToken({ services: a.services, actor: "system" });
       const widened = await fetch(`${a.url}/admin/v1/callers/parker`, {
         method: "PATCH",
         headers: {

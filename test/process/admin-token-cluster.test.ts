@@ -88,7 +88,7 @@ describe.skipIf(postgresSkipReason() !== undefined)("the cluster's admin token",
 
       // With the operator token and a grace period, both tokens work; the rotation is audited.
       const operator = await createOperatorToken({
-        ctx: a.services,
+        services: a.services,
         actor: "cli:test",
       });
       const reply = await rotate(
@@ -138,7 +138,7 @@ describe.skipIf(postgresSkipReason() !== undefined)("the cluster's admin token",
       const operatorFile = path.join(dir, "operator-token");
       await writeFile(
         operatorFile,
-        await createOperatorToken({ ctx: d.services, actor: "cli:test" }),
+        await createOperatorToken({ services: d.services, actor: "cli:test" }),
         { mode: 0o600 },
       );
       const out: string[] = [];

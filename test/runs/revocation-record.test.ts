@@ -43,7 +43,7 @@ describeEachDatabase("a revocation recorded on the run", (ctx) => {
     const handle = await engine.start({ caller, origin: "a2a", messages: userMessage("go") });
     await eventually("the long tool to be running", () => tools.log.signals.has("long"));
 
-    const revoked = await revokeCaller({ ctx: services(), name: caller.name, actor: "admin" });
+    const revoked = await revokeCaller({ services: services(), name: caller.name, actor: "admin" });
     expect(revoked).toMatchObject({ workingRunsStopped: 1, waitingRunsRevoked: 0 });
     expect(await readRunRow(ctx.database, handle.runId)).toMatchObject({
       status: "working",
@@ -83,7 +83,7 @@ describeEachDatabase("a revocation recorded on the run", (ctx) => {
     });
     const handle = await engine.start({ caller, origin: "a2a", messages: userMessage("go") });
     await eventually("the long tool to be running", () => tools.log.signals.has("long"));
-    await revokeCaller({ ctx: services(), name: caller.name, actor: "admin" });
+    await revokeCaller({ services: services(), name: caller.name, actor: "admin" });
     // Restored at once (as restoreCaller sets it): the run that was stopped stays stopped.
     await ctx.db
       .update(callers)
@@ -129,7 +129,7 @@ describeEachDatabase("a revocation recorded on the run", (ctx) => {
     ]);
     const answer = model.model.doStream.bind(model.model);
     model.model.doStream = async (options) => {
-      revoked ??= await revokeCaller({ ctx: services(), name: caller.name, actor: "admin" });
+      revoked ??= await revokeCaller({ services: services(), name: caller.name, actor: "admin" });
       return answer(options);
     };
     const { engine } = await startEngine(ctx.database, { model, tools });

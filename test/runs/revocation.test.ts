@@ -50,7 +50,7 @@ describeEachDatabase("revoking a caller with a parked run", (ctx) => {
         now: () => new Date(),
         logger: silentLogger,
       } as unknown as ServiceContext;
-      const revoked = await revokeCaller({ ctx: services, name: caller.name, actor: "admin" });
+      const revoked = await revokeCaller({ services, name: caller.name, actor: "admin" });
       expect(revoked.waitingRunsRevoked).toBe(1);
 
       const row = await readRunRow(ctx.database, runId);

@@ -84,7 +84,7 @@ export function waitForAbort(signal: AbortSignal, ms = 20_000): Promise<"aborted
   });
 }
 
-type Behaviour = (args: unknown, ctx: ToolCallContext) => Promise<ToolResult>;
+type Behaviour = (args: unknown, invocation: ToolCallContext) => Promise<ToolResult>;
 
 function plainTool(
   name: string,
@@ -97,10 +97,10 @@ function plainTool(
     description: `fake ${name}`,
     inputSchema,
     // No timeout of its own: the engine's `toolTimeoutMs` applies.
-    async execute(args, ctx) {
+    async execute(args, invocation) {
       log.executed.push(`${name}(${JSON.stringify(args)})`);
-      log.signals.set(ctx.callId, ctx.signal);
-      return behaviour(args, ctx);
+      log.signals.set(invocation.callId, invocation.signal);
+      return behaviour(args, invocation);
     },
   };
 }
@@ -124,9 +124,9 @@ function twoPhaseTool(name: string, log: ToolLog): ToolImplementation {
     executeHalf: {
       name: half,
       inputSchema: z.looseObject({}),
-      async execute(args, ctx) {
+      async execute(args, invocation) {
         log.executed.push(`${half}(${JSON.stringify(args)})`);
-        log.signals.set(ctx.callId, ctx.signal);
+        log.signals.set(invocation.callId, invocation.signal);
         return { ok: true, content: `${name} done` };
       },
     },
@@ -158,8 +158,8 @@ export function createFakeTools(overrides: Partial<Record<string, Behaviour>> = 
       "ls",
       log,
       overrides.ls ??
-        (async (_args, ctx) => {
-          await waitForAbort(ctx.signal);
+        (async (_args, invocation) => {
+          await waitForAbort(invocation.signal);
           return { ok: false, code: "interrupted", error: "stopped" };
         }),
     ),

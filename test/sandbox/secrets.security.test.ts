@@ -115,7 +115,7 @@ describeWithBwrap("secrets the server holds, printed from inside the sandbox", (
     expect(github.status, JSON.stringify(github.body)).toBe(201);
     const webhookSecret = github.body.credential.secret as string;
     expect(webhookSecret).toMatch(/^pgh_/);
-    const operatorToken = await createOperatorToken({ ctx: server.services, actor: "system" });
+    const operatorToken = await createOperatorToken({ services: server.services, actor: "system" });
     const peer = await admin(
       "POST",
       "/callers",

@@ -151,7 +151,7 @@ describeEachDatabase("ceilings under attack", (db) => {
 
   async function caller(harness: Harness, input: Record<string, unknown>): Promise<Caller> {
     await addCaller({
-      ctx: harness.app.services,
+      services: harness.app.services,
       input: { kind: "peer", ...input },
       actor: "admin",
       operator: operatorProof(harness.app),
@@ -271,7 +271,7 @@ describeEachDatabase("ceilings under attack", (db) => {
       {
         1: async () => {
           if (!harness || !peer) throw new Error("not started");
-          await revokeCaller({ ctx: harness.app.services, name: peer.name, actor: "admin" });
+          await revokeCaller({ services: harness.app.services, name: peer.name, actor: "admin" });
           await eventually("the revocation to be seen", () => revokedSeen.length > 0);
         },
       },
@@ -332,7 +332,7 @@ describeEachDatabase("ceilings under attack", (db) => {
         events.push(event);
         if (event.type === "tool-call" && event.callId === "c1" && event.state === "started") {
           revoking ??= revokeCaller({
-            ctx: harness?.app.services ?? ({} as never),
+            services: harness?.app.services ?? ({} as never),
             name: peer?.name ?? "",
             actor: "admin",
           });
@@ -373,7 +373,7 @@ describeEachDatabase("ceilings under attack", (db) => {
     expect(pending).toMatchObject({ callId: "w1", tool: "execute_write_file" });
 
     const revoked = await revokeCaller({
-      ctx: harness.app.services,
+      services: harness.app.services,
       name: "parker",
       actor: "admin",
     });
@@ -444,7 +444,7 @@ describeEachDatabase("ceilings under attack", (db) => {
     expect((await handle.outcome).status).toBe("parked");
     // While it waits, the admin widens the caller: private tier, acting tools by name.
     await updateCaller({
-      ctx: harness.app.services,
+      services: harness.app.services,
       name: "grower",
       input: {
         tier: "private",

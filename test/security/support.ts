@@ -146,9 +146,12 @@ export async function startSecurityServer(
       const reply = await request();
       // A write that widens a caller needs the operator too: do as the operator would.
       if (reply.status !== 403 || reply.json?.code !== "operator-token-required") return reply;
-      return request(await createOperatorToken({ ctx: server.services, actor: "cli:security" }));
+      return request(
+        await createOperatorToken({ services: server.services, actor: "cli:security" }),
+      );
     },
-    newOperatorToken: () => createOperatorToken({ ctx: server.services, actor: "cli:security" }),
+    newOperatorToken: () =>
+      createOperatorToken({ services: server.services, actor: "cli:security" }),
     async replaceAdminToken(operatorToken) {
       const old = harness.adminToken;
       const reply = await send(port, {

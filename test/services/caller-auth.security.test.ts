@@ -35,7 +35,7 @@ describeEachDatabase("peer authentication", (db) => {
 
   /** A caller with its static token (every caller here has one: none is a JWT peer). */
   const add = async (input: unknown) => {
-    const added = await addCaller({ ctx: app.services, input, actor: "admin" });
+    const added = await addCaller({ services: app.services, input, actor: "admin" });
     if (!added.credential) throw new Error("expected a static token");
     return { ...added, credential: added.credential };
   };
@@ -45,7 +45,7 @@ describeEachDatabase("peer authentication", (db) => {
     const ok = await authenticatePeer(app.auth, `Bearer ${credential.secret}`, failure);
     expect(ok).toMatchObject({ caller: { name: "alice" }, method: "token" });
     const rotated = await rotateCredential({
-      ctx: app.services,
+      services: app.services,
       name: "alice",
       input: {},
       actor: "admin",
@@ -57,7 +57,7 @@ describeEachDatabase("peer authentication", (db) => {
       (await authenticatePeer(app.auth, `Bearer ${rotated.credential.secret}`, failure)).caller
         .name,
     ).toBe("alice");
-    await revokeCaller({ ctx: app.services, name: "alice", actor: "admin" });
+    await revokeCaller({ services: app.services, name: "alice", actor: "admin" });
     expect(
       await reason(authenticatePeer(app.auth, `Bearer ${rotated.credential.secret}`, failure)),
     ).toBe("credential-revoked");
@@ -69,7 +69,7 @@ describeEachDatabase("peer authentication", (db) => {
     app = await createTestApp(db.database, { now: () => now });
     const { credential } = await add({ name: "alice", kind: "peer" });
     await rotateCredential({
-      ctx: app.services,
+      services: app.services,
       name: "alice",
       input: { graceSeconds: 60 },
       actor: "admin",
@@ -100,7 +100,7 @@ describeEachDatabase("peer authentication", (db) => {
     const keys = await generateKeyPair("ES256", { extractable: true });
     // A JWT peer: no static token to take (the `add` helper insists on one).
     await addCaller({
-      ctx: app.services,
+      services: app.services,
       actor: "admin",
       input: {
         name: "agent-b",
@@ -135,7 +135,7 @@ describeEachDatabase("peer authentication", (db) => {
     expect(await reason(authenticatePeer(app.auth, `Bearer ${stranger}`, failure))).toBe(
       "jwt-unknown-issuer",
     );
-    await revokeCaller({ ctx: app.services, name: "agent-b", actor: "admin" });
+    await revokeCaller({ services: app.services, name: "agent-b", actor: "admin" });
     const fresh = await new SignJWT({ jti: "j-3" })
       .setProtectedHeader({ alg: "ES256" })
       .setIssuer("https://b.example")
@@ -190,7 +190,7 @@ describeEachDatabase("peer authentication", (db) => {
           expect((await authenticatePeer(b.auth, header, failure)).caller.name).toBe("alice");
         }
         expect(b.directory.size).toBe(1);
-        await revokeCaller({ ctx: app.services, name: "alice", actor: "admin" });
+        await revokeCaller({ services: app.services, name: "alice", actor: "admin" });
         // B hears of it without being asked again through the database (how fast: bench/auth.ts,
         // "revoke committed on A → first 401 from B").
         await eventually("B to refuse the revoked credential", async () => {

@@ -18,9 +18,9 @@ import { describeEachDatabase } from "../support/databases.ts";
 
 const dayMs = 86_400_000;
 
-function withRetention(ctx: ServiceContext, days: Partial<RetentionSettings["days"]>) {
+function withRetention(services: ServiceContext, days: Partial<RetentionSettings["days"]>) {
   return {
-    ...ctx,
+    ...services,
     retention: { days: { ...defaultRetentionDays, ...days }, intervalMs: 0, batchSize: 3 },
   } satisfies ServiceContext;
 }
@@ -80,7 +80,7 @@ describeEachDatabase("retention", (ctx) => {
       expect(applied.checkpoint?.seq).toBe(cut);
 
       await appendEvents(ctx.db, 5, 11);
-      const intact = await verifyAudit({ ctx: later });
+      const intact = await verifyAudit({ services: later });
       // 1 kept + 5 new + the retention.pruned event.
       expect(intact).toMatchObject({ ok: true, count: 7, checkpoint: { seq: cut } });
 
@@ -100,7 +100,7 @@ describeEachDatabase("retention", (ctx) => {
         sql.raw(`select data::text as data from audit_events where id = ${event}`),
       );
       await tamper(ctx.db, `update audit_events set data = '{"i": 999}' where id = ${event}`);
-      expect(await verifyAudit({ ctx: later })).toMatchObject({
+      expect(await verifyAudit({ services: later })).toMatchObject({
         ok: false,
         seq: edited,
         reason: "content",
@@ -109,11 +109,11 @@ describeEachDatabase("retention", (ctx) => {
         ctx.db,
         `update audit_events set data = '${original[0]?.data}' where id = ${event}`,
       );
-      expect(await verifyAudit({ ctx: later })).toMatchObject({ ok: true });
+      expect(await verifyAudit({ services: later })).toMatchObject({ ok: true });
 
       // The checkpoint edited (its hash moved with the chain's first kept link): the signature.
       await tamper(ctx.db, `update audit_checkpoints set count = 5 where seq = ${cut}`);
-      expect(await verifyAudit({ ctx: later })).toMatchObject({
+      expect(await verifyAudit({ services: later })).toMatchObject({
         ok: false,
         seq: cut,
         reason: "checkpoint",
@@ -125,7 +125,7 @@ describeEachDatabase("retention", (ctx) => {
         ctx.db,
         `update audit_chain set prev_hash = repeat('1', 64) where seq = ${head}`,
       );
-      expect(await verifyAudit({ ctx: later })).toMatchObject({ ok: false, seq: head });
+      expect(await verifyAudit({ services: later })).toMatchObject({ ok: false, seq: head });
       await tamper(
         ctx.db,
         `update audit_chain set prev_hash = (select hash from audit_checkpoints where seq = ${cut}) where seq = ${head}`,
@@ -134,7 +134,7 @@ describeEachDatabase("retention", (ctx) => {
       // Another server's key does not vouch for this one's checkpoints.
       const other = await createTestApp(ctx.database);
       try {
-        expect(await verifyAudit({ ctx: other.services })).toMatchObject({
+        expect(await verifyAudit({ services: other.services })).toMatchObject({
           ok: false,
           reason: "checkpoint",
         });

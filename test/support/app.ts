@@ -114,9 +114,9 @@ export async function createTestApp(
   // One admin token for every app of this test process: two apps on one database are two
   // instances of one cluster, which share the cluster's token (an instance with another is refused).
   const adminToken = testAdminToken;
-  await ensureAdminToken({ ctx: services, configured: adminToken });
-  const operatorToken = await createOperatorToken({ ctx: services, actor: "cli:test" });
-  const auth: AuthDeps = { ctx: services, directory, jwks: createJwksCache() };
+  await ensureAdminToken({ services, configured: adminToken });
+  const operatorToken = await createOperatorToken({ services, actor: "cli:test" });
+  const auth: AuthDeps = { services, directory, jwks: createJwksCache() };
   const limiter = options.limiter ?? createRateLimiter({ maxFailures: 1000, windowMs: 60_000 });
   const engine = options.runs ?? createFakeRunEngine(database);
   const app = createApp({

@@ -70,7 +70,7 @@ const documentInfo = {
 export const honoPath = (openApiPath: string) => openApiPath.replace(/\{(\w+)\}/g, ":$1");
 
 export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
-  const ctx = deps.services;
+  const services = deps.services;
   const actor = "admin" as const;
   const app = new OpenAPIHono();
   app.openAPIRegistry.registerComponent("securitySchemes", "adminToken", {
@@ -86,7 +86,7 @@ export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
   app.use(async function requireAdmin(c, next) {
     const source = readSourceAddress(c);
     await throttleAuth(deps.limiter, [`source:${source}`], () =>
-      verifyAdminToken(ctx, c.req.header("authorization"), { surface: "admin", source }),
+      verifyAdminToken(services, c.req.header("authorization"), { surface: "admin", source }),
     );
     await next();
   });
@@ -110,62 +110,67 @@ export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
 
   serve("createCaller", async (c) => {
     const input = await readJsonBody(c);
-    return c.json(await write(c, (operator) => addCaller({ ctx, input, actor, operator })), 201);
+    return c.json(
+      await write(c, (operator) => addCaller({ services, input, actor, operator })),
+      201,
+    );
   });
-  serve("listCallers", async (c) => c.json({ callers: await listCallers({ ctx }) }));
+  serve("listCallers", async (c) => c.json({ callers: await listCallers({ services }) }));
   serve("getCaller", async (c) =>
-    c.json({ caller: await getCaller({ ctx, name: c.req.param("name") ?? "" }) }),
+    c.json({ caller: await getCaller({ services, name: c.req.param("name") ?? "" }) }),
   );
   serve("updateCaller", async (c) => {
     const input = await readJsonBody(c);
     const name = c.req.param("name") ?? "";
     return c.json(
-      await write(c, (operator) => updateCaller({ ctx, name, input, actor, operator })),
+      await write(c, (operator) => updateCaller({ services, name, input, actor, operator })),
     );
   });
   serve("revokeCaller", async (c) => {
     const body = (await readJsonBody(c, { optional: true })) as { reason?: unknown };
     const reason = typeof body.reason === "string" ? body.reason : undefined;
-    return c.json(await revokeCaller({ ctx, name: c.req.param("name") ?? "", reason, actor }));
+    return c.json(await revokeCaller({ services, name: c.req.param("name") ?? "", reason, actor }));
   });
   serve("restoreCaller", async (c) => {
     const input = await readJsonBody(c);
     const name = c.req.param("name") ?? "";
     return c.json(
-      await write(c, (operator) => restoreCaller({ ctx, name, input, actor, operator })),
+      await write(c, (operator) => restoreCaller({ services, name, input, actor, operator })),
     );
   });
   serve("rotateCredential", async (c) => {
     const input = await readJsonBody(c, { optional: true });
     const name = c.req.param("name") ?? "";
     return c.json(
-      await write(c, (operator) => rotateCredential({ ctx, name, input, actor, operator })),
+      await write(c, (operator) => rotateCredential({ services, name, input, actor, operator })),
     );
   });
   serve("rotateAdminToken", async (c) => {
     const input = await readJsonBody(c, { optional: true });
-    return c.json(await write(c, (operator) => rotateAdminToken({ ctx, input, actor, operator })));
+    return c.json(
+      await write(c, (operator) => rotateAdminToken({ services, input, actor, operator })),
+    );
   });
   serve("getCeiling", async (c) =>
     c.json(
       await explainCallerCeiling({
-        ctx,
+        services,
         name: c.req.param("name") ?? "",
         command: c.req.query("command"),
       }),
     ),
   );
   serve("previewCeiling", async (c) =>
-    c.json(previewCeiling({ ctx, input: await readJsonBody(c) })),
+    c.json(previewCeiling({ services, input: await readJsonBody(c) })),
   );
   serve("getPushHosts", async (c) =>
-    c.json(await getPushHosts({ ctx, name: c.req.param("name") ?? "" })),
+    c.json(await getPushHosts({ services, name: c.req.param("name") ?? "" })),
   );
   serve("setPushHosts", async (c) => {
     const source = readSourceAddress(c);
     const result = await throttleAuth(deps.limiter, [`source:${source}`], async () =>
       setPushHosts({
-        ctx,
+        services,
         name: c.req.param("name") ?? "",
         input: await readJsonBody(c),
         actor,
@@ -177,14 +182,16 @@ export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
   });
   serve("applyCallers", async (c) => {
     const input = await readJsonBody(c);
-    return c.json(await write(c, (operator) => applyCallers({ ctx, input, actor, operator })));
+    return c.json(await write(c, (operator) => applyCallers({ services, input, actor, operator })));
   });
-  serve("listTools", (c) => c.json(listTools({ ctx })));
-  serve("listAudit", async (c) => c.json(await listAuditEvents({ ctx, query: c.req.query() })));
+  serve("listTools", (c) => c.json(listTools({ services })));
+  serve("listAudit", async (c) =>
+    c.json(await listAuditEvents({ services, query: c.req.query() })),
+  );
   const engine = deps.runs;
   if (engine) {
     serve("listRuns", async (c) =>
-      c.json({ runs: await listRunsForAdmin({ ctx, engine, query: c.req.query() }) }),
+      c.json({ runs: await listRunsForAdmin({ services, engine, query: c.req.query() }) }),
     );
     serve("getRun", async (c) =>
       c.json({ run: await getRunForAdmin({ engine, runId: c.req.param("id") ?? "" }) }),
@@ -193,7 +200,7 @@ export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
       const source = readSourceAddress(c);
       const result = await throttleAuth(deps.limiter, [`source:${source}`], async () =>
         approveParkedRun({
-          ctx,
+          services,
           engine,
           runId: c.req.param("id") ?? "",
           input: await readJsonBody(c),
@@ -217,20 +224,20 @@ export function adminRoutes(deps: AdminRouteDeps): OpenAPIHono {
       c.json(await cancelRunForAdmin({ engine, runId: c.req.param("id") ?? "" })),
     );
     serve("retryRun", async (c) =>
-      c.json(await retryRun({ ctx, engine, runId: c.req.param("id") ?? "" }), 202),
+      c.json(await retryRun({ services, engine, runId: c.req.param("id") ?? "" }), 202),
     );
     serveRoute(eventsRouteConfig, adminEventsRoute({ engine, options: deps.events }));
   }
-  serve("getOverview", async (c) => c.json(await readOverview({ ctx, query: c.req.query() })));
-  serve("listAuditCheckpoints", async (c) => c.json(await listAuditCheckpoints({ ctx })));
+  serve("getOverview", async (c) => c.json(await readOverview({ services, query: c.req.query() })));
+  serve("listAuditCheckpoints", async (c) => c.json(await listAuditCheckpoints({ services })));
   serve("prune", async (c) => {
     const input = await readJsonBody(c, { optional: true });
-    return c.json(await write(c, (operator) => pruneTables({ ctx, input, actor, operator })));
+    return c.json(await write(c, (operator) => pruneTables({ services, input, actor, operator })));
   });
   const doctor = deps.doctor;
   if (doctor) serve("getDoctor", async (c) => c.json(await doctor(c.req.query())));
   serve("verifyAudit", async (c) => {
-    const result = await verifyAudit({ ctx });
+    const result = await verifyAudit({ services });
     return c.json(result, result.ok ? 200 : 409);
   });
   return app;

@@ -74,7 +74,7 @@ export function webhookRoutes(deps: WebhookRouteDeps): Hono {
   const app = new Hono();
   app.use(refuseBrowserOrigins());
   app.use(refuseQueryCredentials());
-  const ctx = deps.auth.ctx;
+  const services = deps.auth.services;
   const keysOf = (source: string, name: string) => [
     `source:${source}`,
     `caller:${name.slice(0, 64)}`,
@@ -100,7 +100,7 @@ export function webhookRoutes(deps: WebhookRouteDeps): Hono {
     return answer(
       c,
       await traceWebhook(() =>
-        acceptWebhook({ ctx, runs: deps.runs, fire: { caller, rawBody, deliveryId } }),
+        acceptWebhook({ services, runs: deps.runs, fire: { caller, rawBody, deliveryId } }),
       ),
     );
   };
@@ -122,7 +122,7 @@ export function webhookRoutes(deps: WebhookRouteDeps): Hono {
       throttleAuth(deps.limiter, keysOf(source, name), () =>
         rawBody === undefined
           ? refuse(
-              ctx,
+              services,
               failure,
               found.known ? "body-unread-source-throttled" : "unknown-github-caller",
             )
@@ -139,7 +139,7 @@ export function webhookRoutes(deps: WebhookRouteDeps): Hono {
       c,
       await traceWebhook(() =>
         acceptWebhook({
-          ctx,
+          services,
           runs: deps.runs,
           fire: {
             caller,

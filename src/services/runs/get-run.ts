@@ -42,13 +42,13 @@ export type RunDetail = RunSummary & {
 
 /** The run, or undefined when no run has this id. */
 export async function getRun({
-  ctx,
+  services,
   input,
 }: {
-  ctx: { readonly db: DbOrTx };
+  services: { readonly db: DbOrTx };
   input: { readonly runId: string };
 }): Promise<RunDetail | undefined> {
-  const { db } = ctx;
+  const { db } = services;
   const byColumn = (where: SQL) =>
     db
       .select({ run: runs, callerName: callers.name })

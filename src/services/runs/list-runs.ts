@@ -86,13 +86,13 @@ export function summarizeRun(run: Run, callerName: string): RunSummary {
 
 /** Lists runs, newest first. Throws ValidationError for a bad filter. */
 export async function listRuns({
-  ctx,
+  services,
   input = {},
 }: {
-  ctx: { readonly db: DbOrTx };
+  services: { readonly db: DbOrTx };
   input?: ListRunsInput;
 }): Promise<RunSummary[]> {
-  const { db } = ctx;
+  const { db } = services;
   const limit = input.limit ?? 50;
   if (!Number.isInteger(limit) || limit < 1 || limit > 500) {
     throw new ValidationError([{ field: "limit", value: limit, message: "limit: 1 to 500" }]);
