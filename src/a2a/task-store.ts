@@ -25,7 +25,7 @@ import type { ServerCallContext, TaskStore } from "@a2a-js/sdk/server";
 import { and, asc, count, desc, eq, inArray, ne, type SQL, sql } from "drizzle-orm";
 import type { Db, DbOrTx } from "../db/client.ts";
 import { prebuilt } from "../db/prebuilt.ts";
-import { a2aTasks } from "../db/schema.ts";
+import { a2aTaskCounts, a2aTasks } from "../db/schema.ts";
 import { storableJson } from "../db/storable.ts";
 import type { Logger } from "../log.ts";
 import { asUnavailableError } from "../services/db-errors.ts";
@@ -487,11 +487,18 @@ export function createTaskStore(db: Db, options: TaskStoreOptions = {}): Postgre
           .orderBy(desc(a2aTasks.updatedAt), desc(a2aTasks.id))
           .limit(pageSize + 1),
         cursor?.total ??
-          db
-            .select({ total: count() })
-            .from(a2aTasks)
-            .where(and(...filters))
-            .then((totals) => totals[0]?.total ?? 0),
+          (filters.length === 1
+            ? // The caller's own tasks, unfiltered: the count its inserts and deletes keep.
+              db
+                .select({ total: a2aTaskCounts.tasks })
+                .from(a2aTaskCounts)
+                .where(eq(a2aTaskCounts.callerId, callerId))
+                .then((totals) => totals[0]?.total ?? 0)
+            : db
+                .select({ total: count() })
+                .from(a2aTasks)
+                .where(and(...filters))
+                .then((totals) => totals[0]?.total ?? 0)),
       ]);
       const page = rows.slice(0, pageSize);
       const last = page.at(-1);

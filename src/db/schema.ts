@@ -360,6 +360,20 @@ export const a2aTasks = pgTable(
 );
 
 /**
+ * How many tasks each caller has: ListTasks' total without counting the caller's tasks (at 100 000
+ * of them a count grew with the table: bench/growth.ts). Kept by triggers on `a2a_tasks`
+ * (drizzle/0016_task_counts.sql), in the transaction of each insert and delete whichever code
+ * writes them, so it cannot drift from the rows; the application only reads it. A task's caller
+ * never changes (a trigger refuses it), so no update can move a task between counts.
+ */
+export const a2aTaskCounts = pgTable("a2a_task_counts", {
+  callerId: uuid("caller_id")
+    .primaryKey()
+    .references(() => callers.id, { onDelete: "cascade" }),
+  tasks: bigint("tasks", { mode: "number" }).notNull(),
+});
+
+/**
  * Every event a task streamed, in order (src/a2a/task-events.ts is the one writer): `seq` is the
  * task's own counter (`a2a_tasks.event_seq`, bumped under the task's row lock, so it rises by one
  * per event whichever instance records it) and the event's id on the wire. A client that lost its

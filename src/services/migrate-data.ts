@@ -43,8 +43,8 @@ export type DataStore = { kind: "pglite"; dataDir: string } | { kind: "postgres"
 
 /**
  * Every table, parents before children (foreign keys hold at each insert). A table added to
- * src/db/schema.ts must be added here: test/cli/migrate-data.test.ts compares this list with the
- * schema's tables.
+ * src/db/schema.ts must be added here or to `derivedTables`: test/cli/migrate-data.test.ts
+ * compares the two lists with the schema's tables.
  */
 export const copiedTables = [
   schema.callers,
@@ -66,6 +66,12 @@ export const copiedTables = [
   schema.auditChain,
   schema.auditCheckpoints,
 ] as const satisfies readonly PgTable[];
+
+/**
+ * Tables the target's own triggers fill as the copied rows arrive, never copied: `a2a_task_counts`
+ * counts the copied tasks as they are inserted (drizzle/0016_task_counts.sql).
+ */
+export const derivedTables = [schema.a2aTaskCounts] as const satisfies readonly PgTable[];
 
 /** Every table src/db/schema.ts declares (views excluded), by name. */
 export function schemaTableNames(): string[] {

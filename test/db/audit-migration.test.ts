@@ -7,15 +7,8 @@
 // never changed (computeAuditHash): the outbox's (0004 to the split) appended unchained rows and
 // set seq, prev_hash and hash on them in (xact_id, id) order; the first version's (before 0004)
 // inserted every event chained, under a lock, with no id or xact_id.
-import fs from "node:fs";
-import os from "node:os";
-import path from "node:path";
 import { sql } from "drizzle-orm";
-import type { PgliteDatabase } from "drizzle-orm/pglite";
-import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
-import type { PostgresJsDatabase } from "drizzle-orm/postgres-js";
-import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
-import { afterAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import {
   appendAuditEvent,
   computeAuditHash,
@@ -24,46 +17,12 @@ import {
   readAuditPage,
   verifyAuditChain,
 } from "../../src/db/audit.ts";
-import { type Database, type Schema, selectRows } from "../../src/db/client.ts";
-import { migrateDatabase, migrationsFolder } from "../../src/db/migrate.ts";
+import { type Database, selectRows } from "../../src/db/client.ts";
+import { migrateDatabase } from "../../src/db/migrate.ts";
 import { auditTrail } from "../../src/db/schema.ts";
 import type { AuditActor, AuditKind } from "../../src/domain/audit.ts";
 import { describeEachDatabase } from "../support/databases.ts";
-
-type JournalEntry = { tag: string };
-const journal = JSON.parse(
-  fs.readFileSync(path.join(migrationsFolder, "meta", "_journal.json"), "utf8"),
-) as { entries: JournalEntry[] };
-
-const folders: string[] = [];
-afterAll(() => {
-  for (const folder of folders) fs.rmSync(folder, { recursive: true, force: true });
-});
-
-/** A copy of drizzle/ whose journal stops before the migration tagged `…_<suffix>`. */
-function migrationsBefore(suffix: string): string {
-  const stop = journal.entries.findIndex((e) => e.tag.endsWith(`_${suffix}`));
-  if (stop < 0) throw new Error(`no migration named …_${suffix}`);
-  const folder = fs.mkdtempSync(path.join(os.tmpdir(), "peergate-migrations-"));
-  folders.push(folder);
-  fs.cpSync(migrationsFolder, folder, { recursive: true });
-  const copy = { ...journal, entries: journal.entries.slice(0, stop) };
-  fs.writeFileSync(path.join(folder, "meta", "_journal.json"), JSON.stringify(copy));
-  return folder;
-}
-
-async function migrateUpTo(database: Database, suffix: string): Promise<void> {
-  const folder = migrationsBefore(suffix);
-  if (database.kind === "pglite") {
-    await migratePglite(database.db as unknown as PgliteDatabase<Schema>, {
-      migrationsFolder: folder,
-    });
-  } else {
-    await migratePostgres(database.db as unknown as PostgresJsDatabase<Schema>, {
-      migrationsFolder: folder,
-    });
-  }
-}
+import { migrateUpTo } from "../support/migrations.ts";
 
 type Link = { seq: number; id: number; prevHash: string; hash: string };
 
