@@ -284,9 +284,14 @@ async function insertRows(db: Db, from: number, size: number): Promise<void> {
            ${at} + interval '5 minutes'
       from ${range}`,
   );
+  // Each seeded event its own transaction, as a server writes them (a run's few events per
+  // transaction), not the whole top-up's: the filtered pages walk a kind's events by xact_id and
+  // sort each transaction's by seq, so one transaction of a million events would be sorted whole.
+  // The ids are made up, in g's order and below every real one, so what the server appends later
+  // chains after them (xact_id is not hashed).
   await step(
     "audit events",
-    sql`insert into audit_events (actor, kind, subject, data, created_at)
+    sql`insert into audit_events (actor, kind, subject, data, created_at, xact_id)
     select case when g % 3 = 1 then 'caller:' || ${caller} else 'instance:bench' end,
            case when g % 3 = 0 then 'run.started' when g % 3 = 1 then 'tool.called'
                 when g % 100 = 7 then 'run.failed' else 'run.completed' end,
@@ -295,7 +300,7 @@ async function insertRows(db: Db, from: number, size: number): Promise<void> {
                 then jsonb_build_object('tool', 'read_file', 'callId', 'call-1',
                                         'argsSha256', encode(sha256(('args' || g)::bytea), 'hex'))
                 else jsonb_build_object('callerId', ${caller}, 'origin', 'a2a') end,
-           ${at}
+           ${at}, g::bigint - 1000000000000
       from ${range}`,
   );
 }
