@@ -177,6 +177,9 @@ async function topUp(db: Db, from: number, size: number): Promise<void> {
   });
 }
 
+/** How far each top-up moves the audit events already there below the ones it seeds. */
+const seededXactGap = 1_000_000_000_000;
+
 /** Row g of each grown table: run g, its tool call, task, event, push delivery, audit event… */
 async function insertRows(db: Db, from: number, size: number): Promise<void> {
   const range = sql`generate_series(${from}::int, ${size}::int) g`;
@@ -287,8 +290,14 @@ async function insertRows(db: Db, from: number, size: number): Promise<void> {
   // Each seeded event its own transaction, as a server writes them (a run's few events per
   // transaction), not the whole top-up's: the filtered pages walk a kind's events by xact_id and
   // sort each transaction's by seq, so one transaction of a million events would be sorted whole.
-  // The ids are made up, in g's order and below every real one, so what the server appends later
-  // chains after them (xact_id is not hashed).
+  // The ids are made up (xact_id is not hashed): the events already there (earlier top-ups and
+  // what the server wrote since) move far down, order kept, and the new ones take ids in g's
+  // order between them and every real id, so the chain order stays the xact order and what the
+  // server appends later chains after the seeded head.
+  await step(
+    "audit events: earlier transactions moved down",
+    sql`update audit_events set xact_id = xact_id - ${seededXactGap}::bigint`,
+  );
   await step(
     "audit events",
     sql`insert into audit_events (actor, kind, subject, data, created_at, xact_id)
@@ -300,7 +309,7 @@ async function insertRows(db: Db, from: number, size: number): Promise<void> {
                 then jsonb_build_object('tool', 'read_file', 'callId', 'call-1',
                                         'argsSha256', encode(sha256(('args' || g)::bytea), 'hex'))
                 else jsonb_build_object('callerId', ${caller}, 'origin', 'a2a') end,
-           ${at}, g::bigint - 1000000000000
+           ${at}, g::bigint - ${seededXactGap / 10}::bigint
       from ${range}`,
   );
 }
@@ -905,6 +914,14 @@ try {
     const t1 = performance.now();
     const chained = await chainSeededEvents(db);
     const t2 = performance.now();
+    // Every event is in the chain: one left behind (an xact_id below the head's) would make the
+    // trail's pages and `audit verify` measure a different trail.
+    const [left] = await selectRows<{ n: unknown }>(
+      db,
+      sql`select count(*) as n from audit_events e
+           where not exists (select 1 from audit_chain c where c.event_id = e.id)`,
+    );
+    if (Number(left?.n) !== 0) throw new Error(`${left?.n} seeded audit events were not chained`);
     await db.execute(sql`vacuum analyze`);
     const seedS = (t1 - t0) / 1000;
     const chainS = (t2 - t1) / 1000;
