@@ -615,7 +615,7 @@ export class PeergateRequestHandler extends DefaultRequestHandler {
       after = lastSeen;
       if (terminal && lastSeen === head.seq) {
         // The stored end may be ahead of its last events, still being recorded: wait for them
-        // (one poll at most) before saying there is nothing after.
+        // (up to the log's end grace, `endGraceMs`) before saying there is nothing after.
         let any = false;
         for await (const { seq, event } of this.#events.follow({
           callerId,

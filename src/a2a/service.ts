@@ -152,8 +152,16 @@ export type A2aServiceDeps = {
   grpcAddress?: string;
   /** Wakes a resubscribed stream when another instance records an event; without it, it polls. */
   notifications?: Notifications;
-  /** Replay bounds of a resume, and how often an idle follower polls (task-events.ts). */
-  taskEvents?: { maxReplayEvents?: number; maxReplayAgeMs?: number; pollMs?: number };
+  /**
+   * Replay bounds of a resume, how often an idle follower polls, and how long it waits for the
+   * last events of a task whose end it saw (task-events.ts).
+   */
+  taskEvents?: {
+    maxReplayEvents?: number;
+    maxReplayAgeMs?: number;
+    pollMs?: number;
+    endGraceMs?: number;
+  };
 };
 
 /** A stream of JSON-RPC responses that the reader (or a revocation) can end at any time. */

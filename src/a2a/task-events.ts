@@ -114,6 +114,11 @@ export type TaskEventLogOptions = {
   logger: Logger;
   /** How often an idle follower reads again without being woken (default 1 s). */
   pollMs?: number;
+  /**
+   * How long a follower waits for the last events of a task whose stored end it has seen before
+   * it ends the stream without them (default 15 s): see `follow`.
+   */
+  endGraceMs?: number;
   maxReplayEvents?: number;
   maxReplayAgeMs?: number;
   /** Codec of stored events (the SDK's StreamResponse ProtoJSON). */
@@ -126,6 +131,7 @@ export type TaskEventLogOptions = {
 export function createTaskEventLog(options: TaskEventLogOptions): TaskEventLog {
   const { db, codec, logger } = options;
   const pollMs = options.pollMs ?? 1_000;
+  const endGraceMs = options.endGraceMs ?? 15_000;
   const maxReplayEvents = options.maxReplayEvents ?? defaultReplayBounds.maxReplayEvents;
   const maxReplayAgeMs = options.maxReplayAgeMs ?? defaultReplayBounds.maxReplayAgeMs;
   const wakers = new Map<string, Set<() => void>>();
@@ -255,7 +261,8 @@ export function createTaskEventLog(options: TaskEventLogOptions): TaskEventLog {
     try {
       await listen();
       let last = o.after;
-      let endedUnrecorded = false;
+      /** When the stored end was first seen with nothing recorded after `last` (ms clock). */
+      let endSeenAt: number | undefined;
       const batch = 100;
       for (;;) {
         if (o.signal.aborted) return;
@@ -279,17 +286,20 @@ export function createTaskEventLog(options: TaskEventLogOptions): TaskEventLog {
           yield { seq: row.seq, event };
           if (endsStream(event)) return;
         }
-        if (rows.length > 0) endedUnrecorded = false;
+        if (rows.length > 0) endSeenAt = undefined;
         if (rows.length === batch || woken) continue;
         // Nothing new. The stored task is written before its last events are recorded (the run's
-        // end writes it in its own transaction), so an end found there is trusted only when a
-        // whole poll later still no event came: a task ended by a path that records nothing must
-        // not hold the stream open, and one whose end is on its way must not lose it.
+        // end writes it in its own transaction; the events follow through the bus, a round trip
+        // or more later, seconds on a loaded machine), so an end found there is trusted only when
+        // no event came for `endGraceMs` after it was first seen: a task ended by a path that
+        // records nothing must not hold the stream open for good, and one whose end is on its way
+        // must not lose it (one poll was not enough: seen under load, the stream ended without
+        // its COMPLETED).
         const now = await head(o.callerId, o.taskId);
         if (!now) return;
         if (now.seq <= last && endStates.has(now.state)) {
-          if (endedUnrecorded) return;
-          endedUnrecorded = true;
+          endSeenAt ??= performance.now();
+          if (performance.now() - endSeenAt >= endGraceMs) return;
         }
         if (now.seq > last || woken) continue;
         await new Promise<void>((resolve) => {
