@@ -62,27 +62,41 @@ describeEachDatabase("following a task to its end", (ctx) => {
     });
   });
 
-  const endStoredTask = () =>
-    ctx.db
-      .update(a2aTasks)
-      .set({ task: sql`'{"status":{"state":"TASK_STATE_COMPLETED"}}'::jsonb` })
-      .where(eq(a2aTasks.id, "t"));
-
-  it("waits for the last events of a task whose stored end came first, however many polls later", async () => {
-    const counting = countingReads(ctx.db);
+  /**
+   * A log on `db` (polling every 5 ms) whose task has recorded event 1 (WORKING) and then had its
+   * stored end written with nothing more recorded: where a run's end leaves a follower.
+   */
+  async function withStoredEnd(
+    db: Db,
+    endGraceMs: number,
+    work: (log: ReturnType<typeof createTaskEventLog>) => Promise<void>,
+  ): Promise<void> {
     const log = createTaskEventLog({
-      db: counting.db,
+      db,
       logger: silentLogger,
       codec: StreamResponse,
       pollMs: 5,
-      endGraceMs: 600_000,
+      endGraceMs,
     });
     try {
       expect(await log.record("t", callerId, status(TaskState.TASK_STATE_WORKING))).toBe(1);
-      await endStoredTask();
-      const seen = collect(
-        log.follow({ callerId, taskId: "t", after: 0, signal: new AbortController().signal }),
-      );
+      await ctx.db
+        .update(a2aTasks)
+        .set({ task: sql`'{"status":{"state":"TASK_STATE_COMPLETED"}}'::jsonb` })
+        .where(eq(a2aTasks.id, "t"));
+      await work(log);
+    } finally {
+      await log.close();
+    }
+  }
+
+  const followFrom = (log: ReturnType<typeof createTaskEventLog>, after: number) =>
+    collect(log.follow({ callerId, taskId: "t", after, signal: new AbortController().signal }));
+
+  it("waits for the last events of a task whose stored end came first, however many polls later", async () => {
+    const counting = countingReads(ctx.db);
+    await withStoredEnd(counting.db, 600_000, async (log) => {
+      const seen = followFrom(log, 0);
       // Many polls see the stored end and nothing after event 1 (one poll ended it before).
       const start = counting.reads();
       while (counting.reads() < start + 20) await new Promise((r) => setTimeout(r, 5));
@@ -93,28 +107,12 @@ describeEachDatabase("following a task to its end", (ctx) => {
         $case: "statusUpdate",
         value: { status: { state: TaskState.TASK_STATE_COMPLETED } },
       });
-    } finally {
-      await log.close();
-    }
+    });
   });
 
   it("ends the stream of a task ended with nothing recorded, once the grace has passed", async () => {
-    const log = createTaskEventLog({
-      db: ctx.db,
-      logger: silentLogger,
-      codec: StreamResponse,
-      pollMs: 5,
-      endGraceMs: 50,
+    await withStoredEnd(ctx.db, 50, async (log) => {
+      expect(await followFrom(log, 1)).toEqual([]);
     });
-    try {
-      expect(await log.record("t", callerId, status(TaskState.TASK_STATE_WORKING))).toBe(1);
-      await endStoredTask();
-      const events = await collect(
-        log.follow({ callerId, taskId: "t", after: 1, signal: new AbortController().signal }),
-      );
-      expect(events).toEqual([]);
-    } finally {
-      await log.close();
-    }
   });
 });
