@@ -18,9 +18,12 @@
 // The audit chain: the chainer orders events by the inserting transaction's id (`xact_id`), a
 // counter of the source cluster that means nothing on the target. So the tail is chained on the
 // source first (with --apply; the source is not served, so nothing holds it back), and the copies
-// take the copying transaction's id, below every id the target will hand out later: what the
-// target's instances append then follows the copied head in the chain order. `xact_id` is not
-// hashed, so every copied link still verifies.
+// take ids below the copying transaction's, so below every id the target will hand out later:
+// what the target's instances append then follows the copied head in the chain order. Each keeps
+// its distance from the source's last one (`xactShift`), so events of one source transaction still
+// share an id and the ids still rise with the chain: the admin's filtered pages walk a kind's events
+// by xact_id and sort each transaction's few by seq, and a copy under one id would make them sort
+// every copied event of that kind. `xact_id` is not hashed, so every copied link still verifies.
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { getTableName, is, type SQL, sql } from "drizzle-orm";
@@ -83,10 +86,10 @@ export function schemaTableNames(): string[] {
 }
 
 /**
- * Columns the copy leaves to the target's default: `audit_events.xact_id` takes the copying
- * transaction's id (see the top of this file).
+ * Columns the copy writes from the source's value and the copy's shift: `audit_events.xact_id`
+ * moves below the copying transaction's id, order and grouping kept (see the top of this file).
  */
-const leftToDefault: Record<string, readonly string[]> = { audit_events: ["xact_id"] };
+const shifted: Record<string, readonly string[]> = { audit_events: ["xact_id"] };
 
 /** A heartbeat younger than this means an instance is serving (runs treat 30 s as orphaned). */
 const liveHeartbeatMs = 30_000;
@@ -190,6 +193,8 @@ type TablePlan = {
   name: string;
   /** Columns written, in the table's order. */
   columns: string[];
+  /** Of those, the ones written as the source's value plus the copy's xact shift. */
+  moved: readonly string[];
   /** Primary-key columns: the read order and the keyset. */
   key: string[];
 };
@@ -197,13 +202,13 @@ type TablePlan = {
 function planTable(table: PgTable): TablePlan {
   const config = getTableConfig(table);
   const name = config.name;
-  const skip = leftToDefault[name] ?? [];
-  const columns = config.columns.map((c) => c.name).filter((c) => !skip.includes(c));
+  const columns = config.columns.map((c) => c.name);
+  const moved = shifted[name] ?? [];
   const key =
     config.primaryKeys[0]?.columns.map((c) => c.name) ??
     config.columns.filter((c) => c.primary).map((c) => c.name);
   if (key.length === 0) throw new Error(`table ${name} has no primary key to copy it by`);
-  return { name, columns, key };
+  return { name, columns, moved, key };
 }
 
 async function countRows(db: DbOrTx, table: string): Promise<number> {
@@ -308,10 +313,10 @@ async function copyTable(
   source: Database,
   target: DbOrTx,
   plan: TablePlan,
-  total: number,
-  batchRows: number,
+  copy: { total: number; batchRows: number; xactShift: SQL },
   progress: (line: string) => void,
 ): Promise<number> {
+  const { total, batchRows } = copy;
   const table = quoted(plan.name);
   const keyList = sql.join(
     plan.key.map((k) => sql`t.${quoted(k)}`),
@@ -323,6 +328,12 @@ async function copyTable(
   );
   const columns = sql.join(
     plan.columns.map((c) => quoted(c)),
+    sql`, `,
+  );
+  const values = sql.join(
+    plan.columns.map((c) =>
+      plan.moved.includes(c) ? sql`${quoted(c)} + ${copy.xactShift}` : quoted(c),
+    ),
     sql`, `,
   );
   const [identity] = await selectRows<{ n: unknown }>(
@@ -348,7 +359,7 @@ async function copyTable(
     for (const chunk of chunksOf(texts, maxInsertChars)) {
       await target.execute(
         sql`insert into ${table} (${columns}) ${overriding}
-            select ${columns} from json_populate_recordset(null::${table}, ${chunk}::json)`,
+            select ${values} from json_populate_recordset(null::${table}, ${chunk}::json)`,
       );
     }
     copied += rows.length;
@@ -442,10 +453,23 @@ export async function migrateData(input: MigrateDataInput): Promise<MigrateDataR
       }
 
       const sourceSequences = await readSequences(source.db);
+      const [lastSource] = await selectRows<{ x: unknown }>(
+        source.db,
+        sql`select coalesce(max(xact_id), 0) as x from audit_events`,
+      );
       await target.db.transaction(async (tx) => {
+        // The source's last xact_id lands one below this transaction's id, every other at its
+        // distance from it (see the top of this file).
+        const xactShift = sql`(pg_current_xact_id()::text::bigint - 1 - ${String(lastSource?.x ?? 0)}::bigint)`;
         for (const plan of plans) {
           const count = tables.find((t) => t.table === plan.name);
-          const copied = await copyTable(source, tx, plan, count?.source ?? 0, batchRows, progress);
+          const copied = await copyTable(
+            source,
+            tx,
+            plan,
+            { total: count?.source ?? 0, batchRows, xactShift },
+            progress,
+          );
           progress(`${plan.name}: ${copied} rows copied`);
         }
         // Identity sequences: where the source's stood, never below what was copied.

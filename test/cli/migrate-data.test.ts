@@ -8,6 +8,7 @@ import { readdir, rm, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { getTableName } from "drizzle-orm";
 import { exportJWK, generateKeyPair } from "jose";
+import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { commands } from "../../src/cli/commands.ts";
 import { runCli } from "../../src/cli/run-cli.ts";
@@ -224,6 +225,25 @@ describe.skipIf(skip !== undefined)("peergate migrate-data (embedded ⇄ Postgre
     for (const t of result.tables) expect(t.target, t.table).toBe(t.source);
     expect(result.tables.map((t) => t.source)).toEqual(sourceCounts.map((t) => t.source));
     expect(r.err).toContain("callers: 4 rows copied");
+
+    // The copied events keep their transactions apart, in the chain's order (the filtered audit
+    // pages walk a kind's events by xact_id): not one id for the whole copy.
+    const target = postgres(pg.url, { max: 1, onnotice: () => {} });
+    try {
+      const [order] = await target<{ xacts: number; events: number; outOfOrder: number }[]>`
+        select count(distinct e.xact_id)::int as xacts, count(*)::int as events,
+               count(*) filter (where x.by_xact <> x.by_seq)::int as "outOfOrder"
+          from audit_events e
+          join (select c.event_id, row_number() over (order by e2.xact_id, c.seq) as by_xact,
+                       row_number() over (order by c.seq) as by_seq
+                  from audit_chain c join audit_events e2 on e2.id = c.event_id) x
+            on x.event_id = e.id`;
+      expect(order?.events).toBe(sourceAuditCount);
+      expect(order?.outOfOrder).toBe(0);
+      expect(order?.xacts).toBeGreaterThan(1);
+    } finally {
+      await target.end();
+    }
 
     // A second copy into it is refused: it is not empty any more.
     const again = await cli(
