@@ -1,6 +1,6 @@
 // A2A `SendMessage` benchmark: `npm exec -- node bench/a2a.ts [--tasks N] [--concurrency C]`
 // (defaults 50000 and 16; `--warmup W`; `--callers K` spreads peergate's connections over K peer
-// callers, default 1; `--only reference|peergate`; `--cpu-prof DIR` writes a V8 CPU profile of
+// callers, default 1; `--only reference|diy|diy-guaranteed|peergate` (or a comma-separated list); `--cpu-prof DIR` writes a V8 CPU profile of
 // each server child, `--cpu-prof-measured DIR` one of the measured tasks only; `--compare DIR`
 // adds the server of another checkout (e.g. a `git worktree` of main) as a second peergate,
 // taking turns with this one; `--push [--rate R] [--seconds S]` the push load below).
@@ -16,9 +16,14 @@
 //              on loopback (a third child process, test/support/openai-stub.ts), logging at info.
 //   diy        the do-it-yourself stack (bench/diy-server.ts): a2a-js on express, a PostgreSQL
 //              TaskStore, a token table, one `generateText` call to its own copy of the stub.
-// peergate and diy each get a PostgreSQL cluster of their own, so the CPU its backends use
-// (read from /proc) is that server's alone; both count their SQL round trips at the driver
-// (src/db/round-trips.ts).
+//   diy-guaranteed  the same stack with peergate's guarantees written by hand
+//              (bench/diy-guarantees.ts): a start transaction that admits the caller under row
+//              locks (slot, day's share) and inserts the run and its audit event, the model call,
+//              an end transaction that writes the end once, settles the day, gives the slot back
+//              and inserts its audit event. The floor those guarantees set, measured.
+// peergate, diy and diy-guaranteed each get a PostgreSQL cluster of their own, so the CPU its
+// backends use (read from /proc) is that server's alone; all count their SQL round trips at the
+// driver (src/db/round-trips.ts).
 // Each gets the same closed-loop load: C keep-alive connections, each sending the next blocking
 // `SendMessage` (unique messageId, a new task every time) as soon as the last one answered: W
 // warm-up tasks, then N tasks in four quarters, the servers taking turns (ABBA) so that whatever
@@ -294,7 +299,13 @@ async function runPeergate(): Promise<void> {
   );
 }
 
-async function runDiy(): Promise<void> {
+/** The bench callers' budgets (peergate's are set alike in startPeergateTarget). */
+const benchBudgets = {
+  concurrentRuns: 1_000,
+  daily: { runs: 10_000_000, tokens: 10_000_000_000, costUsd: 1_000_000 },
+};
+
+async function runDiy(guaranteed: boolean): Promise<void> {
   const { startDiyServer } = await import("./diy-server.ts");
   const server = await startDiyServer({
     databaseUrl: process.env.DIY_DATABASE_URL ?? "",
@@ -302,6 +313,16 @@ async function runDiy(): Promise<void> {
     modelId,
     tokens: (process.env.DIY_TOKENS ?? "").split(","),
     answerText,
+    ...(guaranteed
+      ? {
+          guarantees: {
+            concurrentRuns: benchBudgets.concurrentRuns,
+            dailyRuns: benchBudgets.daily.runs,
+            dailyTokens: benchBudgets.daily.tokens,
+            dailyCostUsd: benchBudgets.daily.costUsd,
+          },
+        }
+      : {}),
   });
   serveChild(
     server.url,
@@ -328,7 +349,7 @@ type Child = {
 };
 
 async function startChild(
-  role: "reference" | "peergate" | "model" | "diy",
+  role: "reference" | "peergate" | "model" | "diy" | "diy-guaranteed",
   env: Record<string, string> = {},
   profileDir?: string,
   /** The bench script whose role runs (another checkout's, for `--compare`). */
@@ -620,11 +641,15 @@ function printTables(results: Measured[], options: LoadOptions) {
     ),
   ];
   const diy = results.find((r) => r.name.startsWith("do-it-yourself"));
-  if (diy && peergate) {
-    lines.push(
-      "",
-      `peergate / do-it-yourself: throughput ${(peergate.perSecond / diy.perSecond).toFixed(2)}×, server CPU per task ${(peergate.cpuMsPerTask / diy.cpuMsPerTask).toFixed(1)}×, PostgreSQL CPU per task ${(peergate.pgCpuMsPerTask / Math.max(diy.pgCpuMsPerTask, 1e-9)).toFixed(1)}×, round trips per task ${peergate.roundTripsPerTask.toFixed(1)} vs ${diy.roundTripsPerTask.toFixed(1)}`,
-    );
+  const guaranteed = results.find((r) => r.name.startsWith("guaranteed do-it-yourself"));
+  const ratio = (label: string, a: Measured, b: Measured) =>
+    `${label}: throughput ${(a.perSecond / b.perSecond).toFixed(2)}×, server CPU per task ${(a.cpuMsPerTask / b.cpuMsPerTask).toFixed(1)}×, PostgreSQL CPU per task ${(a.pgCpuMsPerTask / Math.max(b.pgCpuMsPerTask, 1e-9)).toFixed(1)}×, round trips per task ${a.roundTripsPerTask.toFixed(1)} vs ${b.roundTripsPerTask.toFixed(1)}`;
+  if (diy && peergate) lines.push("", ratio("peergate / do-it-yourself", peergate, diy));
+  if (guaranteed && peergate) {
+    lines.push("", ratio("peergate / guaranteed do-it-yourself", peergate, guaranteed));
+  }
+  if (guaranteed && diy) {
+    lines.push("", ratio("guaranteed do-it-yourself / do-it-yourself", guaranteed, diy));
   }
   if (reference && peergate) {
     lines.push(
@@ -722,10 +747,7 @@ async function startPeergateTarget(
           tier: "public",
           // Room for the whole run: the default budgets would stop it at 500 runs a day and 2
           // at once.
-          budgets: {
-            concurrentRuns: 1_000,
-            daily: { runs: 10_000_000, tokens: 10_000_000_000, costUsd: 1_000_000 },
-          },
+          budgets: benchBudgets,
         }),
       });
       if (created.status !== 201) {
@@ -766,7 +788,11 @@ async function startPeergateTarget(
   }
 }
 
-async function startDiyTarget(callers: number, profileDir?: string): Promise<Target> {
+async function startDiyTarget(
+  callers: number,
+  profileDir?: string,
+  guaranteed = false,
+): Promise<Target> {
   const { startPostgresCluster } = await import("../test/support/postgres-cluster.ts");
   const cluster = await startPostgresCluster();
   const watcher = postgres(cluster.adminUrl, { max: 1, onnotice: () => {} });
@@ -783,7 +809,7 @@ async function startDiyTarget(callers: number, profileDir?: string): Promise<Tar
     model = await startChild("model");
     const tokens = Array.from({ length: callers }, () => `diy-${randomUUID()}`);
     diy = await startChild(
-      "diy",
+      guaranteed ? "diy-guaranteed" : "diy",
       {
         DIY_DATABASE_URL: cluster.adminUrl.replace(/\/postgres$/, "/diy_bench"),
         DIY_MODEL_BASE_URL: model.url,
@@ -791,8 +817,11 @@ async function startDiyTarget(callers: number, profileDir?: string): Promise<Tar
       },
       profileDir,
     );
+    const who = callers === 1 ? "1 caller" : `${callers} callers`;
     return {
-      name: `do-it-yourself, ${callers === 1 ? "1 caller" : `${callers} callers`} (a2a-js + PostgreSQL TaskStore + token table + generateText)`,
+      name: guaranteed
+        ? `guaranteed do-it-yourself, ${who} (the same + exact budgets, run rows, audit rows, end once)`
+        : `do-it-yourself, ${who} (a2a-js + PostgreSQL TaskStore + token table + generateText)`,
       child: diy,
       headers: (connection) => ({ authorization: `Bearer ${tokens[connection % callers]}` }),
       pgCpuMicros: () => readPgCpuMicros(watcher),
@@ -1079,7 +1108,8 @@ async function main(): Promise<void> {
   if (values.serve === "reference") return runReference();
   if (values.serve === "model") return runModel();
   if (values.serve === "peergate") return runPeergate();
-  if (values.serve === "diy") return runDiy();
+  if (values.serve === "diy") return runDiy(false);
+  if (values.serve === "diy-guaranteed") return runDiy(true);
 
   const profileDir = values["cpu-prof"] ? path.resolve(values["cpu-prof"]) : undefined;
   if (values["cpu-prof-measured"]) {
@@ -1105,20 +1135,19 @@ async function main(): Promise<void> {
   }
   const callers = Number(values.callers);
   if (!(Number.isInteger(callers) && callers >= 1)) throw new Error("--callers takes a count");
-  const only = values.only;
-  if (only !== undefined && only !== "reference" && only !== "peergate" && only !== "diy") {
-    throw new Error("--only takes reference, diy or peergate");
+  const names = ["reference", "diy", "diy-guaranteed", "peergate"];
+  const only = values.only?.split(",").map((name) => name.trim());
+  if (only?.some((name) => !names.includes(name))) {
+    throw new Error(`--only takes ${names.join(", ")} or a comma-separated list of them`);
   }
+  const runs = (name: string) => only === undefined || only.includes(name);
   const options = { tasks, concurrency, warmup };
   const targets: Target[] = [];
   try {
-    if (only === undefined || only === "reference") {
-      targets.push(await startReferenceTarget(profileDir));
-    }
-    if (only === undefined || only === "diy") {
-      targets.push(await startDiyTarget(callers, profileDir));
-    }
-    if (only === undefined || only === "peergate") {
+    if (runs("reference")) targets.push(await startReferenceTarget(profileDir));
+    if (runs("diy")) targets.push(await startDiyTarget(callers, profileDir));
+    if (runs("diy-guaranteed")) targets.push(await startDiyTarget(callers, profileDir, true));
+    if (runs("peergate")) {
       targets.push(await startPeergateTarget(callers, profileDir));
       if (values.compare) {
         // The same load on another checkout's server, taking turns with this one (A/B).
