@@ -21,6 +21,8 @@
 //              locks (slot, day's share) and inserts the run and its audit event, the model call,
 //              an end transaction that writes the end once, settles the day, gives the slot back
 //              and inserts its audit event. The floor those guarantees set, measured.
+//              `--only …,diy-guaranteed-commit-behind` adds a variant whose start sends its COMMIT
+//              right behind its statement (one round trip, the rows locked only while it runs).
 // peergate, diy and diy-guaranteed each get a PostgreSQL cluster of their own, so the CPU its
 // backends use (read from /proc) is that server's alone; all count their SQL round trips at the
 // driver (src/db/round-trips.ts).
@@ -305,7 +307,7 @@ const benchBudgets = {
   daily: { runs: 10_000_000, tokens: 10_000_000_000, costUsd: 1_000_000 },
 };
 
-async function runDiy(guaranteed: boolean): Promise<void> {
+async function runDiy(guaranteed: boolean, startCommitBehind = false): Promise<void> {
   const { startDiyServer } = await import("./diy-server.ts");
   const server = await startDiyServer({
     databaseUrl: process.env.DIY_DATABASE_URL ?? "",
@@ -321,6 +323,7 @@ async function runDiy(guaranteed: boolean): Promise<void> {
             dailyTokens: benchBudgets.daily.tokens,
             dailyCostUsd: benchBudgets.daily.costUsd,
           },
+          startCommitBehind,
         }
       : {}),
   });
@@ -349,7 +352,13 @@ type Child = {
 };
 
 async function startChild(
-  role: "reference" | "peergate" | "model" | "diy" | "diy-guaranteed",
+  role:
+    | "reference"
+    | "peergate"
+    | "model"
+    | "diy"
+    | "diy-guaranteed"
+    | "diy-guaranteed-commit-behind",
   env: Record<string, string> = {},
   profileDir?: string,
   /** The bench script whose role runs (another checkout's, for `--compare`). */
@@ -648,6 +657,10 @@ function printTables(results: Measured[], options: LoadOptions) {
   if (guaranteed && peergate) {
     lines.push("", ratio("peergate / guaranteed do-it-yourself", peergate, guaranteed));
   }
+  const behind = results.find((r) => r.name.startsWith("variant: guaranteed"));
+  if (behind && guaranteed) {
+    lines.push("", ratio("start's COMMIT behind / guaranteed do-it-yourself", behind, guaranteed));
+  }
   if (guaranteed && diy) {
     lines.push("", ratio("guaranteed do-it-yourself / do-it-yourself", guaranteed, diy));
   }
@@ -791,7 +804,7 @@ async function startPeergateTarget(
 async function startDiyTarget(
   callers: number,
   profileDir?: string,
-  guaranteed = false,
+  guaranteed: false | "guaranteed" | "commit-behind" = false,
 ): Promise<Target> {
   const { startPostgresCluster } = await import("../test/support/postgres-cluster.ts");
   const cluster = await startPostgresCluster();
@@ -809,7 +822,11 @@ async function startDiyTarget(
     model = await startChild("model");
     const tokens = Array.from({ length: callers }, () => `diy-${randomUUID()}`);
     diy = await startChild(
-      guaranteed ? "diy-guaranteed" : "diy",
+      guaranteed === "commit-behind"
+        ? "diy-guaranteed-commit-behind"
+        : guaranteed
+          ? "diy-guaranteed"
+          : "diy",
       {
         DIY_DATABASE_URL: cluster.adminUrl.replace(/\/postgres$/, "/diy_bench"),
         DIY_MODEL_BASE_URL: model.url,
@@ -819,9 +836,12 @@ async function startDiyTarget(
     );
     const who = callers === 1 ? "1 caller" : `${callers} callers`;
     return {
-      name: guaranteed
-        ? `guaranteed do-it-yourself, ${who} (the same + exact budgets, run rows, audit rows, end once)`
-        : `do-it-yourself, ${who} (a2a-js + PostgreSQL TaskStore + token table + generateText)`,
+      name:
+        guaranteed === "commit-behind"
+          ? `variant: guaranteed do-it-yourself, ${who}, the start's COMMIT sent behind its statement`
+          : guaranteed
+            ? `guaranteed do-it-yourself, ${who} (the same + exact budgets, run rows, audit rows, end once)`
+            : `do-it-yourself, ${who} (a2a-js + PostgreSQL TaskStore + token table + generateText)`,
       child: diy,
       headers: (connection) => ({ authorization: `Bearer ${tokens[connection % callers]}` }),
       pgCpuMicros: () => readPgCpuMicros(watcher),
@@ -1110,6 +1130,7 @@ async function main(): Promise<void> {
   if (values.serve === "peergate") return runPeergate();
   if (values.serve === "diy") return runDiy(false);
   if (values.serve === "diy-guaranteed") return runDiy(true);
+  if (values.serve === "diy-guaranteed-commit-behind") return runDiy(true, true);
 
   const profileDir = values["cpu-prof"] ? path.resolve(values["cpu-prof"]) : undefined;
   if (values["cpu-prof-measured"]) {
@@ -1135,18 +1156,25 @@ async function main(): Promise<void> {
   }
   const callers = Number(values.callers);
   if (!(Number.isInteger(callers) && callers >= 1)) throw new Error("--callers takes a count");
-  const names = ["reference", "diy", "diy-guaranteed", "peergate"];
+  // The commit-behind variant runs only when named (an ablation of the start's lock hold).
+  const names = ["reference", "diy", "diy-guaranteed", "diy-guaranteed-commit-behind", "peergate"];
   const only = values.only?.split(",").map((name) => name.trim());
   if (only?.some((name) => !names.includes(name))) {
     throw new Error(`--only takes ${names.join(", ")} or a comma-separated list of them`);
   }
-  const runs = (name: string) => only === undefined || only.includes(name);
+  const runs = (name: string) =>
+    only === undefined ? name !== "diy-guaranteed-commit-behind" : only.includes(name);
   const options = { tasks, concurrency, warmup };
   const targets: Target[] = [];
   try {
     if (runs("reference")) targets.push(await startReferenceTarget(profileDir));
     if (runs("diy")) targets.push(await startDiyTarget(callers, profileDir));
-    if (runs("diy-guaranteed")) targets.push(await startDiyTarget(callers, profileDir, true));
+    if (runs("diy-guaranteed")) {
+      targets.push(await startDiyTarget(callers, profileDir, "guaranteed"));
+    }
+    if (runs("diy-guaranteed-commit-behind")) {
+      targets.push(await startDiyTarget(callers, profileDir, "commit-behind"));
+    }
     if (runs("peergate")) {
       targets.push(await startPeergateTarget(callers, profileDir));
       if (values.compare) {

@@ -103,6 +103,8 @@ const schema = [
      for each row execute function diyg_audit_append_only()`,
   `create or replace trigger diyg_audit_no_truncate before truncate on diyg_audit
      for each statement execute function diyg_audit_append_only()`,
+  `create or replace function diyg_refused() returns boolean language plpgsql as $$
+     begin raise exception using errcode = 'P0001', message = 'diyg: refused'; end $$`,
 ];
 
 // The start: slot (caller row locked), then the day (its row locked), then the run and its event,
@@ -147,6 +149,13 @@ const startStatement = `with slot as (
   select exists (select 1 from slot) as slot, exists (select 1 from taken) as taken,
     (select granted_tokens from run) as granted_tokens,
     (select granted_cost_usd from run) as granted_cost_usd`;
+
+// The same start with its COMMIT sent right behind it (`commitBehind`): a refusal must then fail
+// the statement, so that the server turns the COMMIT into a ROLLBACK.
+const startOrFail = `${startStatement.replace(/\n {2}select exists[\s\S]*$/, "")}
+  select true as slot, true as taken, granted_tokens, granted_cost_usd
+  from (select 1) one left join run on true
+  where case when exists (select 1 from run) then true else diyg_refused() end`;
 
 // The end: the compare-and-set, then the slot (caller row), then the day (its row), then the
 // event, each only when the compare-and-set matched.
@@ -225,11 +234,45 @@ async function transaction<Row>(
   }
 }
 
+/**
+ * The start with its COMMIT pipelined behind the statement (one round trip): the rows are locked
+ * only while the server runs it. A refusal fails the statement, so the COMMIT rolls back; rows
+ * empty then. What it gives up: a COMMIT already sent when the server freezes may commit after
+ * the request was told it failed (a `working` run left for a sweeper peergate has and this lacks).
+ */
+async function transactionCommitBehind<Row>(
+  sql: postgres.Sql,
+  text: string,
+  params: unknown[],
+): Promise<Row[]> {
+  const tx = await sql.reserve();
+  const begin = tx.unsafe("begin");
+  const statement = tx.unsafe(text, params as never[], { prepare: true });
+  const commit = tx.unsafe("commit");
+  begin.catch(() => {});
+  statement.catch(() => {});
+  // Released once the server answered the COMMIT (or ROLLBACK), whatever the request heard.
+  commit.then(
+    () => tx.release(),
+    () => tx.release(),
+  );
+  try {
+    const rows = (await withDeadline(statement)) as unknown as Row[];
+    await withDeadline(commit);
+    return rows;
+  } catch (error) {
+    if (error instanceof Error && error.message === "diyg: refused") return [];
+    throw error;
+  }
+}
+
 export async function openGuarantees(
   query: <Row>(text: string, params?: unknown[]) => Promise<Row[]>,
   sql: postgres.Sql,
   callers: { name: string; tokenSha256: string }[],
   budgets: Budgets,
+  /** The start's COMMIT sent behind its statement (a variant the bench can measure). */
+  commitBehind = false,
 ): Promise<Guarantees> {
   for (const statement of schema) await query(statement);
   for (const caller of callers) {
@@ -255,12 +298,12 @@ export async function openGuarantees(
   return {
     async start(input) {
       const day = new Date().toISOString().slice(0, 10);
-      const [row] = await transaction<StartRow>(
-        sql,
-        startStatement,
-        [input.caller, day, input.runId, input.taskId, input.input],
-        (rows) => Boolean(rows[0]?.slot && rows[0].taken),
-      );
+      const params = [input.caller, day, input.runId, input.taskId, input.input];
+      const [row] = commitBehind
+        ? await transactionCommitBehind<StartRow>(sql, startOrFail, params)
+        : await transaction<StartRow>(sql, startStatement, params, (rows) =>
+            Boolean(rows[0]?.slot && rows[0].taken),
+          );
       if (!row?.slot || !row.taken) return undefined;
       return {
         runId: input.runId,

@@ -37,6 +37,8 @@ export async function startDiyServer(input: {
   answerText: string;
   /** The caller's budgets: with them, peergate's guarantees (bench/diy-guarantees.ts). */
   guarantees?: Budgets;
+  /** With guarantees: the start's COMMIT sent behind its statement (one round trip). */
+  startCommitBehind?: boolean;
 }): Promise<DiyServer> {
   const { Role, TaskState } = await import("@a2a-js/sdk");
   const { AgentEvent, DefaultRequestHandler } = await import("@a2a-js/sdk/server");
@@ -63,7 +65,13 @@ export async function startDiyServer(input: {
       name: `caller-${i + 1}`,
       tokenSha256: sha256(token),
     }));
-    guarantees = await openGuarantees(query, sql, callers, input.guarantees);
+    guarantees = await openGuarantees(
+      query,
+      sql,
+      callers,
+      input.guarantees,
+      input.startCommitBehind,
+    );
   } else {
     await query("create table if not exists diy_tokens (token_sha256 text primary key, name text)");
     for (const [i, token] of input.tokens.entries()) {
