@@ -5,10 +5,11 @@
 //
 // What it implements (docs/design.md; the same rules peergate keeps):
 // - **exact budgets**: the start's one statement takes a concurrency slot under the caller's row
-//   lock (`running < concurrent_runs`, and not revoked), then, under the day row's lock, the day's
-//   run count and a share of its tokens and dollars (runs below the limit, spent + reserved below
-//   the limit; the share is the daily limit / concurrent_runs, peergate's rule without a per-run
-//   cap). The run is granted min(share, what the day left), its output capped at the grant
+//   lock (`running < concurrent_runs`, and not revoked: a revocation committed before the start
+//   is seen under that lock, as peergate's re-read of the caller sees it), then, under the day
+//   row's lock, the day's run count and a share of its tokens and dollars (runs below the limit,
+//   spent + reserved below the limit; the share is the daily limit / concurrent_runs, peergate's
+//   rule without a per-run cap). The run is granted min(share, what the day left), its output capped at the grant
 //   (`maxOutputTokens`). The end charges what the run spent and gives the share and the slot back,
 //   in the same lock order (caller row, then day row), so admissions and ends cannot deadlock;
 // - **a durable run row before the model call**: the run is inserted `working` in the start's
@@ -23,7 +24,9 @@
 //   This is why each transaction is two round trips (BEGIN pipelined with its statement, then the
 //   COMMIT), as peergate's are.
 //
-// What it leaves out, and where peergate has it:
+// What it leaves out: everything of peergate's that is no guarantee (the ceiling and the gate, the
+// task event log, push, logs, metrics, tracing), and of its guarantees, with where peergate has
+// them:
 // - the hash chain: events are rows in one append-only table (identity id, time, actor, kind,
 //   subject, jsonb data; no index besides the key). peergate's events also carry the inserting
 //   transaction's id, three indexes for the admin's reads, and a chainer links them in batches
@@ -34,11 +37,11 @@
 //   costs anything while the server answers;
 // - crash recovery: the `working` row is what makes it possible, but there are no heartbeats, no
 //   owner instance and no sweeper that ends an orphaned run and gives its slot back;
-// - a re-read of the caller's budgets in the start (peergate re-reads the caller pipelined with
-//   its admission; here the admission statement reads the caller's limits from the locked row
-//   itself, which is the same certainty), cancels and revocation of running runs (no cancel
-//   endpoint), per-run caps, parking, and usage charged to the day it was spent (a run that
-//   crosses midnight UTC is charged to its admission day here).
+// - stopping a running run (cancel, revocation: there is no cancel endpoint, though the end's
+//   compare-and-set would respect a stop written on the row), per-run caps, parking and approvals,
+//   and usage charged to the day it was spent (a run that crosses midnight UTC is charged to its
+//   admission day here). Tokens charged are the model's reported total; the bench's model is
+//   priced at $0, as in peergate's bench policies, so the dollar meter moves only by its shares.
 import type postgres from "postgres";
 
 /** The statement deadline, peergate's default (src/db/client.ts). */
