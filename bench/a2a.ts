@@ -1,11 +1,13 @@
 // A2A `SendMessage` benchmark: `npm exec -- node bench/a2a.ts [--tasks N] [--concurrency C]`
 // (defaults 50000 and 16; `--warmup W`; `--callers K` spreads peergate's connections over K peer
-// callers, default 1; `--only reference|diy|diy-guaranteed|peergate` (or a comma-separated list); `--cpu-prof DIR` writes a V8 CPU profile of
-// each server child, `--cpu-prof-measured DIR` one of the measured tasks only; `--compare DIR`
+// callers, default 1; `--only reference|diy|diy-guaranteed|peergate`, or a comma-separated list;
+// `--cpu-prof DIR` writes a V8 CPU profile of each server child, `--cpu-prof-measured DIR` one of
+// the measured tasks only; `--statements` loads pg_stat_statements into each cluster and prints,
+// per server, its statements' execution and planning time per measured task; `--compare DIR`
 // adds the server of another checkout (e.g. a `git worktree` of main) as a second peergate,
 // taking turns with this one; `--push [--rate R] [--seconds S]` the push load below).
 //
-// Three servers, each in its own child process (so each RSS is that server's alone):
+// Four servers, each in its own child process (so each RSS is that server's alone):
 //   reference  the a2a-js SDK's own stack: its express adapter (`jsonRpcHandler`), its in-memory
 //              task store, and an executor that answers at once (task, working, answer artifact,
 //              completed: the same events peergate publishes).
@@ -522,8 +524,74 @@ type Target = {
   pgCpuMicros?: () => Promise<number>;
   /** The server's own database, when the bench reads it afterwards (the push load). */
   databaseUrl?: string;
+  /** With `--statements`: pg_stat_statements of its cluster. */
+  statements?: Statements | undefined;
   stop(): Promise<void>;
 };
+
+type Statements = { reset(): Promise<void>; read(): Promise<StatementRow[]> };
+type StatementRow = { query: string; calls: number; ms: number };
+
+/** Whether `--statements` was given (read by the targets as they start their clusters). */
+let loadStatements = false;
+
+/**
+ * Loads pg_stat_statements into a cluster nothing has connected to yet (one restart) and reads it
+ * through `watcher`: each statement's calls and execution plus planning time.
+ */
+async function statementsOf(
+  cluster: import("../test/support/postgres-cluster.ts").PostgresCluster,
+  watcher: postgres.Sql,
+): Promise<Statements | undefined> {
+  if (!loadStatements) return undefined;
+  const admin = postgres(cluster.adminUrl, { max: 1, onnotice: () => {} });
+  await admin.unsafe("alter system set shared_preload_libraries = 'pg_stat_statements'");
+  await admin.end();
+  cluster.crash();
+  cluster.start();
+  // Known to the server only once the module is loaded.
+  await watcher.unsafe("alter system set pg_stat_statements.track_planning = on");
+  await watcher.unsafe("select pg_reload_conf()");
+  await watcher.unsafe("create extension if not exists pg_stat_statements");
+  return {
+    reset: async () => {
+      await watcher.unsafe("select pg_stat_statements_reset()");
+    },
+    read: () =>
+      watcher.unsafe(
+        `select query, sum(calls)::float8 as calls,
+           sum(total_exec_time + total_plan_time)::float8 as ms
+         from pg_stat_statements where query not like '%pg_stat%'
+         group by query order by ms desc`,
+      ) as unknown as Promise<StatementRow[]>,
+  };
+}
+
+/** The statements of each server that has them, per measured task, the costliest first. */
+async function printStatements(targets: Target[], results: Measured[]) {
+  const lines: string[] = [];
+  for (const [i, target] of targets.entries()) {
+    const tasks = results[i]?.tasks ?? 0;
+    if (!target.statements || tasks === 0) continue;
+    const rows = await target.statements.read();
+    const total = rows.reduce((sum, r) => sum + r.ms, 0);
+    const cell = (query: string) => query.replace(/\s+/g, " ").slice(0, 110).replaceAll("|", "\\|");
+    lines.push(
+      "",
+      `#### ${target.name}: PostgreSQL execution + planning ${(total / tasks).toFixed(3)} ms / task`,
+      "",
+      "| statement | calls / task | ms / task | mean ms |",
+      "|---|---:|---:|---:|",
+      ...rows
+        .slice(0, 12)
+        .map(
+          (r) =>
+            `| \`${cell(r.query)}\` | ${(r.calls / tasks).toFixed(2)} | ${(r.ms / tasks).toFixed(3)} | ${(r.ms / Math.max(r.calls, 1)).toFixed(3)} |`,
+        ),
+    );
+  }
+  if (lines.length > 0) console.log(lines.join("\n"));
+}
 
 /**
  * CPU time (user + system, microseconds) of a cluster's server processes now: every backend and
@@ -575,6 +643,7 @@ async function measureInterleaved(targets: Target[], options: LoadOptions): Prom
     console.error(`${s.target.name}: ${options.warmup} warm-up tasks`);
     await load(s.target, options.warmup);
     s.memory.push(await sampleTarget(s.target));
+    await s.target.statements?.reset();
   }
   let done = 0;
   for (let quarter = 0; quarter < 4; quarter++) {
@@ -703,6 +772,7 @@ async function startPeergateTarget(
   let model: Child | undefined;
   let peergate: Child | undefined;
   const watcher = postgres(cluster.adminUrl, { max: 1, onnotice: () => {} });
+  const statements = await statementsOf(cluster, watcher);
   const stop = async () => {
     await peergate?.stop();
     await model?.stop();
@@ -792,6 +862,7 @@ async function startPeergateTarget(
       child: peergate,
       headers: (connection) => ({ authorization: `Bearer ${tokens[connection % callers]}` }),
       pgCpuMicros: () => readPgCpuMicros(watcher),
+      statements,
       databaseUrl,
       stop,
     };
@@ -809,6 +880,7 @@ async function startDiyTarget(
   const { startPostgresCluster } = await import("../test/support/postgres-cluster.ts");
   const cluster = await startPostgresCluster();
   const watcher = postgres(cluster.adminUrl, { max: 1, onnotice: () => {} });
+  const statements = await statementsOf(cluster, watcher);
   let model: Child | undefined;
   let diy: Child | undefined;
   const stop = async () => {
@@ -845,6 +917,7 @@ async function startDiyTarget(
       child: diy,
       headers: (connection) => ({ authorization: `Bearer ${tokens[connection % callers]}` }),
       pgCpuMicros: () => readPgCpuMicros(watcher),
+      statements,
       stop,
     };
   } catch (error) {
@@ -1120,6 +1193,7 @@ async function main(): Promise<void> {
       "cpu-prof": { type: "string" },
       "cpu-prof-measured": { type: "string" },
       compare: { type: "string" },
+      statements: { type: "boolean", default: false },
       push: { type: "boolean", default: false },
       rate: { type: "string", default: "200" },
       seconds: { type: "string", default: "10" },
@@ -1148,6 +1222,7 @@ async function main(): Promise<void> {
     printPushTable(await measurePush({ rate, seconds, warmup, profileDir }), warmup);
     return;
   }
+  loadStatements = values.statements;
   const tasks = Number(values.tasks);
   const concurrency = Number(values.concurrency);
   const warmup = Number(values.warmup ?? Math.min(1_000, Math.max(100, Math.round(tasks / 20))));
@@ -1183,7 +1258,9 @@ async function main(): Promise<void> {
         targets.push(await startPeergateTarget(callers, profileDir, undefined, checkout));
       }
     }
-    printTables(await measureInterleaved(targets, options), options);
+    const results = await measureInterleaved(targets, options);
+    printTables(results, options);
+    await printStatements(targets, results);
   } finally {
     for (const target of targets) await target.stop();
   }
