@@ -57,7 +57,10 @@ export type Budgets = {
 export type Admitted = { runId: string; grantedTokens: number; grantedCostUsd: number };
 
 export type Guarantees = {
-  /** Admits `caller`'s run and records it `working` with its `run.started` event; undefined when refused. */
+  /**
+   * Admits `caller`'s run and records it `working` with its `run.started` event; undefined when
+   * refused.
+   */
   start(input: {
     caller: string;
     runId: string;
