@@ -1,11 +1,13 @@
 // A2A `SendMessage` benchmark: `npm exec -- node bench/a2a.ts [--tasks N] [--concurrency C]`
 // (defaults 50000 and 16; `--warmup W`; `--callers K` spreads peergate's connections over K peer
-// callers, default 1; `--only reference|peergate`; `--cpu-prof DIR` writes a V8 CPU profile of
-// each server child, `--cpu-prof-measured DIR` one of the measured tasks only; `--compare DIR`
+// callers, default 1; `--only reference|diy|diy-guaranteed|peergate`, or a comma-separated list;
+// `--cpu-prof DIR` writes a V8 CPU profile of each server child, `--cpu-prof-measured DIR` one of
+// the measured tasks only; `--statements` loads pg_stat_statements into each cluster and prints,
+// per server, its statements' execution and planning time per measured task; `--compare DIR`
 // adds the server of another checkout (e.g. a `git worktree` of main) as a second peergate,
 // taking turns with this one; `--push [--rate R] [--seconds S]` the push load below).
 //
-// Three servers, each in its own child process (so each RSS is that server's alone):
+// Four servers, each in its own child process (so each RSS is that server's alone):
 //   reference  the a2a-js SDK's own stack: its express adapter (`jsonRpcHandler`), its in-memory
 //              task store, and an executor that answers at once (task, working, answer artifact,
 //              completed: the same events peergate publishes).
@@ -16,9 +18,16 @@
 //              on loopback (a third child process, test/support/openai-stub.ts), logging at info.
 //   diy        the do-it-yourself stack (bench/diy-server.ts): a2a-js on express, a PostgreSQL
 //              TaskStore, a token table, one `generateText` call to its own copy of the stub.
-// peergate and diy each get a PostgreSQL cluster of their own, so the CPU its backends use
-// (read from /proc) is that server's alone; both count their SQL round trips at the driver
-// (src/db/round-trips.ts).
+//   diy-guaranteed  the same stack with peergate's guarantees written by hand
+//              (bench/diy-guarantees.ts): a start transaction that admits the caller under row
+//              locks (slot, day's share) and inserts the run and its audit event, the model call,
+//              an end transaction that writes the end once, settles the day, gives the slot back
+//              and inserts its audit event. The floor those guarantees set, measured.
+//              `--only …,diy-guaranteed-commit-behind` adds a variant whose start sends its COMMIT
+//              right behind its statement (one round trip, the rows locked only while it runs).
+// peergate, diy and diy-guaranteed each get a PostgreSQL cluster of their own, so the CPU its
+// backends use (read from /proc) is that server's alone; all count their SQL round trips at the
+// driver (src/db/round-trips.ts).
 // Each gets the same closed-loop load: C keep-alive connections, each sending the next blocking
 // `SendMessage` (unique messageId, a new task every time) as soon as the last one answered: W
 // warm-up tasks, then N tasks in four quarters, the servers taking turns (ABBA) so that whatever
@@ -294,7 +303,13 @@ async function runPeergate(): Promise<void> {
   );
 }
 
-async function runDiy(): Promise<void> {
+/** The bench callers' budgets (peergate's are set alike in startPeergateTarget). */
+const benchBudgets = {
+  concurrentRuns: 1_000,
+  daily: { runs: 10_000_000, tokens: 10_000_000_000, costUsd: 1_000_000 },
+};
+
+async function runDiy(guaranteed: boolean, startCommitBehind = false): Promise<void> {
   const { startDiyServer } = await import("./diy-server.ts");
   const server = await startDiyServer({
     databaseUrl: process.env.DIY_DATABASE_URL ?? "",
@@ -302,6 +317,17 @@ async function runDiy(): Promise<void> {
     modelId,
     tokens: (process.env.DIY_TOKENS ?? "").split(","),
     answerText,
+    ...(guaranteed
+      ? {
+          guarantees: {
+            concurrentRuns: benchBudgets.concurrentRuns,
+            dailyRuns: benchBudgets.daily.runs,
+            dailyTokens: benchBudgets.daily.tokens,
+            dailyCostUsd: benchBudgets.daily.costUsd,
+          },
+          startCommitBehind,
+        }
+      : {}),
   });
   serveChild(
     server.url,
@@ -328,7 +354,13 @@ type Child = {
 };
 
 async function startChild(
-  role: "reference" | "peergate" | "model" | "diy",
+  role:
+    | "reference"
+    | "peergate"
+    | "model"
+    | "diy"
+    | "diy-guaranteed"
+    | "diy-guaranteed-commit-behind",
   env: Record<string, string> = {},
   profileDir?: string,
   /** The bench script whose role runs (another checkout's, for `--compare`). */
@@ -492,8 +524,74 @@ type Target = {
   pgCpuMicros?: () => Promise<number>;
   /** The server's own database, when the bench reads it afterwards (the push load). */
   databaseUrl?: string;
+  /** With `--statements`: pg_stat_statements of its cluster. */
+  statements?: Statements | undefined;
   stop(): Promise<void>;
 };
+
+type Statements = { reset(): Promise<void>; read(): Promise<StatementRow[]> };
+type StatementRow = { query: string; calls: number; ms: number };
+
+/** Whether `--statements` was given (read by the targets as they start their clusters). */
+let loadStatements = false;
+
+/**
+ * Loads pg_stat_statements into a cluster nothing has connected to yet (one restart) and reads it
+ * through `watcher`: each statement's calls and execution plus planning time.
+ */
+async function statementsOf(
+  cluster: import("../test/support/postgres-cluster.ts").PostgresCluster,
+  watcher: postgres.Sql,
+): Promise<Statements | undefined> {
+  if (!loadStatements) return undefined;
+  const admin = postgres(cluster.adminUrl, { max: 1, onnotice: () => {} });
+  await admin.unsafe("alter system set shared_preload_libraries = 'pg_stat_statements'");
+  await admin.end();
+  cluster.crash();
+  cluster.start();
+  // Known to the server only once the module is loaded.
+  await watcher.unsafe("alter system set pg_stat_statements.track_planning = on");
+  await watcher.unsafe("select pg_reload_conf()");
+  await watcher.unsafe("create extension if not exists pg_stat_statements");
+  return {
+    reset: async () => {
+      await watcher.unsafe("select pg_stat_statements_reset()");
+    },
+    read: () =>
+      watcher.unsafe(
+        `select query, sum(calls)::float8 as calls,
+           sum(total_exec_time + total_plan_time)::float8 as ms
+         from pg_stat_statements where query not like '%pg_stat%'
+         group by query order by ms desc`,
+      ) as unknown as Promise<StatementRow[]>,
+  };
+}
+
+/** The statements of each server that has them, per measured task, the costliest first. */
+async function printStatements(targets: Target[], results: Measured[]) {
+  const lines: string[] = [];
+  for (const [i, target] of targets.entries()) {
+    const tasks = results[i]?.tasks ?? 0;
+    if (!target.statements || tasks === 0) continue;
+    const rows = await target.statements.read();
+    const total = rows.reduce((sum, r) => sum + r.ms, 0);
+    const cell = (query: string) => query.replace(/\s+/g, " ").slice(0, 110).replaceAll("|", "\\|");
+    lines.push(
+      "",
+      `#### ${target.name}: PostgreSQL execution + planning ${(total / tasks).toFixed(3)} ms / task`,
+      "",
+      "| statement | calls / task | ms / task | mean ms |",
+      "|---|---:|---:|---:|",
+      ...rows
+        .slice(0, 12)
+        .map(
+          (r) =>
+            `| \`${cell(r.query)}\` | ${(r.calls / tasks).toFixed(2)} | ${(r.ms / tasks).toFixed(3)} | ${(r.ms / Math.max(r.calls, 1)).toFixed(3)} |`,
+        ),
+    );
+  }
+  if (lines.length > 0) console.log(lines.join("\n"));
+}
 
 /**
  * CPU time (user + system, microseconds) of a cluster's server processes now: every backend and
@@ -545,6 +643,7 @@ async function measureInterleaved(targets: Target[], options: LoadOptions): Prom
     console.error(`${s.target.name}: ${options.warmup} warm-up tasks`);
     await load(s.target, options.warmup);
     s.memory.push(await sampleTarget(s.target));
+    await s.target.statements?.reset();
   }
   let done = 0;
   for (let quarter = 0; quarter < 4; quarter++) {
@@ -620,11 +719,19 @@ function printTables(results: Measured[], options: LoadOptions) {
     ),
   ];
   const diy = results.find((r) => r.name.startsWith("do-it-yourself"));
-  if (diy && peergate) {
-    lines.push(
-      "",
-      `peergate / do-it-yourself: throughput ${(peergate.perSecond / diy.perSecond).toFixed(2)}×, server CPU per task ${(peergate.cpuMsPerTask / diy.cpuMsPerTask).toFixed(1)}×, PostgreSQL CPU per task ${(peergate.pgCpuMsPerTask / Math.max(diy.pgCpuMsPerTask, 1e-9)).toFixed(1)}×, round trips per task ${peergate.roundTripsPerTask.toFixed(1)} vs ${diy.roundTripsPerTask.toFixed(1)}`,
-    );
+  const guaranteed = results.find((r) => r.name.startsWith("guaranteed do-it-yourself"));
+  const ratio = (label: string, a: Measured, b: Measured) =>
+    `${label}: throughput ${(a.perSecond / b.perSecond).toFixed(2)}×, server CPU per task ${(a.cpuMsPerTask / b.cpuMsPerTask).toFixed(1)}×, PostgreSQL CPU per task ${(a.pgCpuMsPerTask / Math.max(b.pgCpuMsPerTask, 1e-9)).toFixed(1)}×, round trips per task ${a.roundTripsPerTask.toFixed(1)} vs ${b.roundTripsPerTask.toFixed(1)}`;
+  if (diy && peergate) lines.push("", ratio("peergate / do-it-yourself", peergate, diy));
+  if (guaranteed && peergate) {
+    lines.push("", ratio("peergate / guaranteed do-it-yourself", peergate, guaranteed));
+  }
+  const behind = results.find((r) => r.name.startsWith("variant: guaranteed"));
+  if (behind && guaranteed) {
+    lines.push("", ratio("start's COMMIT behind / guaranteed do-it-yourself", behind, guaranteed));
+  }
+  if (guaranteed && diy) {
+    lines.push("", ratio("guaranteed do-it-yourself / do-it-yourself", guaranteed, diy));
   }
   if (reference && peergate) {
     lines.push(
@@ -665,6 +772,7 @@ async function startPeergateTarget(
   let model: Child | undefined;
   let peergate: Child | undefined;
   const watcher = postgres(cluster.adminUrl, { max: 1, onnotice: () => {} });
+  const statements = await statementsOf(cluster, watcher);
   const stop = async () => {
     await peergate?.stop();
     await model?.stop();
@@ -722,10 +830,7 @@ async function startPeergateTarget(
           tier: "public",
           // Room for the whole run: the default budgets would stop it at 500 runs a day and 2
           // at once.
-          budgets: {
-            concurrentRuns: 1_000,
-            daily: { runs: 10_000_000, tokens: 10_000_000_000, costUsd: 1_000_000 },
-          },
+          budgets: benchBudgets,
         }),
       });
       if (created.status !== 201) {
@@ -757,6 +862,7 @@ async function startPeergateTarget(
       child: peergate,
       headers: (connection) => ({ authorization: `Bearer ${tokens[connection % callers]}` }),
       pgCpuMicros: () => readPgCpuMicros(watcher),
+      statements,
       databaseUrl,
       stop,
     };
@@ -766,10 +872,15 @@ async function startPeergateTarget(
   }
 }
 
-async function startDiyTarget(callers: number, profileDir?: string): Promise<Target> {
+async function startDiyTarget(
+  callers: number,
+  profileDir?: string,
+  guaranteed: false | "guaranteed" | "commit-behind" = false,
+): Promise<Target> {
   const { startPostgresCluster } = await import("../test/support/postgres-cluster.ts");
   const cluster = await startPostgresCluster();
   const watcher = postgres(cluster.adminUrl, { max: 1, onnotice: () => {} });
+  const statements = await statementsOf(cluster, watcher);
   let model: Child | undefined;
   let diy: Child | undefined;
   const stop = async () => {
@@ -783,7 +894,11 @@ async function startDiyTarget(callers: number, profileDir?: string): Promise<Tar
     model = await startChild("model");
     const tokens = Array.from({ length: callers }, () => `diy-${randomUUID()}`);
     diy = await startChild(
-      "diy",
+      guaranteed === "commit-behind"
+        ? "diy-guaranteed-commit-behind"
+        : guaranteed
+          ? "diy-guaranteed"
+          : "diy",
       {
         DIY_DATABASE_URL: cluster.adminUrl.replace(/\/postgres$/, "/diy_bench"),
         DIY_MODEL_BASE_URL: model.url,
@@ -791,11 +906,18 @@ async function startDiyTarget(callers: number, profileDir?: string): Promise<Tar
       },
       profileDir,
     );
+    const who = callers === 1 ? "1 caller" : `${callers} callers`;
     return {
-      name: `do-it-yourself, ${callers === 1 ? "1 caller" : `${callers} callers`} (a2a-js + PostgreSQL TaskStore + token table + generateText)`,
+      name:
+        guaranteed === "commit-behind"
+          ? `variant: guaranteed do-it-yourself, ${who}, the start's COMMIT sent behind its statement`
+          : guaranteed
+            ? `guaranteed do-it-yourself, ${who} (the same + exact budgets, run rows, audit rows, end once)`
+            : `do-it-yourself, ${who} (a2a-js + PostgreSQL TaskStore + token table + generateText)`,
       child: diy,
       headers: (connection) => ({ authorization: `Bearer ${tokens[connection % callers]}` }),
       pgCpuMicros: () => readPgCpuMicros(watcher),
+      statements,
       stop,
     };
   } catch (error) {
@@ -1071,6 +1193,7 @@ async function main(): Promise<void> {
       "cpu-prof": { type: "string" },
       "cpu-prof-measured": { type: "string" },
       compare: { type: "string" },
+      statements: { type: "boolean", default: false },
       push: { type: "boolean", default: false },
       rate: { type: "string", default: "200" },
       seconds: { type: "string", default: "10" },
@@ -1079,7 +1202,9 @@ async function main(): Promise<void> {
   if (values.serve === "reference") return runReference();
   if (values.serve === "model") return runModel();
   if (values.serve === "peergate") return runPeergate();
-  if (values.serve === "diy") return runDiy();
+  if (values.serve === "diy") return runDiy(false);
+  if (values.serve === "diy-guaranteed") return runDiy(true);
+  if (values.serve === "diy-guaranteed-commit-behind") return runDiy(true, true);
 
   const profileDir = values["cpu-prof"] ? path.resolve(values["cpu-prof"]) : undefined;
   if (values["cpu-prof-measured"]) {
@@ -1097,6 +1222,7 @@ async function main(): Promise<void> {
     printPushTable(await measurePush({ rate, seconds, warmup, profileDir }), warmup);
     return;
   }
+  loadStatements = values.statements;
   const tasks = Number(values.tasks);
   const concurrency = Number(values.concurrency);
   const warmup = Number(values.warmup ?? Math.min(1_000, Math.max(100, Math.round(tasks / 20))));
@@ -1105,20 +1231,26 @@ async function main(): Promise<void> {
   }
   const callers = Number(values.callers);
   if (!(Number.isInteger(callers) && callers >= 1)) throw new Error("--callers takes a count");
-  const only = values.only;
-  if (only !== undefined && only !== "reference" && only !== "peergate" && only !== "diy") {
-    throw new Error("--only takes reference, diy or peergate");
+  // The commit-behind variant runs only when named (an ablation of the start's lock hold).
+  const names = ["reference", "diy", "diy-guaranteed", "diy-guaranteed-commit-behind", "peergate"];
+  const only = values.only?.split(",").map((name) => name.trim());
+  if (only?.some((name) => !names.includes(name))) {
+    throw new Error(`--only takes ${names.join(", ")} or a comma-separated list of them`);
   }
+  const runs = (name: string) =>
+    only === undefined ? name !== "diy-guaranteed-commit-behind" : only.includes(name);
   const options = { tasks, concurrency, warmup };
   const targets: Target[] = [];
   try {
-    if (only === undefined || only === "reference") {
-      targets.push(await startReferenceTarget(profileDir));
+    if (runs("reference")) targets.push(await startReferenceTarget(profileDir));
+    if (runs("diy")) targets.push(await startDiyTarget(callers, profileDir));
+    if (runs("diy-guaranteed")) {
+      targets.push(await startDiyTarget(callers, profileDir, "guaranteed"));
     }
-    if (only === undefined || only === "diy") {
-      targets.push(await startDiyTarget(callers, profileDir));
+    if (runs("diy-guaranteed-commit-behind")) {
+      targets.push(await startDiyTarget(callers, profileDir, "commit-behind"));
     }
-    if (only === undefined || only === "peergate") {
+    if (runs("peergate")) {
       targets.push(await startPeergateTarget(callers, profileDir));
       if (values.compare) {
         // The same load on another checkout's server, taking turns with this one (A/B).
@@ -1126,7 +1258,9 @@ async function main(): Promise<void> {
         targets.push(await startPeergateTarget(callers, profileDir, undefined, checkout));
       }
     }
-    printTables(await measureInterleaved(targets, options), options);
+    const results = await measureInterleaved(targets, options);
+    printTables(results, options);
+    await printStatements(targets, results);
   } finally {
     for (const target of targets) await target.stop();
   }

@@ -7,13 +7,19 @@
 // run record. Its SQL goes through the same round-trip counter as peergate's
 // (src/db/round-trips.ts), so the bench reports both counted alike.
 //
-// Run by bench/a2a.ts as a child (`--serve diy`) with DIY_DATABASE_URL, DIY_MODEL_BASE_URL and
-// DIY_TOKENS (comma-separated bearer tokens to accept).
+// With `guarantees` (budgets for every caller) it is "DIY with peergate's guarantees": the bearer
+// is checked against that module's callers table, and the executor wraps its model call in the
+// start and end transactions of bench/diy-guarantees.ts (exact budgets, a durable run row, an audit
+// event with each, the end written once); the task store's writes are the same.
+//
+// Run by bench/a2a.ts as a child (`--serve diy` or `--serve diy-guaranteed`) with
+// DIY_DATABASE_URL, DIY_MODEL_BASE_URL and DIY_TOKENS (comma-separated bearer tokens to accept).
 import { createHash, randomUUID } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import postgres from "postgres";
 import { countRoundTrips, type RoundTripCounter } from "../src/db/round-trips.ts";
+import { type Budgets, type Guarantees, openGuarantees } from "./diy-guarantees.ts";
 
 export type DiyServer = {
   url: string;
@@ -29,6 +35,10 @@ export async function startDiyServer(input: {
   modelId: string;
   tokens: readonly string[];
   answerText: string;
+  /** The caller's budgets: with them, peergate's guarantees (bench/diy-guarantees.ts). */
+  guarantees?: Budgets;
+  /** With guarantees: the start's COMMIT sent behind its statement (one round trip). */
+  startCommitBehind?: boolean;
 }): Promise<DiyServer> {
   const { Role, TaskState } = await import("@a2a-js/sdk");
   const { AgentEvent, DefaultRequestHandler } = await import("@a2a-js/sdk/server");
@@ -48,14 +58,32 @@ export async function startDiyServer(input: {
   // Through `unsafe` (what the counter wraps), with parameters, as a driver user writes them.
   const query = <Row>(text: string, params: unknown[] = []) =>
     sql.unsafe(text, params as never[], { prepare: true }) as unknown as Promise<Row[]>;
-  await query("create table if not exists diy_tokens (token_sha256 text primary key, name text)");
   await query("create table if not exists diy_tasks (id text primary key, owner text, task jsonb)");
-  for (const [i, token] of input.tokens.entries()) {
-    await query("insert into diy_tokens values ($1, $2) on conflict do nothing", [
-      sha256(token),
-      `caller-${i + 1}`,
-    ]);
+  let guarantees: Guarantees | undefined;
+  if (input.guarantees) {
+    const callers = input.tokens.map((token, i) => ({
+      name: `caller-${i + 1}`,
+      tokenSha256: sha256(token),
+    }));
+    guarantees = await openGuarantees(
+      query,
+      sql,
+      callers,
+      input.guarantees,
+      input.startCommitBehind,
+    );
+  } else {
+    await query("create table if not exists diy_tokens (token_sha256 text primary key, name text)");
+    for (const [i, token] of input.tokens.entries()) {
+      await query("insert into diy_tokens values ($1, $2) on conflict do nothing", [
+        sha256(token),
+        `caller-${i + 1}`,
+      ]);
+    }
   }
+  const authenticate = guarantees
+    ? "select name from diyg_callers where token_sha256 = $1 and not revoked"
+    : "select name from diy_tokens where token_sha256 = $1";
 
   const model = createOpenAICompatible({
     name: "openai-compatible",
@@ -118,6 +146,16 @@ export async function startDiyServer(input: {
   const executor: Executor = {
     async execute(context, bus) {
       const ids = { taskId: context.taskId, contextId: context.contextId };
+      const caller = context.context.user?.userName ?? "";
+      const prompt = readText(context.userMessage);
+      const runId = randomUUID();
+      const admitted = await guarantees?.start({
+        caller,
+        runId,
+        taskId: ids.taskId,
+        input: prompt,
+      });
+      if (guarantees && !admitted) throw new Error("rate limited: the caller's budget is spent");
       const status = (state: (typeof TaskState)[keyof typeof TaskState], message?: string) =>
         AgentEvent.statusUpdate({
           ...ids,
@@ -153,10 +191,31 @@ export async function startDiyServer(input: {
         }),
       );
       bus.publish(status(TaskState.TASK_STATE_WORKING));
-      const result = await generateText({
+      const call = generateText({
         model,
-        messages: [{ role: "user", content: readText(context.userMessage) }],
+        messages: [{ role: "user", content: prompt }],
+        ...(admitted ? { maxOutputTokens: Math.max(1, admitted.grantedTokens) } : {}),
       });
+      let result: Awaited<typeof call>;
+      try {
+        result = await call;
+      } catch (error) {
+        await guarantees?.end({ caller, runId, status: "failed", text: "", tokens: 0, costUsd: 0 });
+        throw error;
+      }
+      if (guarantees) {
+        // The bench's model is priced at $0, as in peergate's bench policies.
+        const tokens = result.usage.totalTokens ?? 0;
+        const ended = await guarantees.end({
+          caller,
+          runId,
+          status: "completed",
+          text: result.text,
+          tokens,
+          costUsd: 0,
+        });
+        if (!ended) throw new Error("the run had already ended");
+      }
       bus.publish(
         AgentEvent.artifactUpdate({
           ...ids,
@@ -189,9 +248,7 @@ export async function startDiyServer(input: {
       userBuilder: async (req) => {
         const match = /^Bearer (.+)$/.exec(req.headers.authorization ?? "");
         const [row] = match?.[1]
-          ? await query<{ name: string }>("select name from diy_tokens where token_sha256 = $1", [
-              sha256(match[1]),
-            ])
+          ? await query<{ name: string }>(authenticate, [sha256(match[1])])
           : [];
         if (!row) throw new Error("unauthenticated");
         return { isAuthenticated: true, userName: row.name };
@@ -204,6 +261,9 @@ export async function startDiyServer(input: {
     roundTrips: counted.counter,
     stop: async () => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      // Every run ended: its guarantees must balance (said on stderr, the bench's own).
+      const wrong = (await guarantees?.check()) ?? [];
+      if (wrong.length > 0) process.stderr.write(`diy-guaranteed: ${wrong.join(", ")}\n`);
       await sql.end({ timeout: 2 });
     },
   };
