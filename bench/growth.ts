@@ -27,6 +27,9 @@
 // Prints a markdown table (each figure per size, the ratio largest/smallest, its target and a
 // verdict) and `<!-- growth-result {json} -->` for bench/run-all.ts. `--sizes 300 --repeats 1
 // --tasks 5` is the smoke run (seconds).
+//
+// One file over 500 lines on purpose: the seed, the measures and the EXPLAIN checks must agree on
+// the same made-up rows (ids, callers, xact ids), so they are read beside each other.
 import { spawn, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";

@@ -42,6 +42,10 @@
 // nothing else, and a JSON body otherwise), readers that can go away
 // without freezing the task (event-stream.ts), internal error messages kept out of responses, and
 // errors that must become HTTP answers (call-context.ts).
+//
+// One file over 500 lines on purpose: it is the endpoint's one composition of the SDK's handler, the
+// stores, the event log and the bindings' shared steps; each piece lives in its own module and
+// this file only wires them, so splitting it would split one wiring across files.
 import { type AgentCard, StreamResponse } from "@a2a-js/sdk";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import { A2A_ERROR_CODE } from "@a2a-js/sdk/errors";

@@ -18,6 +18,9 @@
 // running task up to `progressFlushMs` old, and never an old terminal state. Only the instance
 // running a task writes its progress, so the local copy is the newest there; a cancel written by
 // another instance is terminal, and the guard above keeps it.
+//
+// One file over 500 lines on purpose: every statement that writes or reads `a2a_tasks` is here,
+// so the caller scoping and the terminal-state guard can be read beside each other.
 import type { ListTasksRequest, ListTasksResponse } from "@a2a-js/sdk";
 import { type Artifact, Task, type TaskStatus, taskStateToJSON } from "@a2a-js/sdk";
 import { RequestMalformedError } from "@a2a-js/sdk/errors";

@@ -24,6 +24,9 @@
 // share an id and the ids still rise with the chain: the admin's filtered pages walk a kind's events
 // by xact_id and sort each transaction's few by seq, and a copy under one id would make them sort
 // every copied event of that kind. `xact_id` is not hashed, so every copied link still verifies.
+//
+// One file over 500 lines on purpose: the refusals, the copy and the checks after it are one
+// procedure whose guarantees (empty target, one transaction, equal counts) hold only together.
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { getTableName, is, type SQL, sql } from "drizzle-orm";
