@@ -17,6 +17,11 @@ useCompileCache(process.env);
 const argv = process.argv.slice(2);
 const serving = argv[0] === "serve";
 
+// A server starts processes: a descriptor it inherited open across exec (a supervisor's pipe, a
+// shell's redirection) would reach every one of them, inside the sandbox too. Closed before the
+// server opens anything (src/tools/inherited-descriptors.ts).
+if (serving) (await import("./tools/inherited-descriptors.ts")).closeInheritedDescriptors();
+
 const controller = new AbortController();
 let signals = 0;
 // A second signal means the operator does not want to wait for a graceful stop: every command
