@@ -8,9 +8,12 @@
 // SIGKILLed out from under the running command. Then the call ends (it returns, it is stopped,
 // or the server exits) and no process of the sandbox may be left: the command, the PID 1, the
 // launcher, found by a marker in their command lines.
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { rm } from "node:fs/promises";
+import path from "node:path";
 import { setTimeout as pause } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { defaultSandboxLimits, type SandboxBackend } from "../../src/sandbox/types.ts";
 import { type PipelineRequest, runPipeline } from "../../src/tools/declared/pipeline.ts";
@@ -185,6 +188,30 @@ describeWithBwrap("a sandbox whose outer bwrap is gone", () => {
       },
       { withinMs: 10_000 },
     );
+  });
+
+  // The forced exit itself, in a process of its own: it lands while bwrap's report of the PID 1
+  // is still in its pipe (the fixture keeps its event loop from reading it until then).
+  it("is killed by a forced exit that lands before its PID 1's report is read (exitKillingCommands)", {
+    timeout: 180_000,
+  }, async () => {
+    const marker = uniqueMarker();
+    const fixture = fileURLToPath(
+      new URL("./fixtures/forced-exit-unread-report.ts", import.meta.url),
+    );
+    const child = spawn(
+      process.execPath,
+      [fixture, path.join(wrapperDir, "bwrap"), workspace, marker],
+      { stdio: ["ignore", "ignore", "pipe"] },
+    );
+    let stderr = "";
+    child.stderr?.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    survivors.push(...(await hostProcessesWith(marker)));
+    expect(code, stderr).toBe(130);
+    await expectNothingLeft(marker, []);
   });
 
   it("is killed by a forced exit of the server (killCommandGroups)", async () => {
