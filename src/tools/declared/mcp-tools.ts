@@ -210,6 +210,14 @@ function declareServer(server: McpServerPolicy, options: StartOptions): McpServe
     maxInstances: server.maxInstances ?? mcpInstanceDefaults.maxInstances,
     open: (onExit, stop) =>
       connect(onExit, stop).catch((error: unknown) => {
+        if (stop.aborted) {
+          // Stopped on purpose (its caller revoked, its run ended, shutdown): not a failure.
+          logger.info("mcp server start abandoned");
+          throw new ToolCallError(
+            "interrupted",
+            `The MCP server ${quoteUntrusted(server.name)} was stopped while it started.`,
+          );
+        }
         logger.warn("mcp server connection failed", { error });
         throw new ToolCallError(
           "failed",
