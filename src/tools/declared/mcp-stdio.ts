@@ -93,14 +93,13 @@ export class SandboxedStdioTransport implements Transport {
     child.stdout?.on("data", (chunk: Buffer) => {
       try {
         this.readBuffer.append(chunk);
-        for (let message = this.readBuffer.readMessage(); message !== null; ) {
-          this.onmessage?.(message);
-          message = this.readBuffer.readMessage();
-        }
       } catch (error) {
-        this.onerror?.(error instanceof Error ? error : new Error(String(error)));
+        // Past the SDK's bound on one unfinished message: the server is not speaking MCP.
+        this.onerror?.(asError(error));
         void this.close(0);
+        return;
       }
+      this.readMessages();
     });
     child.stdout?.on("error", (error) => this.onerror?.(error));
     child.stderr?.pipe(this.stderr);
@@ -116,6 +115,21 @@ export class SandboxedStdioTransport implements Transport {
         this.onerror?.(error);
       });
     });
+  }
+
+  /** Every whole line read so far, as the SDK's stdio transport reads them: a bad one is skipped. */
+  private readMessages(): void {
+    for (;;) {
+      let message: JSONRPCMessage | null;
+      try {
+        message = this.readBuffer.readMessage();
+      } catch (error) {
+        this.onerror?.(asError(error));
+        continue;
+      }
+      if (message === null) return;
+      this.onmessage?.(message);
+    }
   }
 
   send(message: JSONRPCMessage): Promise<void> {
@@ -151,6 +165,10 @@ export class SandboxedStdioTransport implements Transport {
     processes.release();
     child.stdin?.destroy();
   }
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
 }
 
 /** Whether `promise` settles within `ms`. */
