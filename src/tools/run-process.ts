@@ -286,7 +286,7 @@ export function exitKillingCommands(code: number): void {
   killCommandGroups();
   const pending = [...unreported].map((command) => command.reported);
   const exit = () => process.exit(code);
-  setTimeout(exit, forcedExitReportMs).unref();
+  setTimeout(exit, forcedExitReportMs);
   void Promise.all(pending).then(exit);
 }
 
