@@ -4,10 +4,12 @@
 // start it, with a descriptor of its own left open across exec (fd 100, a file of the host's,
 // open for writing): a declared command tool lists the descriptors its shell holds, from inside
 // the sandbox, and tries to write through fd 100 (`ls` and a write, in bash: dash knows only
-// descriptors 0 to 9).
+// descriptors 0 to 9); a stdio MCP server (fixtures/bare-mcp-server.mjs) looks for fd 100 and
+// for the test runner's own fd 251 in its /proc/self/fd.
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { requestControl } from "../../src/control/request-control.ts";
 import {
@@ -15,6 +17,7 @@ import {
   copyPolicies,
   createSharedSecrets,
   instanceEnv,
+  readScenario,
   type ScriptedModel,
   type ServeProcess,
   sendMessageBody,
@@ -22,7 +25,11 @@ import {
   startScriptedModel,
 } from "../faults/support.ts";
 import { eventually } from "../support/eventually.ts";
+import { readContent } from "../support/openai-stub.ts";
 import { describeWithBwrap, makeSandboxWorkspace } from "./support.ts";
+
+const fixture = fileURLToPath(new URL("./fixtures/bare-mcp-server.mjs", import.meta.url));
+const inherited = ["/proc/self/fd/100", "/proc/self/fd/251"];
 
 describeWithBwrap("the descriptors a sandboxed command holds (the real server)", () => {
   let model: ScriptedModel;
@@ -37,6 +44,18 @@ describeWithBwrap("the descriptors a sandboxed command holds (the real server)",
   beforeAll(async () => {
     model = await startScriptedModel({
       fds: [{ calls: [{ id: "call_fds", name: "fds", arguments: "{}" }] }, { text: "done" }],
+      probe: [
+        {
+          calls: [
+            {
+              id: "call_probe",
+              name: "bare_probe",
+              arguments: JSON.stringify({ paths: inherited }),
+            },
+          ],
+        },
+        { text: "done" },
+      ],
     });
     workspace = await makeSandboxWorkspace("peergate-fds-ws-");
     hostDir = await mkdtemp(path.join(os.tmpdir(), "peergate-fds-host-"));
@@ -48,12 +67,12 @@ describeWithBwrap("the descriptors a sandboxed command holds (the real server)",
     const script = `ls -l /proc/$$/fd > ${path.join(workspace, report)} 2>&1; echo escaped >&100`;
     await writeFile(
       path.join(policiesDir, "tools.yaml"),
-      `commands:\n  - {name: fds, description: List descriptors., mode: fixed, program: /bin/bash, args: ["-c", ${JSON.stringify(script)}], risk: read-only, disclosure: public, egress: false}\n`,
+      `commands:\n  - {name: fds, description: List descriptors., mode: fixed, program: /bin/bash, args: ["-c", ${JSON.stringify(script)}], risk: read-only, disclosure: public, egress: false}\nmcpServers:\n  - name: bare\n    transport: stdio\n    command: /usr/bin/node\n    args: [${JSON.stringify(fixture)}]\n    tools:\n      probe: {description: Probe., risk: read-only, disclosure: public, egress: false}\n`,
     );
     const agent = await readFile(path.join(policiesDir, "agent.yaml"), "utf8");
     await writeFile(
       path.join(policiesDir, "agent.yaml"),
-      agent.replace(/^tools: .*$/m, "tools: [files, context, custom]"),
+      agent.replace(/^tools: .*$/m, "tools: [files, context, custom, mcp]"),
     );
     dataDir = await mkdtemp(path.join(os.tmpdir(), "peergate-fds-data-"));
   });
@@ -91,7 +110,7 @@ describeWithBwrap("the descriptors a sandboxed command holds (the real server)",
     const created = await server.admin(
       "POST",
       "/callers",
-      { name: "lister", kind: "peer", tier: "public", allow: ["fds"] },
+      { name: "lister", kind: "peer", tier: "public", allow: ["fds", "bare.probe"] },
       { "x-peergate-operator-token": operator.operatorToken },
     );
     expect(created.status, JSON.stringify(created.body)).toBe(201);
@@ -112,5 +131,18 @@ describeWithBwrap("the descriptors a sandboxed command holds (the real server)",
     ).toEqual(["0", "1", "2"]);
     await eventually("the run to end", () => model.countOf("fds") >= 2);
     expect(await readFile(hostFile, "utf8")).toBe("");
+
+    // The MCP server: neither descriptor exists in its /proc/self/fd.
+    const probed = await a2a(
+      server.url,
+      created.body.credential.secret,
+      sendMessageBody("scenario:probe look", { returnImmediately: true }),
+    );
+    expect(probed.status, JSON.stringify(probed.body)).toBe(200);
+    await eventually("the probe's result to reach the model", () => model.countOf("probe") >= 2);
+    const answered = model.stub.requests.filter((r) => readScenario(r.body) === "probe").at(-1);
+    const result = readContent(answered?.body.messages.find((m) => m.role === "tool"));
+    expect(result).toContain("/proc/self/fd/100");
+    expect(result.match(/error: ENOENT/g) ?? [], result).toHaveLength(inherited.length);
   });
 });
