@@ -17,20 +17,27 @@ useCompileCache(process.env);
 const argv = process.argv.slice(2);
 const serving = argv[0] === "serve";
 
+// A server starts processes: a descriptor it inherited open across exec (a supervisor's pipe, a
+// shell's redirection) would reach every one of them, inside the sandbox too. Closed before the
+// server opens anything (src/tools/inherited-descriptors.ts).
+if (serving) (await import("./tools/inherited-descriptors.ts")).closeInheritedDescriptors();
+
 const controller = new AbortController();
 let signals = 0;
 // A second signal means the operator does not want to wait for a graceful stop: every command
 // still running goes with the server, whatever the sandbox (under `none` nothing else would take
-// them; under bwrap this is at once rather than when bwrap notices). Only a server runs commands.
-const killCommandGroups = serving
-  ? (await import("./tools/run-process.ts")).killCommandGroups
-  : () => {};
+// them; under bwrap this is at once rather than when bwrap notices). Only a server runs commands;
+// it exits once the sandboxes' reports still in their pipes are read (at most 2 s; later signals
+// do not cut that short).
+const forceExit = serving
+  ? (await import("./tools/run-process.ts")).exitKillingCommands
+  : (code: number) => process.exit(code);
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.on(signal, () => {
     signals += 1;
     if (signals > 1) {
-      killCommandGroups();
-      process.exit(130);
+      if (signals === 2) forceExit(130);
+      return;
     }
     controller.abort(signal);
   });

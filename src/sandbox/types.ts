@@ -1,7 +1,8 @@
 // What every sandbox backend is given and gives back. A backend does not start anything itself:
 // it turns one spawn request into the command line and environment that, when spawned, run the
-// request confined. That one shape serves both child_process.spawn (src/tools/run-process.ts)
-// and the MCP SDK's stdio transport, which takes command, args and env.
+// request confined. That one shape serves every spawn of a sandboxed process: a command's
+// (src/tools/run-process.ts, src/tools/declared/pipeline.ts) and a stdio MCP server's
+// (src/tools/declared/mcp-stdio.ts).
 
 // The kinds are a configuration word (PEERGATE_SANDBOX), named in config.ts.
 import type { SandboxKind } from "../config.ts";
@@ -61,8 +62,8 @@ export type SandboxRequest = {
   /**
    * A descriptor the spawner holds open as a pipe: bwrap writes its status there
    * (`--json-status-fd`), whose first document names the host pid of the sandbox's PID 1, so a
-   * stop can kill the whole sandbox whatever became of the outer bwrap. Unset (MCP servers, the
-   * probe): nothing is written. Ignored by `none`.
+   * stop can kill the whole sandbox whatever became of the outer bwrap. Unset (the probe):
+   * nothing is written. Ignored by `none`.
    */
   readonly statusFd?: number;
 };

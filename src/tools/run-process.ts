@@ -15,7 +15,9 @@
 // running.
 //
 // Every live command is registered, so a forced exit of the server (a second SIGINT or SIGTERM,
-// src/main.ts) kills them all at once, whatever the backend: under `none` nothing else would.
+// src/main.ts) kills them all at once, whatever the backend: under `none` nothing else would. It
+// exits once the reports still in their pipes have been read (bounded), so a PID 1 that bwrap
+// reported but Node had not read yet is killed too.
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
@@ -147,13 +149,28 @@ function sandboxInit(pid: number): SandboxInit | undefined {
  */
 export class CommandProcesses {
   readonly group: number | undefined;
+  /**
+   * Settles once nothing more can be reported: the PID 1's report was read (and, after a kill,
+   * the PID 1 killed), or the pipe ended without one, or there is no pipe (no sandbox).
+   */
+  readonly reported: Promise<void>;
   private init: SandboxInit | undefined;
   private killed = false;
 
   constructor(group: number | undefined, status: NodeJS.ReadableStream | null | undefined) {
     this.group = group;
     if (group !== undefined) liveCommands.add(this);
-    if (status === null || status === undefined) return;
+    if (status === null || status === undefined) {
+      this.reported = Promise.resolve();
+      return;
+    }
+    let settle = () => {};
+    this.reported = new Promise((resolve) => {
+      settle = resolve;
+    });
+    // Waited for by a forced exit until settled, even once the command is released.
+    unreported.add(this);
+    void this.reported.then(() => unreported.delete(this));
     let text = "";
     let read = false;
     // Read to the end: the outer bwrap writes here again when it ends, and a reader gone would
@@ -165,12 +182,19 @@ export class CommandProcesses {
       if (line === -1) return;
       read = true;
       const pid = Number(/"child-pid"\s*:\s*(\d+)/.exec(text.slice(0, line))?.[1]);
-      if (!Number.isSafeInteger(pid) || pid <= 1) return;
-      this.init = sandboxInit(pid);
-      if (this.killed) this.killInit();
+      if (Number.isSafeInteger(pid) && pid > 1) {
+        this.init = sandboxInit(pid);
+        if (this.killed) this.killInit();
+      }
+      settle();
     });
+    // Every holder of the write end is gone (the outer bwrap, and the PID 1, which closes its
+    // copy before it is let run): nothing more will come.
+    status.on("end", settle);
+    status.on("close", settle);
     status.on("error", () => {
       // The pipe broke: the outer bwrap is gone; what it reported was already read.
+      settle();
     });
   }
 
@@ -234,12 +258,36 @@ export class CommandProcesses {
 /** Every command still running, for a forced exit. */
 const liveCommands = new Set<CommandProcesses>();
 
+/** Every sandbox whose PID 1 may still be reported (running or not), for a forced exit. */
+const unreported = new Set<CommandProcesses>();
+
 /** SIGKILLs every live command (its sandbox and its group) at once: the server is exiting. */
 export function killCommandGroups(): number {
   const count = liveCommands.size;
   for (const command of liveCommands) command.kill();
   liveCommands.clear();
   return count;
+}
+
+/**
+ * How long a forced exit waits, at most, for sandboxes' reports still in their pipes. Reading one
+ * takes the event loop a few milliseconds once the group kill has ended its outer bwrap.
+ */
+export const forcedExitReportMs = 2_000;
+
+/**
+ * The server's forced exit (a second SIGINT or SIGTERM): SIGKILLs every live command at once,
+ * then exits with `code` once every sandbox's report has been read (a PID 1 reported now is
+ * killed as it is read) or after `forcedExitReportMs`. A report bwrap wrote that Node had not
+ * read yet (a sandbox's first milliseconds, when its PID 1 may have left the launcher's group
+ * and not yet armed --die-with-parent) is so still read and its PID 1 killed before the exit.
+ */
+export function exitKillingCommands(code: number): void {
+  killCommandGroups();
+  const pending = [...unreported].map((command) => command.reported);
+  const exit = () => process.exit(code);
+  setTimeout(exit, forcedExitReportMs);
+  void Promise.all(pending).then(exit);
 }
 
 /** Host pids below `pid`, deepest last, skipping the first `skip` generations. */

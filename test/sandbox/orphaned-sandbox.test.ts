@@ -8,84 +8,29 @@
 // SIGKILLed out from under the running command. Then the call ends (it returns, it is stopped,
 // or the server exits) and no process of the sandbox may be left: the command, the PID 1, the
 // launcher, found by a marker in their command lines.
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
-import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import os from "node:os";
+import { rm } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as pause } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { createBwrapBackend } from "../../src/sandbox/bwrap.ts";
 import { defaultSandboxLimits, type SandboxBackend } from "../../src/sandbox/types.ts";
 import { type PipelineRequest, runPipeline } from "../../src/tools/declared/pipeline.ts";
 import { killCommandGroups, runProcess } from "../../src/tools/run-process.ts";
 import { eventually } from "../support/eventually.ts";
 import {
+  alive,
+  backendWithoutDieWithParent,
   bwrapBackend,
+  commandName,
+  descendantsOf,
   describeWithBwrap,
   hostProcessesWith,
+  inSandbox,
   makeSandboxWorkspace,
+  parentOf,
 } from "./support.ts";
-
-/** The real bwrap, minus --die-with-parent: the PID 1 of the window before it is armed. */
-const wrapperScript = `#!/bin/sh
-for a in "$@"; do
-  shift
-  [ "$a" = --die-with-parent ] || set -- "$@" "$a"
-done
-exec /usr/bin/bwrap "$@"
-`;
-
-function parentOf(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-  } catch {
-    return undefined;
-  }
-}
-
-async function commandName(pid: number): Promise<string> {
-  const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
-  return path.basename(cmdline.split("\0")[0] ?? "");
-}
-
-/** Whether `pid` runs in a PID namespace below the host's (its NSpid names more than one pid). */
-function inSandbox(pid: number): boolean {
-  try {
-    const status = readFileSync(`/proc/${pid}/status`, "utf8");
-    return (/^NSpid:\s+(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/).length ?? 0) > 1;
-  } catch {
-    return false;
-  }
-}
-
-/** Alive and not a zombie waiting to be reaped. */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
-  } catch {
-    return false;
-  }
-}
-
-/** Every host process below `pid`. */
-function descendantsOf(pid: number): number[] {
-  const found: number[] = [];
-  let generation = [pid];
-  while (generation.length > 0) {
-    const next: number[] = [];
-    for (const name of readdirSync("/proc")) {
-      if (!/^\d+$/.test(name)) continue;
-      const parent = parentOf(Number(name));
-      if (parent !== undefined && generation.includes(parent)) next.push(Number(name));
-    }
-    found.push(...next);
-    generation = next;
-  }
-  return found;
-}
 
 /**
  * Waits for the sandbox's command (`name`, with `marker` in its command line) and kills the outer
@@ -137,11 +82,7 @@ describeWithBwrap("a sandbox whose outer bwrap is gone", () => {
 
   beforeAll(async () => {
     workspace = await makeSandboxWorkspace("peergate-orphan-");
-    wrapperDir = await mkdtemp(path.join(os.tmpdir(), "peergate-orphan-bwrap-"));
-    await chmod(wrapperDir, 0o755);
-    const wrapper = path.join(wrapperDir, "bwrap");
-    await writeFile(wrapper, wrapperScript, { mode: 0o755 });
-    backend = createBwrapBackend({ bwrapPath: wrapper });
+    ({ backend, dir: wrapperDir } = await backendWithoutDieWithParent());
   });
 
   afterAll(async () => {
@@ -247,6 +188,30 @@ describeWithBwrap("a sandbox whose outer bwrap is gone", () => {
       },
       { withinMs: 10_000 },
     );
+  });
+
+  // The forced exit itself, in a process of its own: it lands while bwrap's report of the PID 1
+  // is still in its pipe (the fixture keeps its event loop from reading it until then).
+  it("is killed by a forced exit that lands before its PID 1's report is read (exitKillingCommands)", {
+    timeout: 180_000,
+  }, async () => {
+    const marker = uniqueMarker();
+    const fixture = fileURLToPath(
+      new URL("./fixtures/forced-exit-unread-report.ts", import.meta.url),
+    );
+    const child = spawn(
+      process.execPath,
+      [fixture, path.join(wrapperDir, "bwrap"), workspace, marker],
+      { stdio: ["ignore", "ignore", "pipe"] },
+    );
+    let stderr = "";
+    child.stderr?.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    survivors.push(...(await hostProcessesWith(marker)));
+    expect(code, stderr).toBe(130);
+    await expectNothingLeft(marker, []);
   });
 
   it("is killed by a forced exit of the server (killCommandGroups)", async () => {

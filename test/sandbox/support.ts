@@ -3,11 +3,14 @@
 // suites are skipped with the reason in their title; with PEERGATE_TEST_SANDBOX=required (CI, where
 // bubblewrap is installed) a missing or broken bwrap is a failure instead.
 import { createHash } from "node:crypto";
-import { readdir, readFile, rm } from "node:fs/promises";
+import { readdirSync, readFileSync } from "node:fs";
+import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { describe, it } from "vitest";
 import { createBwrapBackend } from "../../src/sandbox/bwrap.ts";
 import { probeSandbox } from "../../src/sandbox/probe.ts";
+import type { SandboxBackend } from "../../src/sandbox/types.ts";
 import { makeSandboxWorkspace } from "../support/sandbox-workspace.ts";
 
 export {
@@ -78,6 +81,83 @@ export async function hostProcessesWith(marker: string): Promise<number[]> {
     } catch {
       // The process ended while we looked.
     }
+  }
+  return found;
+}
+
+/** The real bwrap, minus --die-with-parent: the PID 1 of the window before it is armed. */
+const wrapperScript = `#!/bin/sh
+for a in "$@"; do
+  shift
+  [ "$a" = --die-with-parent ] || set -- "$@" "$a"
+done
+exec /usr/bin/bwrap "$@"
+`;
+
+/**
+ * A bwrap backend whose sandboxes' PID 1 never arms --die-with-parent (the state of the window
+ * at the start of every sandbox, made to last), and its directory, to remove after the suite.
+ */
+export async function backendWithoutDieWithParent(): Promise<{
+  backend: SandboxBackend;
+  dir: string;
+}> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), "peergate-orphan-bwrap-"));
+  await chmod(dir, 0o755);
+  const wrapper = path.join(dir, "bwrap");
+  await writeFile(wrapper, wrapperScript, { mode: 0o755 });
+  return { backend: createBwrapBackend({ bwrapPath: wrapper }), dir };
+}
+
+/** The parent pid of `pid`, or undefined when it is gone. */
+export function parentOf(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The base name of the program `pid` runs. */
+export async function commandName(pid: number): Promise<string> {
+  const cmdline = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => "");
+  return path.basename(cmdline.split("\0")[0] ?? "");
+}
+
+/** Whether `pid` runs in a PID namespace below the host's (its NSpid names more than one pid). */
+export function inSandbox(pid: number): boolean {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    return (/^NSpid:\s+(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/).length ?? 0) > 1;
+  } catch {
+    return false;
+  }
+}
+
+/** Alive and not a zombie waiting to be reaped. */
+export function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/** Every host process below `pid`. */
+export function descendantsOf(pid: number): number[] {
+  const found: number[] = [];
+  let generation = [pid];
+  while (generation.length > 0) {
+    const next: number[] = [];
+    for (const name of readdirSync("/proc")) {
+      if (!/^\d+$/.test(name)) continue;
+      const parent = parentOf(Number(name));
+      if (parent !== undefined && generation.includes(parent)) next.push(Number(name));
+    }
+    found.push(...next);
+    generation = next;
   }
   return found;
 }

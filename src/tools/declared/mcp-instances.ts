@@ -30,8 +30,12 @@ export type McpServerSlot = {
   readonly scope: "caller" | "run";
   readonly idleTimeoutMs: number;
   readonly maxInstances: number;
-  /** Starts and connects an instance; `onExit` is called if it goes away on its own. */
-  open(onExit: () => void): Promise<Client>;
+  /**
+   * Starts and connects an instance; `onExit` is called if it goes away on its own. `stop` is
+   * aborted when the instance is stopped before it connected: the start is abandoned and its
+   * process killed.
+   */
+  open(onExit: () => void, stop: AbortSignal): Promise<Client>;
 };
 
 export type McpInstances = {
@@ -61,6 +65,8 @@ type Instance = {
   readonly callerId: string;
   readonly runId: string | undefined;
   readonly client: Promise<Client>;
+  /** Aborted when the instance is stopped: a start still under way is abandoned. */
+  readonly stopping: AbortController;
   busy: number;
   idleSince: number;
   idleTimer: NodeJS.Timeout | undefined;
@@ -88,6 +94,8 @@ export function createMcpInstances(options: {
   const stop = async (instance: Instance, why: string): Promise<void> => {
     if (instances.get(instance.key) === instance) instances.delete(instance.key);
     clearTimeout(instance.idleTimer);
+    // One still starting is not waited for: its start is abandoned, its process killed.
+    instance.stopping.abort();
     const client = await instance.client.catch(() => undefined);
     if (client === undefined) return;
     options.logger.info("mcp server closed", { mcpServer: instance.server, why });
@@ -117,10 +125,11 @@ export function createMcpInstances(options: {
   const start = (slot: McpServerSlot, generation: object, key: string, scope: McpCallScope) => {
     makeRoom(slot);
     let instance: Instance;
+    const stopping = new AbortController();
     const client = slot.open(() => {
       // It exited on its own: the next call starts a fresh one.
       if (instances.get(key) === instance) void stop(instance, "exited");
-    });
+    }, stopping.signal);
     instance = {
       key,
       server: slot.name,
@@ -128,6 +137,7 @@ export function createMcpInstances(options: {
       callerId: scope.callerId,
       runId: slot.scope === "run" ? scope.runId : undefined,
       client,
+      stopping,
       busy: 0,
       idleSince: clock(),
       idleTimer: undefined,

@@ -11,7 +11,6 @@
 // approval request makes the call an error: a server must never be able to ask the executor to
 // run something. Argument schemas are the server's business: arguments are forwarded as given.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { z } from "zod";
 import type { Logger } from "../../log.ts";
@@ -19,6 +18,7 @@ import type { McpServerPolicy } from "../../policy/policy-files.ts";
 import { quoteUntrusted } from "../../policy/quote.ts";
 import type { Redactor } from "../../sandbox/redact.ts";
 import { resolveSandboxLimits, type SandboxBackend } from "../../sandbox/types.ts";
+import { statusRequest } from "../run-process.ts";
 import { scrubEnvironment } from "../scrub-environment.ts";
 import { cutUtf8 } from "../text.ts";
 import { runGuarded, ToolCallError } from "../tool-call-error.ts";
@@ -30,23 +30,18 @@ import {
   type McpServerSlot,
   mcpInstanceDefaults,
 } from "./mcp-instances.ts";
+import { SandboxedStdioTransport } from "./mcp-stdio.ts";
 
 export const mcpLimits = {
   callTimeoutMs: 60_000,
   connectTimeoutMs: 20_000,
   maxResultBytes: 256 * 1024,
   maxStderrBytes: 4096,
+  /** How long a closing stdio server is given after its stdin closes, and again after SIGTERM. */
+  closeGraceMs: 2_000,
 };
 
 const inputSchema = z.looseObject({});
-
-const launcherOverrides = {
-  HOME: "/",
-  LOGNAME: "nobody",
-  SHELL: "/bin/sh",
-  TERM: "dumb",
-  USER: "nobody",
-};
 
 type CallResult = Awaited<ReturnType<Client["callTool"]>>;
 
@@ -146,7 +141,7 @@ type StartOptions = {
 function declareServer(server: McpServerPolicy, options: StartOptions): McpServerSlot {
   const logger = options.logger.child({ mcpServer: server.name });
 
-  const connect = async (onExit: () => void): Promise<Client> => {
+  const connect = async (onExit: () => void, stop: AbortSignal): Promise<Client> => {
     const client = new Client({ name: "peergate", version: "0.1.0" }, { capabilities: {} });
     let connected = false;
     // A server that exits (or a dropped HTTP session) is started again on the next call.
@@ -157,6 +152,7 @@ function declareServer(server: McpServerPolicy, options: StartOptions): McpServe
       // The server runs in the sandbox like any process; it has a network only when one of
       // its tools is declared (or left undeclared, so the inventory says) as egress.
       const sandboxed = options.sandbox.wrap({
+        ...statusRequest(options.sandbox),
         argv: [server.command, ...server.args],
         workspace: options.workspace.root,
         cwd: options.workspace.root,
@@ -168,29 +164,34 @@ function declareServer(server: McpServerPolicy, options: StartOptions): McpServe
         limits: resolveSandboxLimits(server.limits),
         readOnlyPaths: [server.command, ...server.args.filter((a) => a.startsWith("/"))],
       });
-      const transport = new StdioClientTransport({
-        command: sandboxed.command,
-        args: [...sandboxed.args],
-        // The SDK merges HOME, USER, SHELL … of this process under the env it is given; for the
-        // sandbox's launcher (visible inside as /proc/1/environ) they are overridden.
-        env: options.sandbox.confines ? { ...launcherOverrides, ...sandboxed.env } : sandboxed.env,
-        cwd: sandboxed.cwd,
-        stderr: "pipe",
+      // Spawned by peergate, not by the SDK (mcp-stdio.ts): bwrap reports the sandbox's PID 1,
+      // and every stop ends with SIGKILL to it.
+      const transport = new SandboxedStdioTransport({
+        command: sandboxed,
+        backend: options.sandbox,
+        graceMs: mcpLimits.closeGraceMs,
       });
       let logged = 0;
-      transport.stderr?.on("data", (chunk: Buffer) => {
+      transport.stderr.on("data", (chunk: Buffer) => {
         if (logged >= mcpLimits.maxStderrBytes) return;
         logged += chunk.length;
         const text = chunk.toString("utf8").slice(0, 1024);
         // The log is read by people a tool result is not meant for: no secret goes in either.
         logger.debug("mcp server stderr", { text: options.redactor?.redact(text) ?? text });
       });
+      // A stop while the server starts (its caller revoked, its run ended, shutdown) kills it
+      // at once: it has answered nothing yet, so it has nothing to tidy.
+      const onStop = () => void transport.close(0);
+      stop.addEventListener("abort", onStop, { once: true });
       try {
+        if (stop.aborted) throw new Error("The MCP server was stopped while it started.");
         await client.connect(transport, { timeout: mcpLimits.connectTimeoutMs });
       } catch (error) {
         // A server that started but did not answer in time must not be left running.
-        await transport.close().catch(() => undefined);
+        await transport.close(0);
         throw error;
+      } finally {
+        stop.removeEventListener("abort", onStop);
       }
     } else {
       await client.connect(new StreamableHTTPClientTransport(new URL(server.url)), {
@@ -207,8 +208,16 @@ function declareServer(server: McpServerPolicy, options: StartOptions): McpServe
     scope: server.scope,
     idleTimeoutMs: server.idleTimeoutMs ?? mcpInstanceDefaults.idleTimeoutMs,
     maxInstances: server.maxInstances ?? mcpInstanceDefaults.maxInstances,
-    open: (onExit) =>
-      connect(onExit).catch((error: unknown) => {
+    open: (onExit, stop) =>
+      connect(onExit, stop).catch((error: unknown) => {
+        if (stop.aborted) {
+          // Stopped on purpose (its caller revoked, its run ended, shutdown): not a failure.
+          logger.info("mcp server start abandoned");
+          throw new ToolCallError(
+            "interrupted",
+            `The MCP server ${quoteUntrusted(server.name)} was stopped while it started.`,
+          );
+        }
         logger.warn("mcp server connection failed", { error });
         throw new ToolCallError(
           "failed",

@@ -143,12 +143,12 @@ describe("MCP server instances", () => {
     const { slot, started } = fakeSlot();
     const flaky: McpServerSlot = {
       ...slot,
-      open: (onExit) => {
+      open: (onExit, stop) => {
         if (failNext) {
           failNext = false;
           return Promise.reject(new ToolCallError("failed", "could not be reached"));
         }
-        return slot.open(onExit);
+        return slot.open(onExit, stop);
       },
     };
     await expect(instances.use(flaky, generation, owner("a"), async () => {})).rejects.toThrow(
@@ -159,6 +159,27 @@ describe("MCP server instances", () => {
     started[0]?.exit();
     await instances.use(flaky, generation, owner("a"), async () => {});
     expect(started).toHaveLength(2);
+  });
+
+  it("abandons an instance still starting when its caller is revoked, without waiting for it", async () => {
+    const { instances, generation } = setUp();
+    let stopped: AbortSignal | undefined;
+    // A start that never finishes on its own: only the stop ends it.
+    const slot: McpServerSlot = {
+      ...fakeSlot().slot,
+      open: (_onExit, stop) => {
+        stopped = stop;
+        return new Promise<Client>((_resolve, reject) => {
+          stop.addEventListener("abort", () => reject(new ToolCallError("failed", "stopped")));
+        });
+      },
+    };
+    const call = instances.use(slot, generation, owner("a"), async () => {});
+    expect(stopped?.aborted).toBe(false);
+    await instances.closeCaller("a");
+    expect(stopped?.aborted).toBe(true);
+    await expect(call).rejects.toThrow("stopped");
+    expect(instances.live).toBe(0);
   });
 
   it("refuses calls once closed", async () => {
