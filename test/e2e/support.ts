@@ -100,6 +100,14 @@ export async function removeTempDirs(): Promise<void> {
   await Promise.all(tempDirs.splice(0).map((dir) => rm(dir, { recursive: true, force: true })));
 }
 
+/** Sets the agent's `tools:` line of a policies copy (agent.yaml) to `tools`. */
+export async function setAgentTools(policiesDir: string, tools: readonly string[]): Promise<void> {
+  const file = path.join(policiesDir, "agent.yaml");
+  const agent = await readFile(file, "utf8");
+  if (!/^tools: /m.test(agent)) throw new Error(`${file} has no tools: line to set`);
+  await writeFile(file, agent.replace(/^tools: .*$/m, `tools: [${tools.join(", ")}]`));
+}
+
 /** A copy of the repository's policies/, with the scripted model priced (free). */
 export async function copyPolicies(): Promise<string> {
   const dir = await makeTempDir("peergate-e2e-policies-");

@@ -6,20 +6,11 @@
 // places are checked again, and a reloaded tools.yaml whose program is in the workspace by another
 // name (unpinned), or whose script is in the data directory by another name, is refused.
 import { spawnSync } from "node:child_process";
-import {
-  chmod,
-  cp,
-  mkdir,
-  mkdtemp,
-  readFile,
-  rm,
-  symlink,
-  unlink,
-  writeFile,
-} from "node:fs/promises";
+import { chmod, cp, mkdir, mkdtemp, rm, symlink, unlink, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { setAgentTools } from "../e2e/support.ts";
 import { repoPoliciesDir } from "../support/app.ts";
 import { eventually } from "../support/eventually.ts";
 import { giveToSandboxUser } from "../support/sandbox-workspace.ts";
@@ -193,11 +184,7 @@ describe("on SIGHUP", () => {
         mode: 0o755,
       });
       await symlink(path.join(workspace, "bin"), path.join(root, "tools"));
-      const agent = await readFile(path.join(policies, "agent.yaml"), "utf8");
-      await writeFile(
-        path.join(policies, "agent.yaml"),
-        agent.replace(/^tools: .*$/m, "tools: [files, context, custom]"),
-      );
+      await setAgentTools(policies, ["files", "context", "custom"]);
       await writeFile(
         path.join(policies, "tools.yaml"),
         `commands:\n  - {name: lint, description: d, mode: fixed, program: ${path.join(root, "tools", "lint")}, risk: read-only, disclosure: public, egress: false}\n`,

@@ -13,6 +13,7 @@ import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { setAgentTools } from "../e2e/support.ts";
 import {
   addCaller,
   call,
@@ -91,11 +92,7 @@ describe("traces from a real server", () => {
     });
     policiesDir = await copyPolicies();
     await writeFile(path.join(policiesDir, "tools.yaml"), toolsYaml);
-    const agent = await readFile(path.join(policiesDir, "agent.yaml"), "utf8");
-    await writeFile(
-      path.join(policiesDir, "agent.yaml"),
-      agent.replace(/^tools: .*$/m, "tools: [files, context, custom]"),
-    );
+    await setAgentTools(policiesDir, ["files", "context", "custom"]);
     scratch = await mkdtemp(path.join(os.tmpdir(), "peergate-traces-"));
   });
 

@@ -12,6 +12,7 @@ import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
 import { processDefaults } from "../../src/tools/run-process.ts";
 import { createToolRuntime } from "../../src/tools/runtime.ts";
 import type { ToolRuntime } from "../../src/tools/types.ts";
+import { setAgentTools } from "../e2e/support.ts";
 import {
   a2a,
   copyPolicies,
@@ -118,11 +119,7 @@ function forcePathSuite(backend: "none" | "bwrap") {
       path.join(policiesDir, "tools.yaml"),
       `commands:\n  - {name: hang, description: Wait., mode: fixed, program: /bin/bash, args: ["-c", "trap '' TERM INT; exec -a ${marker} sleep 300"], risk: read-only, disclosure: public, egress: false}\n`,
     );
-    const agent = await readFile(path.join(policiesDir, "agent.yaml"), "utf8");
-    await writeFile(
-      path.join(policiesDir, "agent.yaml"),
-      agent.replace(/^tools: .*$/m, "tools: [files, context, custom]"),
-    );
+    await setAgentTools(policiesDir, ["files", "context", "custom"]);
     dataDir = await mkdtemp(path.join(os.tmpdir(), "peergate-force-data-"));
     workspace = await makeSandboxWorkspace("peergate-force-ws-");
   });

@@ -12,6 +12,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { requestControl } from "../../src/control/request-control.ts";
+import { setAgentTools } from "../e2e/support.ts";
 import {
   a2a,
   copyPolicies,
@@ -69,11 +70,7 @@ describeWithBwrap("the descriptors a sandboxed command holds (the real server)",
       path.join(policiesDir, "tools.yaml"),
       `commands:\n  - {name: fds, description: List descriptors., mode: fixed, program: /bin/bash, args: ["-c", ${JSON.stringify(script)}], risk: read-only, disclosure: public, egress: false}\nmcpServers:\n  - name: bare\n    transport: stdio\n    command: /usr/bin/node\n    args: [${JSON.stringify(fixture)}]\n    tools:\n      probe: {description: Probe., risk: read-only, disclosure: public, egress: false}\n`,
     );
-    const agent = await readFile(path.join(policiesDir, "agent.yaml"), "utf8");
-    await writeFile(
-      path.join(policiesDir, "agent.yaml"),
-      agent.replace(/^tools: .*$/m, "tools: [files, context, custom, mcp]"),
-    );
+    await setAgentTools(policiesDir, ["files", "context", "custom", "mcp"]);
     dataDir = await mkdtemp(path.join(os.tmpdir(), "peergate-fds-data-"));
   });
 

@@ -20,6 +20,7 @@ import {
   removeTempDirs,
   type Scenarios,
   type ScriptedModel,
+  setAgentTools,
   startPeergate,
   startScriptedModel,
   userMessage,
@@ -115,11 +116,7 @@ ${extra}    tools:
       `mcpServers:
 ${server("mem", "")}${server("memrun", "    scope: run\n")}${server("memidle", "    idleTimeoutMs: 200\n")}`,
     );
-    const agent = await readFile(path.join(policiesDir, "agent.yaml"), "utf8");
-    await writeFile(
-      path.join(policiesDir, "agent.yaml"),
-      agent.replace(/^tools: .*$/m, "tools: [context, mcp]"),
-    );
+    await setAgentTools(policiesDir, ["context", "mcp"]);
     peergate = await startPeergate({
       ...createSharedSecrets(),
       policiesDir,

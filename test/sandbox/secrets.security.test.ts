@@ -5,7 +5,7 @@
 // from an allowlisted variable holding one, from /proc; and reads that file with read_file. None of them
 // may appear in what the model is sent, in the task the caller gets back, in any log line (at
 // debug), or in the database's run records and audit trail.
-import { readFile, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import { TaskState } from "@a2a-js/sdk";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -24,6 +24,7 @@ import {
   type Scenarios,
   type ScriptedModel,
   scriptedModelId,
+  setAgentTools,
   startScriptedModel,
   userMessage,
 } from "../e2e/support.ts";
@@ -70,11 +71,7 @@ describeWithBwrap("secrets the server holds, printed from inside the sandbox", (
   - {name: sh, description: Run bash., mode: structured, programs: [bash], risk: high-risk, allowOptions: true, disclosure: public, egress: false, envAllowlist: [CI_SETTING]}
 `,
     );
-    const agent = await readFile(path.join(policiesDir, "agent.yaml"), "utf8");
-    await writeFile(
-      path.join(policiesDir, "agent.yaml"),
-      agent.replace(/^tools: .*$/m, "tools: [files, context, custom]"),
-    );
+    await setAgentTools(policiesDir, ["files", "context", "custom"]);
     workspace = await createWorkspace();
     const { mkdtemp } = await import("node:fs/promises");
     const os = await import("node:os");

@@ -4,7 +4,7 @@
 // a setsid process behind. The server started with PEERGATE_SANDBOX at its default (bwrap); its
 // /readyz says so. Every attempt fails, the admin token never reaches the model, the workspace
 // and the data dir are unchanged, and the server keeps answering.
-import { readFile, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import path from "node:path";
 import { TaskState } from "@a2a-js/sdk";
@@ -20,6 +20,7 @@ import {
   removeTempDirs,
   type Scenarios,
   type ScriptedModel,
+  setAgentTools,
   startPeergate,
   startScriptedModel,
   userMessage,
@@ -63,11 +64,7 @@ describeWithBwrap("the sandbox through the real server", () => {
   - {name: sh, description: Run bash., mode: structured, programs: [bash], risk: high-risk, allowOptions: true, disclosure: public, egress: false}
 `,
     );
-    const agent = await readFile(path.join(policiesDir, "agent.yaml"), "utf8");
-    await writeFile(
-      path.join(policiesDir, "agent.yaml"),
-      agent.replace(/^tools: .*$/m, "tools: [files, context, custom]"),
-    );
+    await setAgentTools(policiesDir, ["files", "context", "custom"]);
     workspace = await createWorkspace();
     peergate = await startPeergate({
       ...secrets,

@@ -6,7 +6,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { TaskState } from "@a2a-js/sdk";
@@ -26,6 +26,7 @@ import {
   type Scenarios,
   type ScriptedModel,
   scriptedModelId,
+  setAgentTools,
   startScriptedModel,
   userMessage,
 } from "../../e2e/support.ts";
@@ -102,11 +103,7 @@ commands:
   - {name: pinned, description: Run the tool., mode: fixed, program: tool, risk: high-risk, disclosure: public, egress: false}
 `,
     );
-    const agent = await readFile(path.join(policiesDir, "agent.yaml"), "utf8");
-    await writeFile(
-      path.join(policiesDir, "agent.yaml"),
-      agent.replace(/^tools: .*$/m, "tools: [files, context, custom]"),
-    );
+    await setAgentTools(policiesDir, ["files", "context", "custom"]);
     dataDir = await mkdtemp(path.join(os.tmpdir(), "peergate-verified-data-"));
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? "",
