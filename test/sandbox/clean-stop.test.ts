@@ -6,7 +6,6 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { requestControl } from "../../src/control/request-control.ts";
 import { parseToolsPolicy } from "../../src/policy/policy-files.ts";
 import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
 import { processDefaults } from "../../src/tools/run-process.ts";
@@ -28,6 +27,7 @@ import { eventually } from "../support/eventually.ts";
 import { buildPolicies, callTool, expectFailure, silentLogger } from "../tools/support.ts";
 import {
   bwrapBackend,
+  createOperatorTokenOf,
   describeWithBwrap,
   hostProcessesWith,
   makeSandboxWorkspace,
@@ -145,19 +145,12 @@ function forcePathSuite(backend: "none" | "bwrap") {
     // A loaded machine can take most of a minute to start one.
     server = await spawnServe(env, secrets.adminToken, { readyMs: 180_000 });
     // Allowing a tool widens the caller: as the operator would, through the control socket.
-    const operator = await requestControl(dataDir, {
-      verb: "operator-token.create",
-      force: true,
-      user: "test",
-    });
-    if (operator?.ok !== true || operator.verb !== "operator-token.create") {
-      throw new Error(`no operator token: ${JSON.stringify(operator)}`);
-    }
+    const operatorToken = await createOperatorTokenOf(dataDir);
     const created = await server.admin(
       "POST",
       "/callers",
       { name: "waiter", kind: "peer", tier: "public", allow: ["hang"] },
-      { "x-peergate-operator-token": operator.operatorToken },
+      { "x-peergate-operator-token": operatorToken },
     );
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const sent = await a2a(

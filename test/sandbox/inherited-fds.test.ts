@@ -11,7 +11,6 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { requestControl } from "../../src/control/request-control.ts";
 import { setAgentTools } from "../e2e/support.ts";
 import {
   a2a,
@@ -27,7 +26,7 @@ import {
 } from "../faults/support.ts";
 import { eventually } from "../support/eventually.ts";
 import { readContent } from "../support/openai-stub.ts";
-import { describeWithBwrap, makeSandboxWorkspace } from "./support.ts";
+import { createOperatorTokenOf, describeWithBwrap, makeSandboxWorkspace } from "./support.ts";
 
 const fixture = fileURLToPath(new URL("./fixtures/bare-mcp-server.mjs", import.meta.url));
 const inherited = ["/proc/self/fd/100", "/proc/self/fd/251"];
@@ -96,19 +95,12 @@ describeWithBwrap("the descriptors a sandboxed command holds (the real server)",
       readyMs: 180_000,
       wrap: (argv) => ["/bin/bash", "-c", `exec "$@" 100>>${hostFile}`, "bash", ...argv],
     });
-    const operator = await requestControl(dataDir, {
-      verb: "operator-token.create",
-      force: true,
-      user: "test",
-    });
-    if (operator?.ok !== true || operator.verb !== "operator-token.create") {
-      throw new Error(`no operator token: ${JSON.stringify(operator)}`);
-    }
+    const operatorToken = await createOperatorTokenOf(dataDir);
     const created = await server.admin(
       "POST",
       "/callers",
       { name: "lister", kind: "peer", tier: "public", allow: ["fds", "bare.probe"] },
-      { "x-peergate-operator-token": operator.operatorToken },
+      { "x-peergate-operator-token": operatorToken },
     );
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const sent = await a2a(

@@ -8,6 +8,7 @@ import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promis
 import os from "node:os";
 import path from "node:path";
 import { describe, it } from "vitest";
+import { requestControl } from "../../src/control/request-control.ts";
 import { createBwrapBackend } from "../../src/sandbox/bwrap.ts";
 import { probeSandbox } from "../../src/sandbox/probe.ts";
 import type { SandboxBackend } from "../../src/sandbox/types.ts";
@@ -160,4 +161,20 @@ export function descendantsOf(pid: number): number[] {
     generation = next;
   }
   return found;
+}
+
+/**
+ * A new operator token from a running server's control socket (as `peergate operator-token create
+ * --force` asks it): what a test needs to widen a caller, as the operator would.
+ */
+export async function createOperatorTokenOf(dataDir: string): Promise<string> {
+  const operator = await requestControl(dataDir, {
+    verb: "operator-token.create",
+    force: true,
+    user: "test",
+  });
+  if (operator?.ok !== true || operator.verb !== "operator-token.create") {
+    throw new Error(`no operator token: ${JSON.stringify(operator)}`);
+  }
+  return operator.operatorToken;
 }
