@@ -129,17 +129,69 @@ function removeTree(dir: string): void {
   rmdirSync(dir);
 }
 
-/** The parent cgroups of servers that are gone (a crash leaves them behind). */
-function sweepStale(dir: string): void {
+/**
+ * The parent cgroups of servers that are gone (a crash, a SIGKILL, an out-of-memory kill leaves
+ * them behind), with whatever still runs in them: only sandboxes ever join these cgroups, so a
+ * process found there is a sandbox whose server died without stopping it. It is killed, not left
+ * to run for good with no server to stop it. Returns how many processes were killed.
+ */
+export function sweepStale(dir: string): number {
+  let killed = 0;
   for (const name of readdirSync(dir)) {
     const pid = /^peergate-(\d+)$/.exec(name)?.[1];
     if (pid === undefined || isAlive(Number(pid))) continue;
+    const stale = path.join(dir, name);
     try {
-      removeTree(path.join(dir, name));
+      killed += killTree(stale);
+      removeTree(stale);
     } catch {
-      // A process of that server's sandbox is still in it; the next start tries again.
+      // A process of that server's sandbox did not go in time; the next start tries again.
     }
   }
+  return killed;
+}
+
+/** How many rounds `killTree` reads the tree again for processes born while it killed. */
+const killRounds = 50;
+
+/**
+ * SIGKILLs every process in a cgroup tree until none is left (a process forking meanwhile is
+ * found in the next round; pids.max bounds how many it can make). cgroup v2's `cgroup.kill` ends
+ * the whole tree at once where the kernel has it. Returns how many processes were signalled.
+ */
+function killTree(dir: string): number {
+  try {
+    writeFileSync(path.join(dir, "cgroup.kill"), "1");
+  } catch {
+    // cgroup v1, or a kernel before 5.14: each process is killed below.
+  }
+  let signalled = 0;
+  for (let round = 0; round < killRounds; round++) {
+    const pids = processesIn(dir);
+    if (pids.length === 0) return signalled;
+    for (const pid of pids) {
+      try {
+        process.kill(pid, "SIGKILL");
+        signalled += 1;
+      } catch {
+        // Gone already.
+      }
+    }
+    // The kernel takes a killed process out of its cgroup as it exits: give it a moment.
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+  }
+  return signalled;
+}
+
+/** Every process in a cgroup tree (`cgroup.procs` of it and of each child cgroup). */
+function processesIn(dir: string): number[] {
+  const pids = readList(path.join(dir, "cgroup.procs"))
+    .map(Number)
+    .filter((pid) => Number.isSafeInteger(pid) && pid > 0);
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (entry.isDirectory()) pids.push(...processesIn(path.join(dir, entry.name)));
+  }
+  return pids;
 }
 
 /** Decides how processes are counted for this server, creating its parent cgroup if needed. */

@@ -19,7 +19,7 @@ import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
 import { createToolRuntime } from "../../src/tools/runtime.ts";
 import { eventually } from "../support/eventually.ts";
 import { buildPolicies, callTool, silentLogger } from "../tools/support.ts";
-import { describeWithBwrap, makeSandboxWorkspace } from "./support.ts";
+import { alive, describeWithBwrap, makeSandboxWorkspace } from "./support.ts";
 
 const v1Mountinfo = [
   "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755",
@@ -139,6 +139,52 @@ describeWithBwrap("the sandboxes' pids cgroups", () => {
       await rm(workspace, { recursive: true, force: true });
       expect(probe.ok).toBe(true);
       await eventually("the counting command to start", async () => existsSync(counting.parent));
+    },
+  );
+
+  it.skipIf(counting.kind !== "cgroup")(
+    `a crashed server's sandboxes still running in its cgroup are killed at the next start${counting.kind === "cgroup" ? "" : " — skipped: not root, no cgroup"}`,
+    async () => {
+      if (counting.kind !== "cgroup") return;
+      const { spawn, spawnSync } = await import("node:child_process");
+      const { mkdirSync, readFileSync, writeFileSync } = await import("node:fs");
+      // A server that is gone: a pid no process has now.
+      const gone = spawnSync("true").pid ?? 0;
+      expect(alive(gone)).toBe(false);
+      const stale = path.join(path.dirname(counting.parent), `peergate-${gone}`);
+      const sandbox = path.join(stale, "s0-0");
+      mkdirSync(sandbox, { recursive: true });
+      // What its sandbox left: a shell that, once inside the cgroup, starts two more processes.
+      const shell = spawn("sh", ["-c", "read go; sleep 300 & sleep 300"], {
+        stdio: ["pipe", "ignore", "ignore"],
+        detached: true,
+      });
+      const exited = new Promise((resolve) => shell.once("exit", resolve));
+      try {
+        const join = counting.version === 1 ? "tasks" : "cgroup.procs";
+        writeFileSync(path.join(sandbox, join), String(shell.pid));
+        shell.stdin?.write("go\n");
+        const inside = () =>
+          readFileSync(path.join(sandbox, "cgroup.procs"), "utf8")
+            .trim()
+            .split(/\s+/)
+            .filter(Boolean);
+        await eventually("the shell and its two sleeps in the cgroup", async () =>
+          inside().length === 3 ? true : undefined,
+        );
+        const left = inside().map(Number);
+
+        // The next start (this is what a server does at start).
+        expect(detectProcessCountLimit()).toMatchObject({ kind: "cgroup" });
+
+        await exited;
+        await eventually("every process of the crashed server's sandbox to be gone", async () =>
+          left.every((pid) => !alive(pid)) ? true : undefined,
+        );
+        expect(existsSync(stale)).toBe(false);
+      } finally {
+        shell.kill("SIGKILL");
+      }
     },
   );
 
