@@ -19,6 +19,7 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   rmdirSync,
   statSync,
   writeFileSync,
@@ -135,11 +136,15 @@ function removeTree(dir: string): void {
  * process found there is a sandbox whose server died without stopping it. It is killed, not left
  * to run for good with no server to stop it. Returns how many processes were killed.
  */
-export function sweepStale(dir: string): number {
+function sweepStale(dir: string): number {
   let killed = 0;
+  const ours = pidNamespace();
   for (const name of readdirSync(dir)) {
-    const pid = /^peergate-(\d+)$/.exec(name)?.[1];
-    if (pid === undefined || isAlive(Number(pid))) continue;
+    const [, namespace, pid] = /^peergate-(?:(\d+)-)?(\d+)$/.exec(name) ?? [];
+    if (pid === undefined) continue;
+    // A pid means something only in the PID namespace it was taken in: a server of another one
+    // (a container sharing this cgroup) is not judged dead by a pid that is free here.
+    if ((namespace ?? ours) !== ours || isAlive(Number(pid))) continue;
     const stale = path.join(dir, name);
     try {
       killed += killTree(stale);
@@ -194,6 +199,24 @@ function processesIn(dir: string): number[] {
   return pids;
 }
 
+/** This process's PID namespace (the inode /proc/self/ns/pid names); "" where it cannot be read. */
+export function pidNamespace(): string {
+  try {
+    return /\[(\d+)\]/.exec(readlinkSync("/proc/self/ns/pid"))?.[1] ?? "";
+  } catch {
+    return "";
+  }
+}
+
+/**
+ * The name of this server's parent cgroup: its pid, and the PID namespace that pid belongs to,
+ * so the next start judges whether the server is gone only where the pid means that server.
+ */
+export function serverCgroupName(pid = process.pid): string {
+  const namespace = pidNamespace();
+  return namespace === "" ? `peergate-${pid}` : `peergate-${namespace}-${pid}`;
+}
+
 /** Decides how processes are counted for this server, creating its parent cgroup if needed. */
 export function detectProcessCountLimit(
   options: { readonly euid?: number; readonly source?: CgroupSource } = {},
@@ -208,7 +231,7 @@ export function detectProcessCountLimit(
     return { kind: "unavailable", problem: `${root}, and ${(error as Error).message}` };
   }
   if ("problem" in found) return { kind: "unavailable", problem: `${root}, and ${found.problem}` };
-  const parent = path.join(found.dir, `peergate-${process.pid}`);
+  const parent = path.join(found.dir, serverCgroupName());
   try {
     sweepStale(found.dir);
     if (!existsSync(parent)) mkdirSync(parent);

@@ -13,6 +13,7 @@ import {
   createPidsCgroups,
   detectProcessCountLimit,
   findPidsCgroup,
+  serverCgroupName,
 } from "../../src/sandbox/pids-cgroup.ts";
 import { probeSandbox } from "../../src/sandbox/probe.ts";
 import { builtinDescriptors } from "../../src/tools/builtin-tools.ts";
@@ -151,7 +152,7 @@ describeWithBwrap("the sandboxes' pids cgroups", () => {
       // A server that is gone: a pid no process has now.
       const gone = spawnSync("true").pid ?? 0;
       expect(alive(gone)).toBe(false);
-      const stale = path.join(path.dirname(counting.parent), `peergate-${gone}`);
+      const stale = path.join(path.dirname(counting.parent), serverCgroupName(gone));
       const sandbox = path.join(stale, "s0-0");
       mkdirSync(sandbox, { recursive: true });
       // What its sandbox left: a shell that, once inside the cgroup, starts two more processes.
@@ -184,6 +185,42 @@ describeWithBwrap("the sandboxes' pids cgroups", () => {
         expect(existsSync(stale)).toBe(false);
       } finally {
         shell.kill("SIGKILL");
+      }
+    },
+  );
+
+  it.skipIf(counting.kind !== "cgroup")(
+    `leaves the cgroup of a server in another PID namespace, whose pid says nothing here${counting.kind === "cgroup" ? "" : " — skipped: not root, no cgroup"}`,
+    async () => {
+      if (counting.kind !== "cgroup") return;
+      const { spawn, spawnSync } = await import("node:child_process");
+      const { mkdirSync, rmdirSync, writeFileSync } = await import("node:fs");
+      const free = spawnSync("true").pid ?? 0;
+      // Not this namespace's number (an inode is never 1): a container's server, sharing the cgroup.
+      const foreign = path.join(path.dirname(counting.parent), `peergate-1-${free}`);
+      const sandbox = path.join(foreign, "s0-0");
+      mkdirSync(sandbox, { recursive: true });
+      const sleeper = spawn("sleep", ["300"], { stdio: "ignore", detached: true });
+      try {
+        writeFileSync(
+          path.join(sandbox, counting.version === 1 ? "tasks" : "cgroup.procs"),
+          String(sleeper.pid),
+        );
+        expect(detectProcessCountLimit()).toMatchObject({ kind: "cgroup" });
+        expect(alive(sleeper.pid ?? 0)).toBe(true);
+        expect(existsSync(sandbox)).toBe(true);
+      } finally {
+        sleeper.kill("SIGKILL");
+        await new Promise((resolve) => sleeper.once("exit", resolve));
+        await eventually("the sleeper out of the cgroup", async () => {
+          try {
+            rmdirSync(sandbox);
+            rmdirSync(foreign);
+            return true;
+          } catch {
+            return undefined;
+          }
+        });
       }
     },
   );
