@@ -4,31 +4,16 @@
 // instance that thought this one dead. The run is already registered as active and owned by this
 // instance in the database when a segment starts.
 //
-// Over 500 lines for now, and not split while the run core is being changed elsewhere: the seam is
-// the step loop (runSteps) apart from the recording of how a segment ended (runAndRecord).
+// What the segment hands the gate (its controls, the declared command tools' shapes, the
+// classifier call) is built in segment-gate.ts.
 import type { ModelMessage } from "ai";
-import type {
-  Caller,
-  PendingApproval,
-  Run,
-  RunBudgetUsed,
-  RunControlsSnapshot,
-} from "../db/schema.ts";
+import type { Caller, PendingApproval, Run, RunBudgetUsed } from "../db/schema.ts";
 import { storableText } from "../db/storable.ts";
 import { isWaitingStatus, type PendingInput } from "../domain/run.ts";
 import type { ApprovalDecision, BatchDeps, ToolCallRecorder } from "../gate/batch.ts";
 import { admitClassifier } from "../gate/classifier-budget.ts";
-import { classifyCommand } from "../gate/command-classifier.ts";
-import {
-  buildRunControls,
-  narrowSnapshot,
-  type RunControls,
-  type RunControlsHolder,
-  snapshotControls,
-  stricterPolicy,
-} from "../gate/controls.ts";
-import type { Classification, CommandToolShape } from "../gate/decide.ts";
-import { type LoadedPolicies, policiesNow } from "../load-policies.ts";
+import { type RunControlsHolder, snapshotControls } from "../gate/controls.ts";
+import { policiesNow } from "../load-policies.ts";
 import { isCallerRevoked } from "../policy/caller-revoked.ts";
 import type { EffectiveToolSet } from "../policy/effective-set.ts";
 import { type Attributes, failSpan, inSpan, startSpan } from "../trace.ts";
@@ -36,7 +21,6 @@ import type { ActiveRun, StopReason } from "./active-runs.ts";
 import { createBudgetMeters, describeBudgetExceeded, formatUtcDay, zeroUsage } from "./budgets.ts";
 import { buildModelTools } from "./model-tools.ts";
 import { mapSegmentEnd, outcomeOf } from "./outcome.ts";
-import { computeCostUsd, findModelPrice } from "./prices.ts";
 import type { RunCore } from "./run-core.ts";
 import { runSegment, type SegmentEnd } from "./run-loop.ts";
 import { listCallIds, lockRun, readDailyTotals, readRun } from "./run-queries.ts";
@@ -53,6 +37,7 @@ import {
   saveMessages,
   saveRunControls,
 } from "./run-state.ts";
+import { classifyWith, commandToolShapes, runControlsFor } from "./segment-gate.ts";
 import type { RunEnd, RunEvent, RunMeter, RunOutcome, StartRunRequest } from "./types.ts";
 
 export type SegmentInput = {
@@ -498,81 +483,6 @@ export async function checkBetweenSteps(
     // from this step; a wider one never reaches the run (run-controls.ts).
     onCaller?.(request.caller);
   }
-}
-
-/** The controls a run decides with: the stricter of how it started and its caller now. */
-function runControlsFor(
-  policies: LoadedPolicies,
-  run: Run,
-  started: RunControlsSnapshot,
-  caller: Caller,
-  set: EffectiveToolSet,
-): RunControls {
-  const agent = policies.agent;
-  return buildRunControls({
-    policy: stricterPolicy(run.approvalPolicy, caller.approvalPolicy),
-    set,
-    caller: narrowSnapshot(started, snapshotControls(caller)),
-    kind: caller.kind,
-    agent: {
-      commands: agent.commands,
-      toolOverrides: agent.toolOverrides,
-      urlGrants: agent.urlGrants,
-    },
-  });
-}
-
-/**
- * A declared argument as the floor reads it: literal text as written, a workspace path as its
- * relative path, a secret as a placeholder (its value never reaches a record or the classifier).
- */
-function describeFixedArg(
-  arg:
-    | string
-    | { arg: string }
-    | { secretArg: { env: string; prefix: string } }
-    | { pathArg: string },
-): string {
-  if (typeof arg === "string") return arg;
-  if ("arg" in arg) return arg.arg;
-  if ("pathArg" in arg) return arg.pathArg;
-  return `${arg.secretArg.prefix}<secret ${arg.secretArg.env}>`;
-}
-
-/** The declared command tools, as the risk floor needs them. */
-function commandToolShapes(policies: LoadedPolicies): ReadonlyMap<string, CommandToolShape> {
-  const shapes = new Map<string, CommandToolShape>();
-  for (const tool of policies.toolsPolicy.commands) {
-    shapes.set(
-      tool.name,
-      tool.mode === "fixed"
-        ? { mode: "fixed", program: tool.program, args: tool.args.map(describeFixedArg) }
-        : { mode: tool.mode === "structured" ? "structured" : tool.mode },
-    );
-  }
-  return shapes;
-}
-
-/** One classifier call: the command only, its spend added to the caller's day. */
-async function classifyWith(
-  core: RunCore,
-  command: string,
-  signal: AbortSignal,
-  spend: { tokens: number; costUsd: number },
-): Promise<Classification> {
-  const resolved = core.classifierModel;
-  if (!resolved.ok) throw new Error("unreachable: no classifier model");
-  const result = await classifyCommand({ model: resolved.model, command, signal });
-  const inputTokens = result.usage.inputTokens ?? 0;
-  const outputTokens = result.usage.outputTokens ?? 0;
-  const price = findModelPrice(core.priceTable, resolved.id);
-  const costUsd =
-    price === undefined
-      ? undefined
-      : computeCostUsd(price, { input: inputTokens, output: outputTokens });
-  spend.tokens += inputTokens + outputTokens;
-  spend.costUsd += costUsd ?? 0;
-  return { result, model: resolved.id, costUsd };
 }
 
 /** Ends a waiting run at once (canceled, or revoked with its caller); undefined if not waiting. */
